@@ -1,0 +1,145 @@
+// The allocation tracker: sees every CPU tensor allocation and free libtorch makes, attributes each
+// to the operator, user scope and (optionally) native stack that made it, and keeps live statistics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memseal/export.h"
+
+namespace memseal {
+
+// How native call stacks are captured at allocation time.
+enum class StackMode {
+  kOff,      // no stacks: sites are told apart by operator and user scope only
+  kOn,       // a stack for every allocation
+  kSampled,  // a stack for every Nth allocation (TrackerOptions::stack_sample_every)
+};
+
+struct TrackerOptions {
+  StackMode stacks = StackMode::kOff;
+  std::uint32_t stack_sample_every = 64;
+  // Reads the tensor that owns each new storage (shape, dtype, grad_fn) when the op returns.
+  // This asks libtorch to hand over every op's outputs, which costs a little per op.
+  bool record_tensor_metadata = true;
+
+  // Options from MEMSEAL_STACKS (off | on | sample:N) and MEMSEAL_TENSOR_METADATA (0 | 1).
+  // Throws std::invalid_argument on a value it does not understand.
+  static TrackerOptions fromEnvironment();
+};
+
+// Counters for one device type. Bytes are the sizes libtorch asked for.
+struct DeviceStats {
+  std::string device;  // "cpu"
+  std::int64_t live_bytes = 0;
+  std::int64_t live_count = 0;
+  std::int64_t peak_bytes = 0;
+  std::int64_t allocated_bytes_total = 0;
+  std::int64_t allocations_total = 0;
+  std::int64_t frees_total = 0;
+};
+
+// What a tensor looked like: read when the op that allocated its storage returned, and refreshed
+// from the tensor itself while it is alive (so requires_grad set later, as modules do, shows).
+struct TensorInfo {
+  bool known = false;  // false when no op output owned the storage (raw allocations)
+  std::vector<std::int64_t> shape;
+  std::string dtype;
+  bool requires_grad = false;
+  bool is_leaf = true;
+  std::string grad_fn;  // empty when the tensor has no autograd history
+};
+
+struct StackFrame {
+  std::uintptr_t address = 0;
+  std::string function;  // demangled, empty when unknown
+  std::string file;      // source file where debug info exists
+  int line = 0;
+  std::string library;   // the shared object (or executable) holding the address
+  bool is_internal = false;  // inside libtorch, the C++ runtime or memseal itself
+};
+
+// Where allocations come from: the op being executed, the enclosing MEMSEAL_SCOPE and the stack.
+struct AllocationSite {
+  std::uint32_t id = 0;
+  std::string op;        // innermost ATen op, e.g. "aten::empty"; "<no op>" outside any op
+  std::string outer_op;  // outermost op on the thread, the one user code called, e.g. "aten::linear"
+  std::string scope;     // MEMSEAL_SCOPE names joined with '/', empty when none
+  std::vector<StackFrame> frames;  // symbolized, innermost first; empty when stacks were off
+};
+
+struct LiveAllocation {
+  std::size_t bytes = 0;
+  std::uint32_t step = 0;  // the step it was made in (see setStep)
+  bool grad_mode = false;
+  bool inference_mode = false;
+  std::int64_t time_ns = 0;  // steady clock
+  TensorInfo tensor;
+};
+
+struct SiteSnapshot {
+  AllocationSite site;
+  std::int64_t live_bytes = 0;
+  std::int64_t live_count = 0;
+  std::int64_t allocated_bytes_total = 0;
+  std::int64_t allocations_total = 0;
+  std::vector<LiveAllocation> allocations;  // the live ones, newest first, at most a few per site
+};
+
+struct Snapshot {
+  DeviceStats cpu;
+  std::vector<SiteSnapshot> sites;  // sites with live allocations, most live bytes first
+};
+
+// Starts tracking on construction with start() and stops on stop() or destruction. One tracker
+// runs at a time in a process; starting a second throws std::logic_error. Allocations made while it
+// runs may be freed at any time later, from any thread, also after it stopped or was destroyed.
+class MEMSEAL_API Tracker {
+ public:
+  explicit Tracker(TrackerOptions options = {});
+  ~Tracker();
+  Tracker(const Tracker&) = delete;
+  Tracker& operator=(const Tracker&) = delete;
+
+  void start();
+  void stop();
+  bool running() const;
+
+  DeviceStats stats() const;
+  // Live allocations grouped by site; `max_examples_per_site` bounds the allocations listed.
+  Snapshot snapshot(std::size_t max_examples_per_site = 4) const;
+
+  const TrackerOptions& options() const { return options_; }
+
+ private:
+  TrackerOptions options_;
+  bool running_ = false;
+};
+
+// True while any tracker runs.
+MEMSEAL_API bool trackingActive();
+
+// The current step number, recorded with each allocation (the leak detector advances it).
+MEMSEAL_API void setStep(std::uint32_t step);
+MEMSEAL_API std::uint32_t currentStep();
+
+// Names a region of user code; allocations inside it are attributed to the name. Nestable, per
+// thread. Prefer the MEMSEAL_SCOPE macro. `name` must outlive the scope (a literal is ideal).
+class MEMSEAL_API ScopeGuard {
+ public:
+  explicit ScopeGuard(const char* name);
+  ~ScopeGuard();
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  std::uint32_t previous_path_;
+};
+
+}  // namespace memseal
+
+#define MEMSEAL_CONCAT_INNER(a, b) a##b
+#define MEMSEAL_CONCAT(a, b) MEMSEAL_CONCAT_INNER(a, b)
+#define MEMSEAL_SCOPE(name) ::memseal::ScopeGuard MEMSEAL_CONCAT(memseal_scope_, __LINE__)(name)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what memseal's build needs and is missing: Debian build packages, and torch 2.11.0 from
+# PyPI in a virtual environment under the per-user cache. Idempotent: a second run changes nothing.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+debian_packages=(cmake ninja-build g++ ccache libgtest-dev libgmock-dev libbenchmark-dev
+                 nlohmann-json3-dev libcli11-dev binutils libtcmalloc-minimal4 libjemalloc2
+                 python3-venv)
+missing=()
+if command -v dpkg-query >/dev/null; then
+  for pkg in "${debian_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+fi
+if ((${#missing[@]})); then
+  echo "memseal: installing Debian packages: ${missing[*]}" >&2
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ -n "${Torch_DIR:-}" ]; then
+  echo "memseal: using Torch_DIR=$Torch_DIR" >&2
+  exit 0
+fi
+
+torch_version() { "$1" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true; }
+if [ -n "${PYTHON:-}" ]; then
+  have="$(torch_version "$PYTHON")"
+  if [ "${have}" != "$MEMSEAL_TORCH_VERSION" ]; then
+    echo "memseal: PYTHON=$PYTHON has torch '${have:-none}', memseal needs $MEMSEAL_TORCH_VERSION" >&2
+    exit 2
+  fi
+  exit 0
+fi
+
+if [ "$(torch_version "$MEMSEAL_VENV/bin/python")" != "$MEMSEAL_TORCH_VERSION" ]; then
+  echo "memseal: installing torch==$MEMSEAL_TORCH_VERSION into $MEMSEAL_VENV (several GB, once)" >&2
+  mkdir -p "$MEMSEAL_CACHE"
+  [ -x "$MEMSEAL_VENV/bin/python" ] || python3 -m venv "$MEMSEAL_VENV"
+  "$MEMSEAL_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+      "torch==$MEMSEAL_TORCH_VERSION" "numpy<3"
+fi

@@ -1,0 +1,10 @@
+# Shared settings for memseal's scripts: where the cached toolchain lives and which torch to use.
+# Sourced, not run. Honours PYTHON (a Python that already has torch 2.11) and Torch_DIR.
+MEMSEAL_TORCH_VERSION="2.11.0"
+MEMSEAL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MEMSEAL_CACHE="${MEMSEAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/memseal}"
+MEMSEAL_VENV="$MEMSEAL_CACHE/venv-torch-$MEMSEAL_TORCH_VERSION"
+export CCACHE_DIR="${CCACHE_DIR:-$MEMSEAL_CACHE/ccache}"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+# The venv's Python unless the caller brought their own.
+MEMSEAL_PYTHON="${PYTHON:-$MEMSEAL_VENV/bin/python}"

@@ -1,0 +1,154 @@
+// dladdr names the library and exported symbols; addr2line (binutils) adds file:line and static
+// functions from debug info. Results are cached per address: reports see the same frames again.
+#include "analyze/symbolize.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <link.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace memseal::analyze {
+
+namespace {
+
+std::string demangle(const char* symbol) {
+  if (symbol == nullptr) return "";
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> demangled(
+      abi::__cxa_demangle(symbol, nullptr, nullptr, &status), &std::free);
+  return status == 0 && demangled ? std::string(demangled.get()) : std::string(symbol);
+}
+
+std::string baseName(const std::string& path) {
+  std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool isInternalLibrary(const std::string& path) {
+  static const char* const kInternal[] = {"libtorch", "libc10", "libgomp",   "libc.so",
+                                          "libstdc++", "libgcc_s", "libmemseal", "ld-linux",
+                                          "libpthread", "libshm",   "libcaffe2", "libm.so",
+                                          "libasan", "libubsan", "libtsan"};
+  std::string name = baseName(path);
+  for (const char* prefix : kInternal) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+struct Resolved {
+  StackFrame frame;
+  std::uintptr_t file_offset = 0;  // address relative to the library's load bias, for addr2line
+};
+
+std::mutex g_cache_mutex;
+std::unordered_map<std::uintptr_t, StackFrame>& cache() {
+  static auto* frames = new std::unordered_map<std::uintptr_t, StackFrame>();
+  return *frames;
+}
+
+Resolved resolveWithDladdr(std::uintptr_t address) {
+  Resolved resolved;
+  resolved.frame.address = address;
+  Dl_info info{};
+  link_map* map = nullptr;
+  // A return address points after the call; look up the call itself.
+  void* lookup = reinterpret_cast<void*>(address - 1);
+  if (dladdr1(lookup, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) != 0) {
+    bool main_program = map != nullptr && (map->l_name == nullptr || map->l_name[0] == '\0');
+    resolved.frame.library =
+        main_program ? "(main program)" : (info.dli_fname != nullptr ? info.dli_fname : "");
+    resolved.frame.function = demangle(info.dli_sname);
+    resolved.file_offset = address - 1 - (map != nullptr ? map->l_addr : 0);
+  }
+  resolved.frame.is_internal = isInternalLibrary(resolved.frame.library);
+  return resolved;
+}
+
+std::string mainProgramPath() {
+  char buffer[4096];
+  ssize_t length = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  if (length <= 0) return "";
+  buffer[length] = '\0';
+  return buffer;
+}
+
+// Runs addr2line once for all offsets of one library and fills function, file and line.
+void addLineInfo(const std::string& library, std::vector<Resolved*>& frames) {
+  std::string path = library == "(main program)" ? mainProgramPath() : library;
+  if (path.empty() || frames.empty()) return;
+  std::string command = "addr2line -C -f -e '" + path + "'";
+  for (const Resolved* frame : frames) {
+    char offset[32];
+    std::snprintf(offset, sizeof(offset), " 0x%lx", static_cast<unsigned long>(frame->file_offset));
+    command += offset;
+  }
+  command += " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return;
+  char function[4096];
+  char location[4096];
+  for (Resolved* frame : frames) {
+    if (std::fgets(function, sizeof(function), pipe) == nullptr) break;
+    if (std::fgets(location, sizeof(location), pipe) == nullptr) break;
+    std::string name(function);
+    while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
+    std::string where(location);
+    while (!where.empty() && (where.back() == '\n' || where.back() == '\r')) where.pop_back();
+    if (name != "??" && !name.empty()) frame->frame.function = name;
+    std::size_t colon = where.rfind(':');
+    if (colon != std::string::npos && where.compare(0, 2, "??") != 0) {
+      std::string line = where.substr(colon + 1);
+      std::size_t space = line.find(' ');  // "12 (discriminator 3)"
+      if (space != std::string::npos) line = line.substr(0, space);
+      int number = std::atoi(line.c_str());
+      if (number > 0) {
+        frame->frame.file = where.substr(0, colon);
+        frame->frame.line = number;
+      }
+    }
+  }
+  pclose(pipe);
+}
+
+}  // namespace
+
+std::vector<StackFrame> symbolizeStack(const std::uintptr_t* addresses, int depth) {
+  std::vector<StackFrame> result(static_cast<std::size_t>(depth));
+  std::vector<Resolved> unresolved;
+  std::vector<int> unresolved_index;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    for (int i = 0; i < depth; ++i) {
+      auto found = cache().find(addresses[i]);
+      if (found != cache().end()) {
+        result[static_cast<std::size_t>(i)] = found->second;
+      } else {
+        unresolved.push_back(resolveWithDladdr(addresses[i]));
+        unresolved_index.push_back(i);
+      }
+    }
+  }
+  std::map<std::string, std::vector<Resolved*>> by_library;
+  for (Resolved& resolved : unresolved) {
+    if (!resolved.frame.is_internal) by_library[resolved.frame.library].push_back(&resolved);
+  }
+  for (auto& [library, frames] : by_library) addLineInfo(library, frames);
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  for (std::size_t i = 0; i < unresolved.size(); ++i) {
+    cache()[unresolved[i].frame.address] = unresolved[i].frame;
+    result[static_cast<std::size_t>(unresolved_index[i])] = unresolved[i].frame;
+  }
+  return result;
+}
+
+}  // namespace memseal::analyze

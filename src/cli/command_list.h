@@ -1,0 +1,18 @@
+// The subcommands' registration functions, one per file in src/cli/.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <vector>
+
+namespace memseal::cli {
+
+struct CommandEntry {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+void addDemoCommand(CLI::App& app, std::vector<CommandEntry>& entries);
+
+}  // namespace memseal::cli

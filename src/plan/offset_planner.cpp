@@ -1,0 +1,600 @@
+// Greedy offset planners (TFLite-style greedy-by-size and its relatives) and the sweep-line
+// checker that proves a plan never lets two live allocations share a byte.
+#include "plan/offset_planner.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace memseal::plan {
+namespace {
+
+using AllocationId = std::uint32_t;
+
+constexpr std::size_t kMaxSize = std::numeric_limits<std::size_t>::max();
+
+void requirePowerOfTwo(std::size_t alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    throw std::invalid_argument("alignment must be a nonzero power of two, got " +
+                                std::to_string(alignment));
+  }
+}
+
+// Only for callers that already checked the alignment and ruled out overflow.
+std::size_t alignUpUnchecked(std::size_t bytes, std::size_t alignment) {
+  return (bytes + alignment - 1) & ~(alignment - 1);
+}
+
+std::string describeAllocation(AllocationId id) { return "allocation " + std::to_string(id); }
+
+// The input after validation, shared by the strategies and the checker so that each of them can
+// do plain arithmetic: no aligned size, offset + size or block size can overflow afterwards.
+struct PreparedInput {
+  std::vector<std::size_t> aligned_sizes;
+  std::vector<AllocationId> occupying;  // allocations with nonzero size; the rest occupy nothing
+  std::size_t naive_sum = 0;
+};
+
+PreparedInput prepareInput(const std::vector<PlannedAllocation>& allocations,
+                           std::size_t alignment) {
+  requirePowerOfTwo(alignment);
+  if (allocations.size() > std::numeric_limits<AllocationId>::max()) {
+    throw std::invalid_argument("too many allocations to plan: " +
+                                std::to_string(allocations.size()));
+  }
+  PreparedInput input;
+  input.aligned_sizes.reserve(allocations.size());
+  for (std::size_t i = 0; i < allocations.size(); ++i) {
+    const PlannedAllocation& allocation = allocations[i];
+    const auto id = static_cast<AllocationId>(i);
+    if (allocation.last_use < allocation.first_use) {
+      throw std::invalid_argument(describeAllocation(id) + ": last_use " +
+                                  std::to_string(allocation.last_use) + " is before first_use " +
+                                  std::to_string(allocation.first_use));
+    }
+    if (allocation.size > kMaxSize - (alignment - 1)) {
+      throw std::invalid_argument(describeAllocation(id) + ": size " +
+                                  std::to_string(allocation.size) +
+                                  " overflows size_t when aligned to " + std::to_string(alignment));
+    }
+    const std::size_t aligned = alignUpUnchecked(allocation.size, alignment);
+    if (aligned > kMaxSize - input.naive_sum) {
+      throw std::invalid_argument(describeAllocation(id) + ": size " +
+                                  std::to_string(allocation.size) +
+                                  " makes the total of all aligned sizes overflow size_t");
+    }
+    input.naive_sum += aligned;
+    input.aligned_sizes.push_back(aligned);
+    if (aligned > 0) input.occupying.push_back(id);
+  }
+  return input;
+}
+
+// Aligned bytes live at each distinct first_use. Live bytes only rise when an allocation
+// starts, so these steps hold every peak, and there are at most n of them however sparse the
+// event indices are.
+struct BreadthProfile {
+  std::vector<std::uint32_t> steps;
+  std::vector<std::size_t> live_bytes;
+
+  std::size_t peak() const {
+    return live_bytes.empty() ? 0 : *std::max_element(live_bytes.begin(), live_bytes.end());
+  }
+};
+
+BreadthProfile computeBreadthProfile(const std::vector<PlannedAllocation>& allocations,
+                                     const PreparedInput& input) {
+  std::vector<AllocationId> by_first = input.occupying;
+  std::vector<AllocationId> by_last = input.occupying;
+  std::sort(by_first.begin(), by_first.end(), [&](AllocationId a, AllocationId b) {
+    return allocations[a].first_use < allocations[b].first_use;
+  });
+  std::sort(by_last.begin(), by_last.end(), [&](AllocationId a, AllocationId b) {
+    return allocations[a].last_use < allocations[b].last_use;
+  });
+  BreadthProfile profile;
+  std::size_t live = 0;
+  std::size_t next_end = 0;
+  for (std::size_t next_start = 0; next_start < by_first.size();) {
+    const std::uint32_t step = allocations[by_first[next_start]].first_use;
+    for (; next_start < by_first.size() && allocations[by_first[next_start]].first_use == step;
+         ++next_start) {
+      live += input.aligned_sizes[by_first[next_start]];
+    }
+    // Lifetimes are inclusive, so whatever ends exactly at `step` is still live here.
+    for (; next_end < by_last.size() && allocations[by_last[next_end]].last_use < step;
+         ++next_end) {
+      live -= input.aligned_sizes[by_last[next_end]];
+    }
+    profile.steps.push_back(step);
+    profile.live_bytes.push_back(live);
+  }
+  return profile;
+}
+
+// Sparse table answering "which step in [lo, hi] has the most live bytes" in O(1) after
+// O(n log n) setup; ties go to the earlier step so the breadth order is deterministic.
+class PeakStepTable {
+ public:
+  explicit PeakStepTable(const std::vector<std::size_t>& live_bytes) : live_bytes_(live_bytes) {
+    std::vector<std::uint32_t> identity(live_bytes.size());
+    for (std::size_t i = 0; i < identity.size(); ++i) identity[i] = static_cast<std::uint32_t>(i);
+    levels_.push_back(std::move(identity));
+    for (std::size_t width = 2; width <= live_bytes.size(); width *= 2) {
+      const std::vector<std::uint32_t>& previous = levels_.back();
+      std::vector<std::uint32_t> level(live_bytes.size() - width + 1);
+      for (std::size_t i = 0; i < level.size(); ++i) {
+        level[i] = busier(previous[i], previous[i + width / 2]);
+      }
+      levels_.push_back(std::move(level));
+    }
+  }
+
+  std::uint32_t busiestStep(std::size_t lo, std::size_t hi) const {
+    std::size_t level = 0;
+    while ((std::size_t{2} << level) <= hi - lo + 1) ++level;
+    return busier(levels_[level][lo], levels_[level][hi + 1 - (std::size_t{1} << level)]);
+  }
+
+ private:
+  std::uint32_t busier(std::uint32_t a, std::uint32_t b) const {
+    if (live_bytes_[a] != live_bytes_[b]) return live_bytes_[a] > live_bytes_[b] ? a : b;
+    return std::min(a, b);
+  }
+
+  const std::vector<std::size_t>& live_bytes_;
+  std::vector<std::vector<std::uint32_t>> levels_;
+};
+
+std::vector<AllocationId> orderBySize(const std::vector<PlannedAllocation>& allocations,
+                                      const PreparedInput& input) {
+  // TFLite's order: largest first, earlier first use breaking ties.
+  std::vector<AllocationId> order = input.occupying;
+  std::sort(order.begin(), order.end(), [&](AllocationId a, AllocationId b) {
+    if (input.aligned_sizes[a] != input.aligned_sizes[b]) {
+      return input.aligned_sizes[a] > input.aligned_sizes[b];
+    }
+    if (allocations[a].first_use != allocations[b].first_use) {
+      return allocations[a].first_use < allocations[b].first_use;
+    }
+    return a < b;
+  });
+  return order;
+}
+
+std::vector<AllocationId> orderByBreadth(const std::vector<PlannedAllocation>& allocations,
+                                         const PreparedInput& input,
+                                         const BreadthProfile& profile) {
+  // Each allocation is claimed by the busiest step of its lifetime; steps go busiest first and
+  // their allocations largest first. That is the paper's loop over operators by breadth,
+  // without materialising every step's live set (which can be O(n^2)).
+  const PeakStepTable table(profile.live_bytes);
+  std::vector<std::uint32_t> claiming_step(allocations.size(), 0);
+  for (AllocationId id : input.occupying) {
+    const auto first =
+        std::lower_bound(profile.steps.begin(), profile.steps.end(), allocations[id].first_use);
+    const auto past_last = std::upper_bound(first, profile.steps.end(), allocations[id].last_use);
+    claiming_step[id] =
+        table.busiestStep(first - profile.steps.begin(), (past_last - profile.steps.begin()) - 1);
+  }
+  std::vector<AllocationId> order = input.occupying;
+  std::sort(order.begin(), order.end(), [&](AllocationId a, AllocationId b) {
+    const std::size_t breadth_a = profile.live_bytes[claiming_step[a]];
+    const std::size_t breadth_b = profile.live_bytes[claiming_step[b]];
+    if (breadth_a != breadth_b) return breadth_a > breadth_b;
+    if (claiming_step[a] != claiming_step[b]) return claiming_step[a] < claiming_step[b];
+    if (input.aligned_sizes[a] != input.aligned_sizes[b]) {
+      return input.aligned_sizes[a] > input.aligned_sizes[b];
+    }
+    return a < b;
+  });
+  return order;
+}
+
+std::vector<AllocationId> orderByFirstUse(const std::vector<PlannedAllocation>& allocations,
+                                          const PreparedInput& input) {
+  // Longer lifetimes first among equal starts, so an enclosing allocation precedes the ones
+  // nested inside it (what makes this order exact on strict stacks).
+  std::vector<AllocationId> order = input.occupying;
+  std::sort(order.begin(), order.end(), [&](AllocationId a, AllocationId b) {
+    if (allocations[a].first_use != allocations[b].first_use) {
+      return allocations[a].first_use < allocations[b].first_use;
+    }
+    if (allocations[a].last_use != allocations[b].last_use) {
+      return allocations[a].last_use > allocations[b].last_use;
+    }
+    return a < b;
+  });
+  return order;
+}
+
+enum class GapChoice { kBestFit, kTwoSided };
+
+// Walks the byte ranges of already-placed, lifetime-overlapping allocations in offset order and
+// keeps the smallest hole that fits (the earliest on ties), as TFLite's SimpleMemoryArena does.
+class GapSearch {
+ public:
+  explicit GapSearch(std::size_t size) : size_(size) {}
+
+  void visit(std::size_t offset, std::size_t end) {
+    if (offset > covered_end_) {
+      const std::size_t hole = offset - covered_end_;
+      if (hole >= size_ && (!found_ || hole < best_hole_)) {
+        found_ = true;
+        best_hole_ = hole;
+        best_start_ = covered_end_;
+      }
+    }
+    covered_end_ = std::max(covered_end_, end);
+  }
+
+  std::size_t choose(GapChoice choice, std::size_t capacity) const {
+    if (choice == GapChoice::kTwoSided && covered_end_ > 0 && covered_end_ <= capacity) {
+      // The space between the highest neighbour and the target capacity is one more hole; one
+      // placed there sits flush against the top, leaving the low end free for the next neighbour.
+      const std::size_t top_hole = capacity - covered_end_;
+      if (top_hole >= size_ && (!found_ || top_hole < best_hole_)) return capacity - size_;
+    }
+    return found_ ? best_start_ : covered_end_;
+  }
+
+ private:
+  std::size_t size_;
+  std::size_t covered_end_ = 0;
+  std::size_t best_hole_ = 0;
+  std::size_t best_start_ = 0;
+  bool found_ = false;
+};
+
+struct Placement {
+  std::vector<std::size_t> offsets;
+  std::size_t block_size = 0;
+};
+
+// Places allocations one at a time, each against the already-placed allocations whose
+// lifetimes overlap it. Those are found with a max-segment-tree over allocations sorted by
+// first_use (leaf = last_use + 1 once placed), in O((k + 1) log n) for k of them, so the usual
+// case of short lifetimes costs O(n log n). When lifetimes overlap heavily, sorting k
+// neighbours per allocation would cost O(n^2 log n), so past a threshold the placer switches
+// to TFLite's scan over all placed allocations kept in offset order: O(n^2) at worst.
+class GreedyPlacer {
+ public:
+  GreedyPlacer(const std::vector<PlannedAllocation>& allocations, const PreparedInput& input)
+      : allocations_(allocations),
+        sizes_(input.aligned_sizes),
+        by_first_use_(input.occupying),
+        position_(allocations.size(), 0) {
+    std::sort(by_first_use_.begin(), by_first_use_.end(), [&](AllocationId a, AllocationId b) {
+      return allocations[a].first_use < allocations[b].first_use;
+    });
+    first_uses_.reserve(by_first_use_.size());
+    for (std::size_t i = 0; i < by_first_use_.size(); ++i) {
+      first_uses_.push_back(allocations[by_first_use_[i]].first_use);
+      position_[by_first_use_[i]] = static_cast<std::uint32_t>(i);
+    }
+    while (leaf_count_ < by_first_use_.size()) leaf_count_ *= 2;
+  }
+
+  Placement place(const std::vector<AllocationId>& order, GapChoice choice, std::size_t capacity) {
+    Placement placement;
+    placement.offsets.assign(allocations_.size(), 0);
+    max_last_use_.assign(2 * leaf_count_, 0);
+    offset_order_.clear();
+    offset_order_active_ = false;
+    for (std::size_t placed = 0; placed < order.size(); ++placed) {
+      const AllocationId id = order[placed];
+      const PlannedAllocation& allocation = allocations_[id];
+      GapSearch search(sizes_[id]);
+      if (!visitNeighboursFromTree(allocation, placement.offsets, placed, search)) {
+        if (!offset_order_active_) activateOffsetOrder(order, placed, placement.offsets);
+        for (AllocationId other : offset_order_) {
+          if (allocations_[other].first_use <= allocation.last_use &&
+              allocations_[other].last_use >= allocation.first_use) {
+            search.visit(placement.offsets[other], placement.offsets[other] + sizes_[other]);
+          }
+        }
+      }
+      const std::size_t offset = search.choose(choice, capacity);
+      placement.offsets[id] = offset;
+      placement.block_size = std::max(placement.block_size, offset + sizes_[id]);
+      markPlaced(id);
+      if (offset_order_active_) {
+        const auto at = std::upper_bound(offset_order_.begin(), offset_order_.end(), offset,
+                                         [&](std::size_t value, AllocationId other) {
+                                           return value < placement.offsets[other];
+                                         });
+        offset_order_.insert(at, id);
+      }
+    }
+    return placement;
+  }
+
+ private:
+  // Past this many neighbours (plus a share of everything placed) the offset-order scan is
+  // cheaper than collecting and sorting them.
+  static constexpr std::size_t kMinNeighbourLimit = 64;
+  static constexpr std::size_t kPlacedShareDivisor = 16;
+
+  // Feeds the placed neighbours of `allocation` to `search` in offset order; returns false,
+  // having fed nothing, when there are too many of them to be worth sorting.
+  bool visitNeighboursFromTree(const PlannedAllocation& allocation,
+                               const std::vector<std::size_t>& offsets, std::size_t placed,
+                               GapSearch& search) {
+    // Neighbours started no later than this one ends (a prefix in first_use order) and end no
+    // earlier than it starts (a subtree max >= first_use + 1 prunes the rest).
+    const std::size_t started_in_time =
+        std::upper_bound(first_uses_.begin(), first_uses_.end(), allocation.last_use) -
+        first_uses_.begin();
+    const std::size_t limit = kMinNeighbourLimit + placed / kPlacedShareDivisor;
+    hits_.clear();
+    if (!collect(1, 0, leaf_count_, started_in_time, std::uint64_t{allocation.first_use} + 1,
+                 limit)) {
+      return false;
+    }
+    neighbours_.clear();
+    for (std::uint32_t hit : hits_) {
+      const AllocationId other = by_first_use_[hit];
+      neighbours_.emplace_back(offsets[other], offsets[other] + sizes_[other]);
+    }
+    std::sort(neighbours_.begin(), neighbours_.end());
+    for (const auto& [offset, end] : neighbours_) search.visit(offset, end);
+    return true;
+  }
+
+  bool collect(std::size_t node, std::size_t node_begin, std::size_t node_width,
+               std::size_t end_position, std::uint64_t min_value, std::size_t limit) {
+    if (node_begin >= end_position || max_last_use_[node] < min_value) return true;
+    if (node_width == 1) {
+      if (hits_.size() == limit) return false;
+      hits_.push_back(static_cast<std::uint32_t>(node_begin));
+      return true;
+    }
+    const std::size_t half = node_width / 2;
+    return collect(2 * node, node_begin, half, end_position, min_value, limit) &&
+           collect(2 * node + 1, node_begin + half, half, end_position, min_value, limit);
+  }
+
+  void markPlaced(AllocationId id) {
+    std::size_t node = leaf_count_ + position_[id];
+    max_last_use_[node] = std::uint64_t{allocations_[id].last_use} + 1;
+    for (node /= 2; node >= 1; node /= 2) {
+      max_last_use_[node] = std::max(max_last_use_[2 * node], max_last_use_[2 * node + 1]);
+    }
+  }
+
+  void activateOffsetOrder(const std::vector<AllocationId>& order, std::size_t placed,
+                           const std::vector<std::size_t>& offsets) {
+    offset_order_.assign(order.begin(), order.begin() + placed);
+    std::sort(offset_order_.begin(), offset_order_.end(),
+              [&](AllocationId a, AllocationId b) { return offsets[a] < offsets[b]; });
+    offset_order_active_ = true;
+  }
+
+  const std::vector<PlannedAllocation>& allocations_;
+  const std::vector<std::size_t>& sizes_;
+  std::vector<AllocationId> by_first_use_;
+  std::vector<std::uint32_t> first_uses_;  // first_use of by_first_use_[i], for binary search
+  std::vector<std::uint32_t> position_;    // index of each allocation in by_first_use_
+  std::size_t leaf_count_ = 1;
+  std::vector<std::uint64_t> max_last_use_;  // segment tree; 0 marks "not placed yet"
+  std::vector<AllocationId> offset_order_;   // placed allocations by offset, once activated
+  bool offset_order_active_ = false;
+  std::vector<std::uint32_t> hits_;
+  std::vector<std::pair<std::size_t, std::size_t>> neighbours_;
+};
+
+enum class PlacementOrder { kBySize, kByBreadth, kByFirstUse };
+
+struct StrategyParts {
+  PlacementOrder order;
+  GapChoice choice;
+  OffsetStrategy best_fit_twin;  // the best-fit strategy with the same order
+};
+
+StrategyParts partsOf(OffsetStrategy strategy) {
+  using S = OffsetStrategy;
+  switch (strategy) {
+    case S::kGreedyBySizeBestFit:
+      return {PlacementOrder::kBySize, GapChoice::kBestFit, strategy};
+    case S::kGreedyByBreadthBestFit:
+      return {PlacementOrder::kByBreadth, GapChoice::kBestFit, strategy};
+    case S::kAllocationOrderBestFit:
+      return {PlacementOrder::kByFirstUse, GapChoice::kBestFit, strategy};
+    case S::kGreedyBySizeTwoSided:
+      return {PlacementOrder::kBySize, GapChoice::kTwoSided, S::kGreedyBySizeBestFit};
+    case S::kGreedyByBreadthTwoSided:
+      return {PlacementOrder::kByBreadth, GapChoice::kTwoSided, S::kGreedyByBreadthBestFit};
+    case S::kAllocationOrderTwoSided:
+      return {PlacementOrder::kByFirstUse, GapChoice::kTwoSided, S::kAllocationOrderBestFit};
+  }
+  throw std::invalid_argument("unknown offset strategy " +
+                              std::to_string(static_cast<int>(strategy)));
+}
+
+// Everything the strategies share for one input. Orders and best-fit plans are computed once
+// and only when needed: planOffsets often stops after the first strategy.
+class Planner {
+ public:
+  Planner(const std::vector<PlannedAllocation>& allocations, std::size_t alignment)
+      : allocations_(allocations),
+        input_(prepareInput(allocations, alignment)),
+        profile_(computeBreadthProfile(allocations, input_)),
+        lower_bound_(profile_.peak()),
+        placer_(allocations, input_) {}
+
+  OffsetPlan run(OffsetStrategy strategy) {
+    const StrategyParts parts = partsOf(strategy);
+    const OffsetPlan& best_fit = bestFitPlan(parts.order, parts.best_fit_twin);
+    if (parts.choice == GapChoice::kBestFit) return best_fit;
+    // Best fit never needs more than naive_sum (each allocation ends at most at the total size
+    // of those placed so far), but two-sided placement can overshoot badly once its target is
+    // out of reach, since whatever misses the target is stacked above allocations parked at
+    // the top. Keeping the smaller plan gives every strategy best fit's guarantee.
+    Placement two_sided = placer_.place(order(parts.order), GapChoice::kTwoSided, lower_bound_);
+    if (two_sided.block_size >= best_fit.block_size) return best_fit;
+    return makePlan(std::move(two_sided), strategy);
+  }
+
+ private:
+  const std::vector<AllocationId>& order(PlacementOrder which) {
+    std::optional<std::vector<AllocationId>>& cached = orders_[static_cast<int>(which)];
+    if (!cached) {
+      switch (which) {
+        case PlacementOrder::kBySize:
+          cached = orderBySize(allocations_, input_);
+          break;
+        case PlacementOrder::kByBreadth:
+          cached = orderByBreadth(allocations_, input_, profile_);
+          break;
+        case PlacementOrder::kByFirstUse:
+          cached = orderByFirstUse(allocations_, input_);
+          break;
+      }
+    }
+    return *cached;
+  }
+
+  const OffsetPlan& bestFitPlan(PlacementOrder which, OffsetStrategy strategy) {
+    std::optional<OffsetPlan>& cached = best_fit_plans_[static_cast<int>(which)];
+    if (!cached) {
+      cached = makePlan(placer_.place(order(which), GapChoice::kBestFit, lower_bound_), strategy);
+    }
+    return *cached;
+  }
+
+  OffsetPlan makePlan(Placement placement, OffsetStrategy strategy) const {
+    OffsetPlan plan;
+    plan.offsets = std::move(placement.offsets);
+    plan.block_size = placement.block_size;
+    plan.lower_bound = lower_bound_;
+    plan.naive_sum = input_.naive_sum;
+    plan.strategy = strategyName(strategy);
+    return plan;
+  }
+
+  const std::vector<PlannedAllocation>& allocations_;
+  PreparedInput input_;
+  BreadthProfile profile_;
+  std::size_t lower_bound_;
+  GreedyPlacer placer_;
+  std::optional<std::vector<AllocationId>> orders_[3];  // indexed by PlacementOrder
+  std::optional<OffsetPlan> best_fit_plans_[3];         // indexed by PlacementOrder
+};
+
+}  // namespace
+
+const char* strategyName(OffsetStrategy strategy) {
+  switch (strategy) {
+    case OffsetStrategy::kGreedyBySizeBestFit:
+      return "greedy-by-size/best-fit";
+    case OffsetStrategy::kGreedyByBreadthBestFit:
+      return "greedy-by-breadth/best-fit";
+    case OffsetStrategy::kAllocationOrderBestFit:
+      return "allocation-order/best-fit";
+    case OffsetStrategy::kGreedyBySizeTwoSided:
+      return "greedy-by-size/two-sided";
+    case OffsetStrategy::kGreedyByBreadthTwoSided:
+      return "greedy-by-breadth/two-sided";
+    case OffsetStrategy::kAllocationOrderTwoSided:
+      return "allocation-order/two-sided";
+  }
+  return "unknown";
+}
+
+std::size_t alignUp(std::size_t bytes, std::size_t alignment) {
+  requirePowerOfTwo(alignment);
+  if (bytes > kMaxSize - (alignment - 1)) {
+    throw std::invalid_argument("size " + std::to_string(bytes) +
+                                " overflows size_t when aligned to " + std::to_string(alignment));
+  }
+  return alignUpUnchecked(bytes, alignment);
+}
+
+std::size_t liveBytesLowerBound(const std::vector<PlannedAllocation>& allocations,
+                                std::size_t alignment) {
+  return computeBreadthProfile(allocations, prepareInput(allocations, alignment)).peak();
+}
+
+OffsetPlan planOffsets(const std::vector<PlannedAllocation>& allocations, std::size_t alignment) {
+  Planner planner(allocations, alignment);
+  std::optional<OffsetPlan> best;
+  for (OffsetStrategy strategy : kAllOffsetStrategies) {
+    OffsetPlan plan = planner.run(strategy);
+    if (!best || plan.block_size < best->block_size) best = std::move(plan);
+    if (best->block_size == best->lower_bound) break;  // nothing can beat the lower bound
+  }
+  return std::move(*best);
+}
+
+OffsetPlan planOffsetsWith(const std::vector<PlannedAllocation>& allocations,
+                           OffsetStrategy strategy, std::size_t alignment) {
+  return Planner(allocations, alignment).run(strategy);
+}
+
+std::string validatePlan(const std::vector<PlannedAllocation>& allocations, const OffsetPlan& plan,
+                         std::size_t alignment) {
+  const PreparedInput input = prepareInput(allocations, alignment);
+  if (plan.offsets.size() != allocations.size()) {
+    return "plan has " + std::to_string(plan.offsets.size()) + " offsets for " +
+           std::to_string(allocations.size()) + " allocations";
+  }
+  for (std::size_t i = 0; i < allocations.size(); ++i) {
+    const auto id = static_cast<AllocationId>(i);
+    const std::size_t offset = plan.offsets[i];
+    if (offset % alignment != 0) {
+      return describeAllocation(id) + ": offset " + std::to_string(offset) +
+             " is not a multiple of the alignment " + std::to_string(alignment);
+    }
+    if (offset > plan.block_size || input.aligned_sizes[i] > plan.block_size - offset) {
+      return describeAllocation(id) + ": its " + std::to_string(input.aligned_sizes[i]) +
+             " bytes at offset " + std::to_string(offset) + " extend past block_size " +
+             std::to_string(plan.block_size);
+    }
+  }
+
+  // Sweep events in order, keeping the byte ranges of live allocations in an offset-keyed map.
+  // Ranges in the map are disjoint (the first clash ends the sweep), so a new range only has to
+  // be compared with its two neighbours in offset order.
+  std::vector<AllocationId> by_first = input.occupying;
+  std::vector<AllocationId> by_last = input.occupying;
+  std::sort(by_first.begin(), by_first.end(), [&](AllocationId a, AllocationId b) {
+    return allocations[a].first_use < allocations[b].first_use;
+  });
+  std::sort(by_last.begin(), by_last.end(), [&](AllocationId a, AllocationId b) {
+    return allocations[a].last_use < allocations[b].last_use;
+  });
+  const auto end_of = [&](AllocationId id) { return plan.offsets[id] + input.aligned_sizes[id]; };
+  const auto describeClash = [&](AllocationId a, AllocationId b, std::uint32_t event) {
+    return "allocations " + std::to_string(std::min(a, b)) + " and " +
+           std::to_string(std::max(a, b)) + " share bytes [" +
+           std::to_string(std::max(plan.offsets[a], plan.offsets[b])) + ", " +
+           std::to_string(std::min(end_of(a), end_of(b))) + ") while both are live at event " +
+           std::to_string(event);
+  };
+  std::map<std::size_t, AllocationId> live_by_offset;
+  std::size_t next_end = 0;
+  for (AllocationId id : by_first) {
+    const std::uint32_t event = allocations[id].first_use;
+    // Lifetimes are inclusive: only what ended strictly before this event is gone.
+    for (; next_end < by_last.size() && allocations[by_last[next_end]].last_use < event;
+         ++next_end) {
+      live_by_offset.erase(plan.offsets[by_last[next_end]]);
+    }
+    const auto above = live_by_offset.lower_bound(plan.offsets[id]);
+    if (above != live_by_offset.end() && above->first < end_of(id)) {
+      return describeClash(id, above->second, event);
+    }
+    if (above != live_by_offset.begin()) {
+      const AllocationId below = std::prev(above)->second;
+      if (end_of(below) > plan.offsets[id]) return describeClash(id, below, event);
+    }
+    live_by_offset.emplace(plan.offsets[id], id);
+  }
+  return "";
+}
+
+}  // namespace memseal::plan

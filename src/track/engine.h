@@ -1,0 +1,172 @@
+// The process-wide tracking engine: the CPU allocator interposer, the op observer and the tables.
+// It lives for the whole process (never destroyed), because tensors allocated while tracking may be
+// freed at any time later, even during static destruction, and their deleter lands here.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/core/UndefinedTensorImpl.h>
+
+#include "memseal/tracker.h"
+#include "track/insert_only_table.h"
+#include "track/live_table.h"
+#include "track/stack_capture.h"
+
+namespace torch::autograd {
+struct Node;
+}
+namespace at {
+class TensorBase;
+}
+
+namespace memseal::track {
+
+struct StringEntry {
+  char* text = nullptr;  // owned, never freed (ids stay valid for the process)
+  bool matches(const char* key) const { return std::strcmp(text, key) == 0; }
+};
+using StringTable = InsertOnlyTable<StringEntry, 8192>;
+
+// A MEMSEAL_SCOPE path is a chain: (parent path, name).
+struct ScopePathKey {
+  std::uint32_t parent;
+  std::uint32_t name;
+};
+struct ScopePathEntry {
+  ScopePathKey key{};
+  bool matches(const ScopePathKey& k) const { return key.parent == k.parent && key.name == k.name; }
+};
+using ScopePathTable = InsertOnlyTable<ScopePathEntry, 4096>;
+
+struct SiteKey {
+  std::uint32_t inner_op;
+  std::uint32_t outer_op;
+  std::uint32_t scope_path;
+  std::uint32_t stack;  // 0 unless stacks are on for every allocation
+  bool operator==(const SiteKey& o) const {
+    return inner_op == o.inner_op && outer_op == o.outer_op && scope_path == o.scope_path &&
+           stack == o.stack;
+  }
+};
+struct SiteEntry {
+  SiteKey key{};
+  std::atomic<std::uint32_t> example_stack{0};  // a sampled stack when stacks are sampled
+  std::atomic<std::int64_t> live_bytes{0};
+  std::atomic<std::int64_t> live_count{0};
+  std::atomic<std::int64_t> allocated_bytes_total{0};
+  std::atomic<std::int64_t> allocations_total{0};
+  bool matches(const SiteKey& k) const { return key == k; }
+  void resetCounters();
+};
+using SiteTable = InsertOnlyTable<SiteEntry, 16384>;
+
+struct DeviceCounters {
+  std::atomic<std::int64_t> live_bytes{0};
+  std::atomic<std::int64_t> live_count{0};
+  std::atomic<std::int64_t> peak_bytes{0};
+  std::atomic<std::int64_t> allocated_bytes_total{0};
+  std::atomic<std::int64_t> allocations_total{0};
+  std::atomic<std::int64_t> frees_total{0};
+  void reset();
+  void onAllocate(std::int64_t bytes);
+  void onFree(std::int64_t bytes);
+  DeviceStats read(const char* device) const;
+};
+
+// Told about every op output that has autograd history; the leak detector uses it to watch graph
+// nodes that outlive their step. Called on the thread that ran the op, from inside the op observer.
+class GradFnObserver {
+ public:
+  virtual ~GradFnObserver() = default;
+  virtual void onGradFn(const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) = 0;
+};
+
+class Engine {
+ public:
+  static Engine& instance();
+
+  void start(const TrackerOptions& options);
+  void stop();
+  bool active() const { return active_.load(std::memory_order_relaxed); }
+  std::uint32_t session() const { return session_.load(std::memory_order_acquire); }
+  const TrackerOptions& options() const { return options_; }
+
+  // Keeps the interposing CPU allocator installed while anyone (tracker, planned arena) needs it.
+  void acquireAllocatorHook();
+  void releaseAllocatorHook();
+
+  std::uint32_t internString(const char* text);
+  const char* string(std::uint32_t id) const;  // "" for 0
+  std::uint32_t internScopePath(std::uint32_t parent, const char* name);
+  std::string scopePathText(std::uint32_t id) const;
+  std::uint32_t gradFnNameId(const torch::autograd::Node& node);
+
+  SiteEntry& site(std::uint32_t id) { return sites_.at(id); }
+  SiteTable& sites() { return sites_; }
+  // The stack with this id, or nullptr when stacks were never turned on or id is 0.
+  const StackEntry* stack(std::uint32_t id) const;
+  LiveTable& live() { return live_; }
+  DeviceCounters& cpu() { return cpu_; }
+
+  std::atomic<std::uint32_t> step{0};
+  // Backward functions (autograd nodes) executed, ever: tells whether a loop runs backward.
+  std::atomic<std::uint64_t> backward_functions{0};
+  void setGradFnObserver(GradFnObserver* observer);
+  GradFnObserver* gradFnObserver() const { return grad_fn_observer_.load(std::memory_order_acquire); }
+
+  // Hot path, called by the interposing allocator.
+  c10::DataPtr track(c10::DataPtr inner, std::size_t bytes);
+  static void trackedFree(void* data);
+  // Op observer hooks.
+  // An output of an op that just returned: fills in the signature of storage the op allocated, and
+  // tells the grad_fn observer about autograd history when `grad_site` is not 0.
+  void onOpOutput(const at::TensorBase& tensor, std::uint64_t start_serial, std::uint32_t grad_site);
+  std::uint32_t currentSite();  // the site an allocation made now would get (interns as needed)
+
+  // Reads the tensor's current metadata into a signature (used at op end and during analysis).
+  TensorSignature signatureOf(const at::TensorBase& tensor);
+
+ private:
+  Engine();
+  std::uint32_t siteFor(const SiteKey& key);
+
+  std::atomic<bool> active_{false};
+  std::atomic<std::uint32_t> session_{0};
+  TrackerOptions options_;
+  std::mutex control_mutex_;
+  int hook_users_ = 0;
+  bool hook_installed_with_high_priority_ = false;
+  std::uint64_t record_function_handle_ = 0;
+
+  DeviceCounters cpu_;
+  LiveTable live_;
+  StringTable strings_;
+  ScopePathTable scope_paths_;
+  SiteTable sites_;
+  std::uint32_t overflow_site_ = 0;
+  std::atomic<StackTable*> stacks_{nullptr};
+  struct TypeNameEntry {
+    const void* type = nullptr;
+    std::uint32_t name = 0;
+    bool matches(const void* key) const { return type == key; }
+  };
+  InsertOnlyTable<TypeNameEntry, 2048> grad_fn_names_;
+  std::atomic<GradFnObserver*> grad_fn_observer_{nullptr};
+  std::atomic<std::uint32_t> next_thread_slot_{0};
+};
+
+// Takes and drops the tracker's weak reference on a tensor, and turns it into a strong one.
+void takeWeakTensorReference(c10::TensorImpl* tensor);
+void dropWeakTensorReference(c10::TensorImpl* tensor);
+// Null (undefined) when the tensor is gone.
+c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> lockWeakTensorReference(
+    c10::TensorImpl* tensor);
+
+}  // namespace memseal::track

@@ -1,0 +1,48 @@
+// What the tracker keeps for each live allocation. Plain data, so the live table can move records
+// freely; the tensor is held through a raw weak reference that the engine takes and drops.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace c10 {
+struct TensorImpl;
+}
+
+namespace memseal::track {
+
+constexpr int kMaxCachedDims = 6;
+
+// The tensor that owned the storage when the op that made it returned.
+struct TensorSignature {
+  std::int64_t sizes[kMaxCachedDims];
+  std::int8_t dims = -1;  // -1: no op output owned this storage (yet); > kMaxCachedDims: cut
+  std::int8_t scalar_type = -1;
+  bool requires_grad = false;
+  bool is_leaf = true;
+  std::uint32_t grad_fn_name = 0;  // interned string id, 0 when none
+};
+
+enum RecordFlags : std::uint8_t {
+  kGradMode = 1u << 0,
+  kInferenceMode = 1u << 1,
+};
+
+struct LiveRecord {
+  void* data = nullptr;  // the key; nullptr marks an empty slot
+  void* original_context = nullptr;
+  void (*original_deleter)(void*) = nullptr;
+  std::size_t bytes = 0;
+  std::int64_t time_ns = 0;
+  c10::TensorImpl* tensor = nullptr;  // weak reference, or nullptr
+  std::uint64_t thread_serial = 0;    // per-thread allocation counter at allocation time
+  std::uint32_t thread_slot = 0;
+  std::uint32_t site = 0;
+  std::uint32_t step = 0;
+  std::uint32_t session = 0;
+  std::uint32_t lifetime_scope = 0;  // the LifetimeScope active at allocation, 0 when none
+  std::uint8_t flags = 0;
+  TensorSignature signature;
+};
+
+}  // namespace memseal::track

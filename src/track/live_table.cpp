@@ -1,0 +1,109 @@
+// Open addressing with linear probing and backward-shift deletion (no tombstones), so a table that
+// sees millions of allocate/free pairs never degrades. Slots come from calloc, never from the
+// allocator being tracked.
+#include "track/live_table.h"
+
+#include <cstdlib>
+
+#include "track/hashing.h"
+
+namespace memseal::track {
+
+namespace {
+constexpr std::size_t kInitialShardCapacity = 64;
+}
+
+LiveTable::~LiveTable() {
+  for (Shard& shard : shards_) std::free(shard.slots);
+}
+
+std::uint64_t LiveTable::hashPointer(const void* data) {
+  return mixBits(reinterpret_cast<std::uintptr_t>(data));
+}
+
+LiveRecord* LiveTable::findSlot(Shard& shard, const void* data, std::uint64_t hash) {
+  if (shard.capacity == 0) return nullptr;
+  std::size_t mask = shard.capacity - 1;
+  for (std::size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+    LiveRecord& record = shard.slots[slot];
+    if (record.data == data) return &record;
+    if (record.data == nullptr) return nullptr;
+  }
+}
+
+bool LiveTable::grow(Shard& shard) {
+  std::size_t capacity = shard.capacity == 0 ? kInitialShardCapacity : shard.capacity * 2;
+  auto* slots = static_cast<LiveRecord*>(std::calloc(capacity, sizeof(LiveRecord)));
+  if (slots == nullptr) return false;
+  std::size_t mask = capacity - 1;
+  for (std::size_t i = 0; i < shard.capacity; ++i) {
+    const LiveRecord& record = shard.slots[i];
+    if (record.data == nullptr) continue;
+    std::size_t slot = hashPointer(record.data) & mask;
+    while (slots[slot].data != nullptr) slot = (slot + 1) & mask;
+    slots[slot] = record;
+  }
+  std::free(shard.slots);
+  shard.slots = slots;
+  shard.capacity = capacity;
+  return true;
+}
+
+bool LiveTable::insert(const LiveRecord& record) {
+  std::uint64_t hash = hashPointer(record.data);
+  Shard& shard = shardFor(hash);
+  std::lock_guard<std::mutex> lock(shard.mutex);
+  // Grow at 70% load to keep probe sequences short.
+  if ((shard.size + 1) * 10 > shard.capacity * 7 && !grow(shard)) return false;
+  std::size_t mask = shard.capacity - 1;
+  std::size_t slot = hash & mask;
+  while (shard.slots[slot].data != nullptr) slot = (slot + 1) & mask;
+  shard.slots[slot] = record;
+  ++shard.size;
+  return true;
+}
+
+bool LiveTable::remove(void* data, LiveRecord* out) {
+  std::uint64_t hash = hashPointer(data);
+  Shard& shard = shardFor(hash);
+  std::lock_guard<std::mutex> lock(shard.mutex);
+  LiveRecord* record = findSlot(shard, data, hash);
+  if (record == nullptr) return false;
+  *out = *record;
+  // Backward-shift deletion: pull later members of the probe run into the hole so lookups that
+  // stop at the first empty slot stay correct.
+  std::size_t mask = shard.capacity - 1;
+  std::size_t hole = static_cast<std::size_t>(record - shard.slots);
+  for (std::size_t next = (hole + 1) & mask; shard.slots[next].data != nullptr;
+       next = (next + 1) & mask) {
+    std::size_t home = hashPointer(shard.slots[next].data) & mask;
+    // Move `next` into the hole unless its home lies cyclically in (hole, next].
+    bool home_after_hole = hole <= next ? (home > hole && home <= next) : (home > hole || home <= next);
+    if (home_after_hole) continue;
+    shard.slots[hole] = shard.slots[next];
+    hole = next;
+  }
+  shard.slots[hole] = LiveRecord{};
+  --shard.size;
+  return true;
+}
+
+std::size_t LiveTable::size() const {
+  std::size_t total = 0;
+  for (const Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    total += shard.size;
+  }
+  return total;
+}
+
+std::size_t LiveTable::memoryBytes() const {
+  std::size_t total = sizeof(*this);
+  for (const Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    total += shard.capacity * sizeof(LiveRecord);
+  }
+  return total;
+}
+
+}  // namespace memseal::track

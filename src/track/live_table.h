@@ -1,0 +1,75 @@
+// The table of live allocations, keyed by data pointer. Sharded by address so that threads rarely
+// share a lock; each shard is an open-addressing table that grows by doubling.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "track/live_record.h"
+
+namespace memseal::track {
+
+class LiveTable {
+ public:
+  static constexpr std::size_t kShards = 64;
+
+  LiveTable() = default;
+  LiveTable(const LiveTable&) = delete;
+  LiveTable& operator=(const LiveTable&) = delete;
+  ~LiveTable();
+
+  // Returns false only if memory for growing the table could not be had.
+  bool insert(const LiveRecord& record);
+  // Moves the record for `data` into `out` and removes it; false when not present.
+  bool remove(void* data, LiveRecord* out);
+  // Calls `update(record)` under the shard's lock if `data` is present.
+  template <typename Update>
+  bool update(void* data, Update&& update);
+  // Calls `visit(const LiveRecord&)` for every record, one shard locked at a time. `visit` must not
+  // free tensors (that would re-enter this table); collect what you need and act after.
+  template <typename Visit>
+  void forEach(Visit&& visit) const;
+
+  std::size_t size() const;
+  // Bytes the table itself holds (slots of every shard), to measure the tracker's own cost.
+  std::size_t memoryBytes() const;
+
+ private:
+  struct alignas(64) Shard {
+    mutable std::mutex mutex;
+    LiveRecord* slots = nullptr;
+    std::size_t capacity = 0;  // a power of two, or 0 before the first insert
+    std::size_t size = 0;
+  };
+
+  static std::uint64_t hashPointer(const void* data);
+  Shard& shardFor(std::uint64_t hash) { return shards_[hash >> 58]; }
+  static LiveRecord* findSlot(Shard& shard, const void* data, std::uint64_t hash);
+  static bool grow(Shard& shard);
+
+  Shard shards_[kShards];
+};
+
+template <typename Update>
+bool LiveTable::update(void* data, Update&& update) {
+  std::uint64_t hash = hashPointer(data);
+  Shard& shard = shardFor(hash);
+  std::lock_guard<std::mutex> lock(shard.mutex);
+  LiveRecord* record = findSlot(shard, data, hash);
+  if (record == nullptr) return false;
+  update(*record);
+  return true;
+}
+
+template <typename Visit>
+void LiveTable::forEach(Visit&& visit) const {
+  for (const Shard& shard : shards_) {
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    for (std::size_t i = 0; i < shard.capacity; ++i) {
+      if (shard.slots[i].data != nullptr) visit(static_cast<const LiveRecord&>(shard.slots[i]));
+    }
+  }
+}
+
+}  // namespace memseal::track

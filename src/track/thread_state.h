@@ -1,0 +1,31 @@
+// Per-thread state of the hot path: the recursion guard, the stack of ops being executed and the
+// user scopes. Plain data with constant initialisation, so reaching it costs one TLS access.
+#pragma once
+
+#include <cstdint>
+
+namespace memseal::track {
+
+constexpr int kMaxOpDepth = 32;
+
+struct OpFrame {
+  const char* name;            // valid while the op runs (owned by its RecordFunction)
+  std::uint64_t start_serial;  // the thread's allocation serial when the op started
+  std::uint32_t name_id;       // interned lazily on the first allocation inside the op
+};
+
+struct ThreadState {
+  bool in_tracker;  // set while the tracker works, so nothing it does is tracked itself
+  std::uint32_t slot;  // 1-based id of this thread, given on its first allocation
+  std::uint64_t allocation_serial;
+  std::uint32_t sample_counter;
+  std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
+  OpFrame ops[kMaxOpDepth];
+  std::uint32_t scope_path;      // interned MEMSEAL_SCOPE path, 0 outside any scope
+  std::uint32_t lifetime_scope;  // innermost LifetimeScope's id, 0 outside any
+  std::uint64_t allocations_in_thread;  // every tracked allocation on this thread, ever
+};
+
+ThreadState& threadState();
+
+}  // namespace memseal::track
