@@ -1,5 +1,6 @@
 // The allocation tracker: sees every CPU tensor allocation and free libtorch makes, attributes each
-// to the operator, user scope and (optionally) native stack that made it, and keeps live statistics.
+// to the operator, user scope and (optionally) native stack that made it, and keeps live
+// statistics.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +19,7 @@ enum class StackMode {
   kSampled,  // a stack for every Nth allocation (TrackerOptions::stack_sample_every)
 };
 
-struct TrackerOptions {
+struct MEMSEAL_API TrackerOptions {
   StackMode stacks = StackMode::kOff;
   std::uint32_t stack_sample_every = 64;
   // Reads the tensor that owns each new storage (shape, dtype, grad_fn) when the op returns.
@@ -57,16 +58,17 @@ struct StackFrame {
   std::string function;  // demangled, empty when unknown
   std::string file;      // source file where debug info exists
   int line = 0;
-  std::string library;   // the shared object (or executable) holding the address
+  std::string library;       // the shared object (or executable) holding the address
   bool is_internal = false;  // inside libtorch, the C++ runtime or memseal itself
 };
 
 // Where allocations come from: the op being executed, the enclosing MEMSEAL_SCOPE and the stack.
 struct AllocationSite {
   std::uint32_t id = 0;
-  std::string op;        // innermost ATen op, e.g. "aten::empty"; "<no op>" outside any op
-  std::string outer_op;  // outermost op on the thread, the one user code called, e.g. "aten::linear"
-  std::string scope;     // MEMSEAL_SCOPE names joined with '/', empty when none
+  std::string op;  // innermost ATen op, e.g. "aten::empty"; "<no op>" outside any op
+  std::string
+      outer_op;       // outermost op on the thread, the one user code called, e.g. "aten::linear"
+  std::string scope;  // MEMSEAL_SCOPE names joined with '/', empty when none
   std::vector<StackFrame> frames;  // symbolized, innermost first; empty when stacks were off
 };
 

@@ -34,10 +34,10 @@ std::string baseName(const std::string& path) {
 }
 
 bool isInternalLibrary(const std::string& path) {
-  static const char* const kInternal[] = {"libtorch", "libc10", "libgomp",   "libc.so",
-                                          "libstdc++", "libgcc_s", "libmemseal", "ld-linux",
-                                          "libpthread", "libshm",   "libcaffe2", "libm.so",
-                                          "libasan", "libubsan", "libtsan"};
+  static const char* const kInternal[] = {"libtorch",   "libc10",   "libgomp",    "libc.so",
+                                          "libstdc++",  "libgcc_s", "libmemseal", "ld-linux",
+                                          "libpthread", "libshm",   "libcaffe2",  "libm.so",
+                                          "libasan",    "libubsan", "libtsan"};
   std::string name = baseName(path);
   for (const char* prefix : kInternal) {
     if (name.rfind(prefix, 0) == 0) return true;
@@ -120,6 +120,17 @@ void addLineInfo(const std::string& library, std::vector<Resolved*>& frames) {
   pclose(pipe);
 }
 
+// Inline functions from libtorch's headers are compiled into the user's binary; they are still
+// libtorch's frames, not the user's.
+bool isInternalSource(const StackFrame& frame) {
+  static const char* const kInternalPaths[] = {"/torch/include/", "/include/ATen/", "/include/c10/",
+                                               "/include/torch/", "/include/c++/",  "/memseal/"};
+  for (const char* path : kInternalPaths) {
+    if (frame.file.find(path) != std::string::npos) return true;
+  }
+  return frame.function == "_start" || frame.function.rfind("__libc_start", 0) == 0;
+}
+
 }  // namespace
 
 std::vector<StackFrame> symbolizeStack(const std::uintptr_t* addresses, int depth) {
@@ -143,6 +154,9 @@ std::vector<StackFrame> symbolizeStack(const std::uintptr_t* addresses, int dept
     if (!resolved.frame.is_internal) by_library[resolved.frame.library].push_back(&resolved);
   }
   for (auto& [library, frames] : by_library) addLineInfo(library, frames);
+  for (Resolved& resolved : unresolved) {
+    if (!resolved.frame.is_internal) resolved.frame.is_internal = isInternalSource(resolved.frame);
+  }
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   for (std::size_t i = 0; i < unresolved.size(); ++i) {
     cache()[unresolved[i].frame.address] = unresolved[i].frame;

@@ -1,4 +1,5 @@
-// Subcommands of the memseal CLI. Exit codes: 0 no leak / success, 1 leak found, 2 usage or load error.
+// Subcommands of the memseal CLI. Exit codes: 0 no leak / success, 1 leak found, 2 usage or load
+// error.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -3,6 +3,7 @@
 #include "plan/offset_planner.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -260,7 +261,9 @@ struct Placement {
 // first_use (leaf = last_use + 1 once placed), in O((k + 1) log n) for k of them, so the usual
 // case of short lifetimes costs O(n log n). When lifetimes overlap heavily, sorting k
 // neighbours per allocation would cost O(n^2 log n), so past a threshold the placer switches
-// to TFLite's scan over all placed allocations kept in offset order: O(n^2) at worst.
+// to TFLite's scan over all placed allocations in offset order: O(n^2) at worst. That list is
+// brought up to date only when such a scan needs it (merging in what was placed since), so
+// inputs that never need it never pay for it.
 class GreedyPlacer {
  public:
   GreedyPlacer(const std::vector<PlannedAllocation>& allocations, const PreparedInput& input)
@@ -283,18 +286,17 @@ class GreedyPlacer {
     Placement placement;
     placement.offsets.assign(allocations_.size(), 0);
     max_last_use_.assign(2 * leaf_count_, 0);
-    offset_order_.clear();
-    offset_order_active_ = false;
+    by_offset_.clear();
+    merged_ = 0;
     for (std::size_t placed = 0; placed < order.size(); ++placed) {
       const AllocationId id = order[placed];
       const PlannedAllocation& allocation = allocations_[id];
       GapSearch search(sizes_[id]);
       if (!visitNeighboursFromTree(allocation, placement.offsets, placed, search)) {
-        if (!offset_order_active_) activateOffsetOrder(order, placed, placement.offsets);
-        for (AllocationId other : offset_order_) {
-          if (allocations_[other].first_use <= allocation.last_use &&
-              allocations_[other].last_use >= allocation.first_use) {
-            search.visit(placement.offsets[other], placement.offsets[other] + sizes_[other]);
+        mergePlacedByOffset(order, placed, placement.offsets);
+        for (const PlacedRange& other : by_offset_) {
+          if (other.first_use <= allocation.last_use && other.last_use >= allocation.first_use) {
+            search.visit(other.offset, other.end);
           }
         }
       }
@@ -302,13 +304,6 @@ class GreedyPlacer {
       placement.offsets[id] = offset;
       placement.block_size = std::max(placement.block_size, offset + sizes_[id]);
       markPlaced(id);
-      if (offset_order_active_) {
-        const auto at = std::upper_bound(offset_order_.begin(), offset_order_.end(), offset,
-                                         [&](std::size_t value, AllocationId other) {
-                                           return value < placement.offsets[other];
-                                         });
-        offset_order_.insert(at, id);
-      }
     }
     return placement;
   }
@@ -366,12 +361,22 @@ class GreedyPlacer {
     }
   }
 
-  void activateOffsetOrder(const std::vector<AllocationId>& order, std::size_t placed,
+  // Brings by_offset_ up to order[0, placed): sorts what was placed since the last merge and
+  // merges it in, O(placed) plus the sort, no more than the scan that follows.
+  void mergePlacedByOffset(const std::vector<AllocationId>& order, std::size_t placed,
                            const std::vector<std::size_t>& offsets) {
-    offset_order_.assign(order.begin(), order.begin() + placed);
-    std::sort(offset_order_.begin(), offset_order_.end(),
-              [&](AllocationId a, AllocationId b) { return offsets[a] < offsets[b]; });
-    offset_order_active_ = true;
+    const std::size_t sorted_count = by_offset_.size();
+    for (; merged_ < placed; ++merged_) {
+      const AllocationId id = order[merged_];
+      by_offset_.push_back({offsets[id], offsets[id] + sizes_[id], allocations_[id].first_use,
+                            allocations_[id].last_use});
+    }
+    const auto by_start = [](const PlacedRange& a, const PlacedRange& b) {
+      return a.offset < b.offset;
+    };
+    std::sort(by_offset_.begin() + sorted_count, by_offset_.end(), by_start);
+    std::inplace_merge(by_offset_.begin(), by_offset_.begin() + sorted_count, by_offset_.end(),
+                       by_start);
   }
 
   const std::vector<PlannedAllocation>& allocations_;
@@ -381,8 +386,15 @@ class GreedyPlacer {
   std::vector<std::uint32_t> position_;    // index of each allocation in by_first_use_
   std::size_t leaf_count_ = 1;
   std::vector<std::uint64_t> max_last_use_;  // segment tree; 0 marks "not placed yet"
-  std::vector<AllocationId> offset_order_;   // placed allocations by offset, once activated
-  bool offset_order_active_ = false;
+  // Placed allocations by offset, copied out so the scan reads memory in order.
+  struct PlacedRange {
+    std::size_t offset;
+    std::size_t end;
+    std::uint32_t first_use;
+    std::uint32_t last_use;
+  };
+  std::vector<PlacedRange> by_offset_;  // holds order[0, merged_)
+  std::size_t merged_ = 0;
   std::vector<std::uint32_t> hits_;
   std::vector<std::pair<std::size_t, std::size_t>> neighbours_;
 };

@@ -1,6 +1,6 @@
-// The tracker's hot path. Order on every allocation, as in heaptrack: enabled flag, recursion guard,
-// capture into fixed buffers, and only then shared state (atomics, one sharded lock). Nothing here
-// allocates through the allocator being tracked; tables grow with calloc, rarely.
+// The tracker's hot path. Order on every allocation, as in heaptrack: enabled flag, recursion
+// guard, capture into fixed buffers, and only then shared state (atomics, one sharded lock).
+// Nothing here allocates through the allocator being tracked; tables grow with calloc, rarely.
 #include "track/engine.h"
 
 #include <ATen/core/TensorBase.h>
@@ -289,11 +289,11 @@ std::uint32_t Engine::gradFnNameId(const torch::autograd::Node& node) {
   if (found != 0) return grad_fn_names_.at(found).name;
   // First time this node type is seen: name() builds a std::string, once per type.
   std::uint32_t name = internString(node.name().c_str());
-  std::uint32_t id = grad_fn_names_.findOrInsert(
-      mixBits(reinterpret_cast<std::uintptr_t>(type)), type, [&](TypeNameEntry& entry) {
-        entry.type = type;
-        entry.name = name;
-      });
+  std::uint32_t id = grad_fn_names_.findOrInsert(mixBits(reinterpret_cast<std::uintptr_t>(type)),
+                                                 type, [&](TypeNameEntry& entry) {
+                                                   entry.type = type;
+                                                   entry.name = name;
+                                                 });
   return id != 0 ? grad_fn_names_.at(id).name : name;
 }
 
@@ -304,8 +304,8 @@ const StackEntry* Engine::stack(std::uint32_t id) const {
 }
 
 std::uint32_t Engine::siteFor(const SiteKey& key) {
-  std::uint64_t hash = combineHash(combineHash(key.inner_op, key.outer_op),
-                                   combineHash(key.scope_path, key.stack));
+  std::uint64_t hash =
+      combineHash(combineHash(key.inner_op, key.outer_op), combineHash(key.scope_path, key.stack));
   std::uint32_t id = sites_.findOrInsert(hash, key, [&](SiteEntry& entry) { entry.key = key; });
   return id != 0 ? id : overflow_site_;
 }
@@ -341,7 +341,8 @@ std::uint32_t Engine::currentSite() {
     }
   }
   std::uint32_t site_id = siteFor(key);
-  if (sampled_stack != 0) sites_.at(site_id).example_stack.store(sampled_stack, std::memory_order_relaxed);
+  if (sampled_stack != 0)
+    sites_.at(site_id).example_stack.store(sampled_stack, std::memory_order_relaxed);
   return site_id;
 }
 
@@ -389,7 +390,8 @@ void Engine::trackedFree(void* data) {
   LiveRecord record;
   if (!engine.live_.remove(data, &record)) {
     // Only raw_deallocate of memory we never tracked gets here.
-    c10::DeleterFnPtr previous = interposer().previous ? interposer().previous->raw_deleter() : nullptr;
+    c10::DeleterFnPtr previous =
+        interposer().previous ? interposer().previous->raw_deleter() : nullptr;
     if (previous != nullptr) {
       previous(data);
     } else {

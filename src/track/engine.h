@@ -119,7 +119,9 @@ class Engine {
   // Backward functions (autograd nodes) executed, ever: tells whether a loop runs backward.
   std::atomic<std::uint64_t> backward_functions{0};
   void setGradFnObserver(GradFnObserver* observer);
-  GradFnObserver* gradFnObserver() const { return grad_fn_observer_.load(std::memory_order_acquire); }
+  GradFnObserver* gradFnObserver() const {
+    return grad_fn_observer_.load(std::memory_order_acquire);
+  }
 
   // Hot path, called by the interposing allocator.
   c10::DataPtr track(c10::DataPtr inner, std::size_t bytes);
@@ -127,7 +129,8 @@ class Engine {
   // Op observer hooks.
   // An output of an op that just returned: fills in the signature of storage the op allocated, and
   // tells the grad_fn observer about autograd history when `grad_site` is not 0.
-  void onOpOutput(const at::TensorBase& tensor, std::uint64_t start_serial, std::uint32_t grad_site);
+  void onOpOutput(const at::TensorBase& tensor, std::uint64_t start_serial,
+                  std::uint32_t grad_site);
   std::uint32_t currentSite();  // the site an allocation made now would get (interns as needed)
 
   // Reads the tensor's current metadata into a signature (used at op end and during analysis).

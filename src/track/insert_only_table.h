@@ -1,6 +1,6 @@
 // A fixed-capacity hash table that is only ever inserted into: lookups take no lock, inserts of a
-// key not seen before take one mutex. Used for sites, interned strings and stacks, which are few and
-// seen again and again, so the hot path almost always finds its entry without locking.
+// key not seen before take one mutex. Used for sites, interned strings and stacks, which are few
+// and seen again and again, so the hot path almost always finds its entry without locking.
 #pragma once
 
 #include <atomic>
@@ -18,7 +18,8 @@ class InsertOnlyTable {
   static_assert((Capacity & (Capacity - 1)) == 0, "capacity must be a power of two");
 
  public:
-  InsertOnlyTable() : hashes_(new std::atomic<std::uint64_t>[Capacity]), entries_(new Entry[Capacity]) {
+  InsertOnlyTable()
+      : hashes_(new std::atomic<std::uint64_t>[Capacity]), entries_(new Entry[Capacity]) {
     for (std::size_t i = 0; i < Capacity; ++i) hashes_[i].store(0, std::memory_order_relaxed);
   }
 

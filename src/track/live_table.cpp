@@ -78,7 +78,8 @@ bool LiveTable::remove(void* data, LiveRecord* out) {
        next = (next + 1) & mask) {
     std::size_t home = hashPointer(shard.slots[next].data) & mask;
     // Move `next` into the hole unless its home lies cyclically in (hole, next].
-    bool home_after_hole = hole <= next ? (home > hole && home <= next) : (home > hole || home <= next);
+    bool home_after_hole =
+        hole <= next ? (home > hole && home <= next) : (home > hole || home <= next);
     if (home_after_hole) continue;
     shard.slots[hole] = shard.slots[next];
     hole = next;

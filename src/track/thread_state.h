@@ -15,14 +15,14 @@ struct OpFrame {
 };
 
 struct ThreadState {
-  bool in_tracker;  // set while the tracker works, so nothing it does is tracked itself
+  bool in_tracker;     // set while the tracker works, so nothing it does is tracked itself
   std::uint32_t slot;  // 1-based id of this thread, given on its first allocation
   std::uint64_t allocation_serial;
   std::uint32_t sample_counter;
   std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
   OpFrame ops[kMaxOpDepth];
-  std::uint32_t scope_path;      // interned MEMSEAL_SCOPE path, 0 outside any scope
-  std::uint32_t lifetime_scope;  // innermost LifetimeScope's id, 0 outside any
+  std::uint32_t scope_path;             // interned MEMSEAL_SCOPE path, 0 outside any scope
+  std::uint32_t lifetime_scope;         // innermost LifetimeScope's id, 0 outside any
   std::uint64_t allocations_in_thread;  // every tracked allocation on this thread, ever
 };
 

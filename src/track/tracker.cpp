@@ -89,8 +89,9 @@ Snapshot Tracker::snapshot(std::size_t max_examples_per_site) const {
     site.allocations_total = entry.allocations_total.load();
     snapshot.sites.push_back(std::move(site));
   }
-  std::sort(snapshot.sites.begin(), snapshot.sites.end(),
-            [](const SiteSnapshot& a, const SiteSnapshot& b) { return a.live_bytes > b.live_bytes; });
+  std::sort(
+      snapshot.sites.begin(), snapshot.sites.end(),
+      [](const SiteSnapshot& a, const SiteSnapshot& b) { return a.live_bytes > b.live_bytes; });
   return snapshot;
 }
 
@@ -100,7 +101,9 @@ void setStep(std::uint32_t step) {
   track::Engine::instance().step.store(step, std::memory_order_relaxed);
 }
 
-std::uint32_t currentStep() { return track::Engine::instance().step.load(std::memory_order_relaxed); }
+std::uint32_t currentStep() {
+  return track::Engine::instance().step.load(std::memory_order_relaxed);
+}
 
 ScopeGuard::ScopeGuard(const char* name) {
   track::ThreadState& state = track::threadState();

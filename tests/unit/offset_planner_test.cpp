@@ -156,6 +156,8 @@ bool bruteForceIsValid(const Allocations& allocations, const OffsetPlan& plan,
   if (plan.naive_sum != naive_sum) {
     return ::testing::AssertionFailure() << "naive_sum " << plan.naive_sum << " != " << naive_sum;
   }
+  // Best fit places each allocation below the total size of those placed so far, so it never
+  // needs more than naive_sum, and the two-sided strategies fall back to best fit when worse.
   if (plan.block_size < plan.lower_bound || plan.block_size > plan.naive_sum) {
     return ::testing::AssertionFailure()
            << plan.strategy << ": block " << plan.block_size << " outside [lower bound "
@@ -401,9 +403,9 @@ TEST(ValidatePlanTest, CatchesCorruptedPlannerOutput) {
 
 TEST(OffsetPlannerPropertyTest, RandomRecordingsGiveSoundPlans) {
   std::mt19937_64 rng(20240601);
-  for (int trial = 0; trial < 1500; ++trial) {
+  for (int trial = 0; trial < 1200; ++trial) {
     const std::size_t alignment = kAlignments[trial % 4];
-    const Allocations allocations = randomRecording(rng, 1 + rng() % 120, 2 + rng() % 40);
+    const Allocations allocations = randomRecording(rng, 1 + rng() % 100, 2 + rng() % 40);
     expectEveryStrategySound(allocations, alignment, "recording trial " + std::to_string(trial));
     ASSERT_EQ(planOffsets(allocations, alignment).lower_bound,
               bruteForceLowerBound(allocations, alignment));
@@ -414,11 +416,11 @@ TEST(OffsetPlannerPropertyTest, RandomRecordingsGiveSoundPlans) {
 TEST(OffsetPlannerPropertyTest, RandomIntervalsGiveSoundPlans) {
   // From sparse (mostly disjoint) to dense (nearly everything overlaps) lifetimes.
   std::mt19937_64 rng(42);
-  for (int trial = 0; trial < 1500; ++trial) {
+  for (int trial = 0; trial < 800; ++trial) {
     const std::size_t alignment = kAlignments[trial % 4];
     const auto horizon = static_cast<std::uint32_t>(1 + rng() % 200);
     const auto max_length = static_cast<std::uint32_t>(rng() % 100);
-    const Allocations allocations = randomIntervals(rng, 1 + rng() % 120, horizon, max_length);
+    const Allocations allocations = randomIntervals(rng, 1 + rng() % 100, horizon, max_length);
     expectEveryStrategySound(allocations, alignment, "interval trial " + std::to_string(trial));
     if (HasFatalFailure()) return;
   }
@@ -428,10 +430,10 @@ TEST(OffsetPlannerPropertyTest, HeavyOverlapMixedWithShortLifetimes) {
   // Long-lived allocations push the placer past its neighbour limit onto the offset-order scan,
   // interleaved with short ones that stay on the segment-tree path.
   std::mt19937_64 rng(99);
-  for (int trial = 0; trial < 4; ++trial) {
-    Allocations allocations = randomRecording(rng, 2000, 8);
+  for (int trial = 0; trial < 2; ++trial) {
+    Allocations allocations = randomRecording(rng, 1200, 8);
     const std::uint32_t horizon = allocations.empty() ? 1 : allocations.back().last_use + 1;
-    for (int i = 0; i < 400; ++i) {
+    for (int i = 0; i < 250; ++i) {
       const auto first = static_cast<std::uint32_t>(rng() % (horizon / 4 + 1));
       allocations.push_back({randomSize(rng), first, horizon - first});
     }
@@ -442,7 +444,7 @@ TEST(OffsetPlannerPropertyTest, HeavyOverlapMixedWithShortLifetimes) {
 
 TEST(OffsetPlannerPropertyTest, TwentyThousandAllocationsGiveSoundPlan) {
   std::mt19937_64 rng(2020);
-  const Allocations allocations = randomRecording(rng, 20000, 200);
+  const Allocations allocations = randomRecording(rng, 20000, 50);
   const OffsetPlan plan = planOffsets(allocations);
   EXPECT_TRUE(isSoundPlan(allocations, plan, kDefaultAlignment));
 }

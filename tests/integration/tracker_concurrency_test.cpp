@@ -1,0 +1,93 @@
+// Allocations and frees from many threads at once: at::parallel_for workers, several std::threads,
+// and tensors freed on another thread than the one that made them. Also run under ThreadSanitizer.
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "memseal/tracker.h"
+
+namespace memseal {
+namespace {
+
+TEST(TrackerConcurrency, ThreadsAllocatingAndFreeingBalanceExactly) {
+  Tracker tracker;
+  tracker.start();
+  DeviceStats before = tracker.stats();
+  constexpr int kThreads = 6;
+  constexpr int kIterations = 400;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      for (int i = 0; i < kIterations; ++i) {
+        torch::Tensor a = torch::empty({16 + t + i % 7});
+        torch::Tensor b = torch::empty({64});
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  DeviceStats after = tracker.stats();
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+  EXPECT_EQ(after.allocations_total - before.allocations_total, kThreads * kIterations * 2);
+  EXPECT_EQ(after.frees_total - before.frees_total, kThreads * kIterations * 2);
+}
+
+TEST(TrackerConcurrency, TensorsFreedOnAnotherThreadAreCounted) {
+  Tracker tracker;
+  tracker.start();
+  DeviceStats before = tracker.stats();
+  std::vector<torch::Tensor> made(200);
+  std::thread producer([&] {
+    for (auto& tensor : made) tensor = torch::ones({100});
+  });
+  producer.join();
+  EXPECT_EQ(tracker.stats().live_bytes - before.live_bytes, 200 * 400);
+  std::thread consumer([&] { made.clear(); });
+  consumer.join();
+  EXPECT_EQ(tracker.stats().live_bytes, before.live_bytes);
+}
+
+TEST(TrackerConcurrency, ParallelForWorkersAreTracked) {
+  Tracker tracker;
+  tracker.start();
+  DeviceStats before = tracker.stats();
+  std::atomic<int> allocations{0};
+  at::parallel_for(0, 64, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      torch::Tensor scratch = torch::empty({32});
+      allocations.fetch_add(1);
+    }
+  });
+  DeviceStats after = tracker.stats();
+  EXPECT_EQ(after.allocations_total - before.allocations_total, allocations.load());
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+}
+
+TEST(TrackerConcurrency, SnapshotsWhileOtherThreadsAllocate) {
+  Tracker tracker(TrackerOptions{StackMode::kSampled, 8});
+  tracker.start();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 3; ++t) {
+    workers.emplace_back([&] {
+      while (!stop.load()) {
+        torch::Tensor x = torch::randn({32, 32}, torch::requires_grad());
+        torch::Tensor y = (x * 2).sum();
+        y.backward();
+      }
+    });
+  }
+  for (int i = 0; i < 20; ++i) {
+    Snapshot snapshot = tracker.snapshot();
+    EXPECT_GE(snapshot.cpu.live_bytes, 0);
+  }
+  stop.store(true);
+  for (auto& worker : workers) worker.join();
+  EXPECT_EQ(tracker.stats().live_count, 0);
+}
+
+}  // namespace
+}  // namespace memseal

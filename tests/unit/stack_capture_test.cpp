@@ -1,0 +1,54 @@
+// Stack capture: the caller's frame is in the stack, identical stacks are stored once, different
+// call paths get different ids, and symbolization names the function.
+#include "track/stack_capture.h"
+
+#include <gtest/gtest.h>
+
+#include "analyze/symbolize.h"
+
+namespace memseal::track {
+namespace {
+
+__attribute__((noinline)) void captureFromA(CapturedStack& stack) {
+  captureStack(stack, 0);
+  asm volatile("" ::: "memory");  // keeps this frame from being a tail call
+}
+__attribute__((noinline)) void captureFromB(CapturedStack& stack) {
+  captureStack(stack, 0);
+  asm volatile("" ::: "memory");
+}
+
+TEST(StackCapture, SameCallPathIsStoredOnceOtherPathsApart) {
+  StackTable table;
+  CapturedStack first, second, other;
+  CapturedStack* targets[2] = {&first, &second};
+  // volatile: the loop must not be unrolled into two call sites with different return addresses.
+  for (volatile int i = 0; i < 2; ++i) captureFromA(*targets[i]);
+  captureFromB(other);
+  ASSERT_GT(first.depth, 2);
+  std::uint32_t first_id = internStack(table, first);
+  std::uint32_t second_id = internStack(table, second);
+  std::uint32_t other_id = internStack(table, other);
+  EXPECT_NE(first_id, 0u);
+  // The loop calls captureFromA from the same return address both times.
+  EXPECT_EQ(first_id, second_id);
+  EXPECT_NE(first_id, other_id);
+  EXPECT_EQ(table.at(first_id).depth, first.depth);
+}
+
+TEST(StackCapture, SymbolizesTheCallerByName) {
+  CapturedStack stack;
+  captureFromA(stack);
+  std::uintptr_t addresses[kMaxStackFrames];
+  for (int i = 0; i < stack.depth; ++i)
+    addresses[i] = reinterpret_cast<std::uintptr_t>(stack.frames[i]);
+  std::vector<StackFrame> frames = analyze::symbolizeStack(addresses, stack.depth);
+  ASSERT_EQ(static_cast<int>(frames.size()), stack.depth);
+  EXPECT_NE(frames[0].function.find("captureFromA"), std::string::npos) << frames[0].function;
+  EXPECT_FALSE(frames[0].is_internal);
+  EXPECT_NE(frames[0].file.find("stack_capture_test.cpp"), std::string::npos) << frames[0].file;
+  EXPECT_GT(frames[0].line, 0);
+}
+
+}  // namespace
+}  // namespace memseal::track
