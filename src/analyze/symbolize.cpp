@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include "report/format.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -28,17 +30,12 @@ std::string demangle(const char* symbol) {
   return status == 0 && demangled ? std::string(demangled.get()) : std::string(symbol);
 }
 
-std::string baseName(const std::string& path) {
-  std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 bool isInternalLibrary(const std::string& path) {
   static const char* const kInternal[] = {"libtorch",   "libc10",   "libgomp",    "libc.so",
                                           "libstdc++",  "libgcc_s", "libmemseal", "ld-linux",
                                           "libpthread", "libshm",   "libcaffe2",  "libm.so",
                                           "libasan",    "libubsan", "libtsan"};
-  std::string name = baseName(path);
+  std::string name = report::baseName(path);
   for (const char* prefix : kInternal) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
@@ -82,44 +79,6 @@ std::string mainProgramPath() {
   return buffer;
 }
 
-// Runs addr2line once for all offsets of one library and fills function, file and line.
-void addLineInfo(const std::string& library, std::vector<Resolved*>& frames) {
-  std::string path = library == "(main program)" ? mainProgramPath() : library;
-  if (path.empty() || frames.empty()) return;
-  std::string command = "addr2line -C -f -e '" + path + "'";
-  for (const Resolved* frame : frames) {
-    char offset[32];
-    std::snprintf(offset, sizeof(offset), " 0x%lx", static_cast<unsigned long>(frame->file_offset));
-    command += offset;
-  }
-  command += " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return;
-  char function[4096];
-  char location[4096];
-  for (Resolved* frame : frames) {
-    if (std::fgets(function, sizeof(function), pipe) == nullptr) break;
-    if (std::fgets(location, sizeof(location), pipe) == nullptr) break;
-    std::string name(function);
-    while (!name.empty() && (name.back() == '\n' || name.back() == '\r')) name.pop_back();
-    std::string where(location);
-    while (!where.empty() && (where.back() == '\n' || where.back() == '\r')) where.pop_back();
-    if (name != "??" && !name.empty()) frame->frame.function = name;
-    std::size_t colon = where.rfind(':');
-    if (colon != std::string::npos && where.compare(0, 2, "??") != 0) {
-      std::string line = where.substr(colon + 1);
-      std::size_t space = line.find(' ');  // "12 (discriminator 3)"
-      if (space != std::string::npos) line = line.substr(0, space);
-      int number = std::atoi(line.c_str());
-      if (number > 0) {
-        frame->frame.file = where.substr(0, colon);
-        frame->frame.line = number;
-      }
-    }
-  }
-  pclose(pipe);
-}
-
 // Inline functions from libtorch's headers are compiled into the user's binary; they are still
 // libtorch's frames, not the user's.
 bool isInternalSource(const StackFrame& frame) {
@@ -128,7 +87,71 @@ bool isInternalSource(const StackFrame& frame) {
   for (const char* path : kInternalPaths) {
     if (frame.file.find(path) != std::string::npos) return true;
   }
-  return frame.function == "_start" || frame.function.rfind("__libc_start", 0) == 0;
+  // memseal's own sources (the CLI that runs a case, the library) are not the user's code either.
+  static const std::string kOwnSources = std::string(MEMSEAL_SOURCE_DIR) + "/src/";
+  if (frame.file.rfind(kOwnSources, 0) == 0) return true;
+  return frame.function == "_start" || frame.function.rfind("__libc_start", 0) == 0 ||
+         frame.function.rfind("std::", 0) == 0;
+}
+
+// Runs addr2line once for all offsets of one library. With -i it prints the chain of inlined
+// calls for each address (innermost first), so a user's lambda shows even when libtorch's inline
+// header functions or std::function's invoker were inlined into the same machine code; -a prints
+// each address first, which is how the chains are told apart.
+void addLineInfo(const std::string& library, std::vector<Resolved*>& frames) {
+  std::string path = library == "(main program)" ? mainProgramPath() : library;
+  if (path.empty() || frames.empty()) return;
+  std::string command = "addr2line -a -i -C -f -e '" + path + "'";
+  for (const Resolved* frame : frames) {
+    char offset[32];
+    std::snprintf(offset, sizeof(offset), " 0x%lx", static_cast<unsigned long>(frame->file_offset));
+    command += offset;
+  }
+  command += " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return;
+  std::vector<std::string> lines;
+  char buffer[8192];
+  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+    std::string line(buffer);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    lines.push_back(line);
+  }
+  pclose(pipe);
+  std::size_t index = 0;
+  for (Resolved* frame : frames) {
+    // Skip to this address's header line.
+    while (index < lines.size() && lines[index].rfind("0x", 0) != 0) ++index;
+    if (index >= lines.size()) break;
+    ++index;
+    std::vector<StackFrame> chain;
+    while (index + 1 < lines.size() && lines[index].rfind("0x", 0) != 0) {
+      StackFrame entry = frame->frame;
+      if (lines[index] != "??" && !lines[index].empty()) entry.function = lines[index];
+      const std::string& where = lines[index + 1];
+      std::size_t colon = where.rfind(':');
+      if (colon != std::string::npos && where.compare(0, 2, "??") != 0) {
+        std::string number = where.substr(colon + 1);
+        std::size_t space = number.find(' ');  // "12 (discriminator 3)"
+        if (space != std::string::npos) number = number.substr(0, space);
+        if (std::atoi(number.c_str()) > 0) {
+          entry.file = where.substr(0, colon);
+          entry.line = std::atoi(number.c_str());
+        }
+      }
+      chain.push_back(entry);
+      index += 2;
+    }
+    if (chain.empty()) continue;
+    // The innermost inlined call that is the user's own code, else the innermost.
+    frame->frame = chain.front();
+    for (const StackFrame& entry : chain) {
+      if (!isInternalSource(entry)) {
+        frame->frame = entry;
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 
 #include <functional>
+#include <iostream>
 #include <vector>
 
 #include "cli/command_list.h"

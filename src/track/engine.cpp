@@ -455,7 +455,7 @@ void Engine::onOpOutput(const at::TensorBase& tensor, std::uint64_t start_serial
   if (grad_site != 0) {
     const std::shared_ptr<torch::autograd::Node>& grad_fn = tensor.grad_fn();
     GradFnObserver* observer = gradFnObserver();
-    if (grad_fn != nullptr && observer != nullptr) observer->onGradFn(grad_fn, grad_site);
+    if (grad_fn != nullptr && observer != nullptr) observer->onGradFn(tensor, grad_fn, grad_site);
   }
 }
 

@@ -85,7 +85,8 @@ struct DeviceCounters {
 class GradFnObserver {
  public:
   virtual ~GradFnObserver() = default;
-  virtual void onGradFn(const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) = 0;
+  virtual void onGradFn(const at::TensorBase& output,
+                        const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) = 0;
 };
 
 class Engine {

@@ -9,7 +9,7 @@
 
 namespace memseal::track {
 
-constexpr int kMaxStackFrames = 48;
+constexpr int kMaxStackFrames = 64;
 
 struct CapturedStack {
   void* frames[kMaxStackFrames];
@@ -25,7 +25,7 @@ struct StackEntry {
   }
 };
 
-// 8192 distinct stacks of 48 frames: about 3 MiB, allocated only when stacks are turned on.
+// 8192 distinct stacks of 64 frames: about 4 MiB, allocated only when stacks are turned on.
 using StackTable = InsertOnlyTable<StackEntry, 8192>;
 
 // Fills `stack`, leaving out this function and `skip` more frames of memseal's own.

@@ -1,0 +1,177 @@
+// The leak detector on loops that leak on purpose and on healthy loops whose memory levels off:
+// verdicts, categories, detection latency, policies and the JSON report.
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "loops/example_loops.h"
+#include "memseal/leak_detector.h"
+
+namespace memseal {
+namespace {
+
+DetectorOptions quietOptions(std::uint32_t steps = 25, std::uint32_t warmup = 5) {
+  DetectorOptions options;
+  options.steps = steps;
+  options.warmup = warmup;
+  options.on_leak = LeakPolicy::kNone;
+  return options;
+}
+
+class ExampleLoopVerdict : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExampleLoopVerdict, MatchesTheExpectedVerdictAndCategory) {
+  const examples::ExampleLoop& loop = examples::exampleLoop(GetParam());
+  LeakReport report = check(loop.make(), quietOptions());
+  if (loop.expected.empty()) {
+    EXPECT_FALSE(report.leak) << report.toText();
+    EXPECT_TRUE(report.findings.empty());
+  } else {
+    ASSERT_TRUE(report.leak) << loop.name;
+    // The largest finding names the cause; every finding must have a hint.
+    EXPECT_EQ(categoryId(report.findings.front().category), loop.expected) << report.toText();
+    for (const LeakFinding& finding : report.findings) EXPECT_FALSE(finding.hint.empty());
+  }
+  EXPECT_EQ(report.per_step.size(), 25u);
+}
+
+std::vector<std::string> loopNames() {
+  std::vector<std::string> names;
+  for (const examples::ExampleLoop& loop : examples::exampleLoops()) names.push_back(loop.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLoops, ExampleLoopVerdict, ::testing::ValuesIn(loopNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
+
+TEST(LeakDetector, FindsOneScalarPerStepWithinTenStepsAfterWarmup) {
+  LeakReport report = check(examples::exampleLoop("scalar-per-step").make(), quietOptions(15, 5));
+  ASSERT_TRUE(report.leak);
+  ASSERT_TRUE(report.detected_at_step.has_value());
+  EXPECT_LE(*report.detected_at_step, 5u + 10u);
+  const LeakFinding& finding = report.findings.front();
+  EXPECT_EQ(finding.category, LeakCategory::kTensorsRetained);
+  EXPECT_DOUBLE_EQ(finding.count_per_step, 1.0);
+  EXPECT_DOUBLE_EQ(finding.bytes_per_step, 4.0);  // one float
+  EXPECT_EQ(finding.tensor.shape, std::vector<std::int64_t>{});
+  EXPECT_EQ(finding.site.outer_op, "aten::sum");
+}
+
+TEST(LeakDetector, LazyOptimizerStateIsNotALeakEvenWithoutWarmup) {
+  LeakReport report =
+      check(examples::exampleLoop("training-with-adam").make(), quietOptions(20, 0));
+  EXPECT_FALSE(report.leak) << report.toText();
+}
+
+TEST(LeakDetector, AccumulatedLossIsFoundThroughGraphNodesAlone) {
+  LeakReport report = check(examples::exampleLoop("accumulating-loss").make(), quietOptions());
+  ASSERT_TRUE(report.leak);
+  const LeakFinding& finding = report.findings.front();
+  EXPECT_EQ(finding.retained, "autograd graph nodes");
+  EXPECT_EQ(finding.site.op, "aten::add");
+  EXPECT_EQ(finding.tensor.grad_fn, "AddBackward0");
+  EXPECT_TRUE(report.backward_ran);
+  // The user's own line is named.
+  bool user_line = false;
+  for (const StackFrame& frame : finding.site.frames) {
+    user_line |= !frame.is_internal && frame.file.find("example_loops.cpp") != std::string::npos;
+  }
+  EXPECT_TRUE(user_line) << report.toText();
+}
+
+TEST(LeakDetector, ThrowPolicyThrowsLeakErrorWithTheReport) {
+  DetectorOptions options = quietOptions(15, 3);
+  options.on_leak = LeakPolicy::kThrow;
+  try {
+    check(examples::exampleLoop("unbounded-cache").make(), options);
+    FAIL() << "expected LeakError";
+  } catch (const LeakError& error) {
+    EXPECT_TRUE(error.report().leak);
+    EXPECT_NE(std::string(error.what()).find("tensors-retained"), std::string::npos);
+  }
+}
+
+TEST(LeakDetector, CallbackPolicyCallsBackOnlyOnALeak) {
+  int calls = 0;
+  DetectorOptions options = quietOptions(15, 3);
+  options.on_leak = LeakPolicy::kCallback;
+  options.on_leak_callback = [&](const LeakReport& report) {
+    ++calls;
+    EXPECT_TRUE(report.leak);
+  };
+  check(examples::exampleLoop("bounded-cache").make(), options);
+  EXPECT_EQ(calls, 0);
+  check(examples::exampleLoop("unbounded-cache").make(), options);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(LeakDetector, WarnPolicyPrintsTheReportToStderr) {
+  DetectorOptions options = quietOptions(15, 3);
+  options.on_leak = LeakPolicy::kWarn;
+  ::testing::internal::CaptureStderr();
+  check(examples::exampleLoop("unbounded-cache").make(), options);
+  std::string printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(printed.find("memseal: LEAK"), std::string::npos);
+  EXPECT_NE(printed.find("fix"), std::string::npos);
+}
+
+TEST(LeakDetector, JsonReportFollowsItsSchema) {
+  LeakReport report = check(examples::exampleLoop("unbounded-cache").make(), quietOptions(12, 2));
+  nlohmann::json json = nlohmann::json::parse(report.toJson());
+  EXPECT_EQ(json["schema"], "memseal.check/1");
+  EXPECT_EQ(json["verdict"], "leak");
+  EXPECT_EQ(json["steps"], 12);
+  EXPECT_EQ(json["warmup"], 2);
+  ASSERT_EQ(json["live_bytes"].size(), 12u);
+  ASSERT_FALSE(json["findings"].empty());
+  const nlohmann::json& finding = json["findings"][0];
+  EXPECT_EQ(finding["category"], "tensors-retained");
+  EXPECT_GT(finding["bytes_per_step"].get<double>(), 0);
+  EXPECT_GT(finding["count_per_step"].get<double>(), 0);
+  EXPECT_EQ(finding["op"], "aten::_softmax");
+  EXPECT_TRUE(finding["frames"].is_array());
+  EXPECT_EQ(finding["tensor"]["shape"], nlohmann::json::array({16, 16}));
+  EXPECT_EQ(finding["tensor"]["dtype"], "Float");
+  EXPECT_EQ(finding["tensor"]["requires_grad"], false);
+  EXPECT_TRUE(finding["tensor"]["grad_fn"].is_null());
+  EXPECT_FALSE(finding["hint"].get<std::string>().empty());
+
+  LeakReport healthy = check(examples::exampleLoop("bounded-cache").make(), quietOptions(12, 2));
+  nlohmann::json healthy_json = nlohmann::json::parse(healthy.toJson());
+  EXPECT_EQ(healthy_json["verdict"], "no_leak");
+  EXPECT_TRUE(healthy_json["findings"].empty());
+}
+
+TEST(LeakDetector, RejectsMisuse) {
+  EXPECT_THROW(check([](int) {}, quietOptions(8, 5)), std::invalid_argument);
+  DetectorOptions callback_without_function = quietOptions();
+  callback_without_function.on_leak = LeakPolicy::kCallback;
+  EXPECT_THROW(LeakDetector detector(callback_without_function), std::invalid_argument);
+  LeakDetector detector(quietOptions());
+  detector.step();
+  detector.finish();
+  EXPECT_THROW(detector.step(), std::logic_error);
+  EXPECT_THROW(detector.finish(), std::logic_error);
+}
+
+TEST(LeakDetector, StepByStepUseMatchesCheck) {
+  LeakDetector detector(quietOptions(0, 3));
+  std::vector<torch::Tensor> kept;
+  for (int i = 0; i < 12; ++i) {
+    kept.push_back(torch::ones({10}));
+    detector.step();
+  }
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak);
+  EXPECT_EQ(report.steps, 12u);
+  EXPECT_EQ(report.findings.front().survivors, 9);  // the 9 steps after warm-up
+  EXPECT_EQ(report.findings.front().survivor_bytes, 9 * 40);
+}
+
+}  // namespace
+}  // namespace memseal
