@@ -10,7 +10,7 @@ run_flavour() {
   local flavour="$1"; shift
   echo "=== memseal tests: $flavour build" >&2
   "$here/build.sh" "$flavour"
-  (cd "$root/build/$flavour" && ctest --output-on-failure --timeout 600 "$@") || status=1
+  (cd "$root/build/$flavour" && ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@") || status=1
 }
 run_flavour release
 run_flavour asan

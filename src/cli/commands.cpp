@@ -16,7 +16,10 @@ std::vector<CommandEntry>& entries() {
 }
 }  // namespace
 
-void registerCommands(CLI::App& app) { addDemoCommand(app, entries()); }
+void registerCommands(CLI::App& app) {
+  addDemoCommand(app, entries());
+  addCheckCommand(app, entries());
+}
 
 int runSelected(CLI::App& app) {
   for (const CommandEntry& entry : entries()) {
