@@ -12,63 +12,6 @@ namespace memseal {
 
 namespace {
 
-constexpr int kUserFramesShown = 4;
-
-std::string frameText(const StackFrame& frame) {
-  std::string text = frame.function.empty() ? report::hexAddress(frame.address) : frame.function;
-  if (text.size() > 90) text = text.substr(0, 87) + "...";
-  if (!frame.file.empty()) text += "  " + frame.file + ":" + std::to_string(frame.line);
-  return text;
-}
-
-// The user's frames first; runs of internal frames (libtorch, the runtime) folded into one line.
-std::vector<std::string> stackLines(const std::vector<StackFrame>& frames) {
-  std::vector<std::string> lines;
-  int user_shown = 0;
-  int folded = 0;
-  std::vector<std::string> folded_libraries;
-  auto flush = [&] {
-    if (folded == 0) return;
-    std::string libraries;
-    for (std::size_t i = 0; i < folded_libraries.size() && i < 2; ++i) {
-      libraries += (i ? ", " : "") + folded_libraries[i];
-    }
-    if (folded_libraries.size() > 2) libraries += ", ...";
-    lines.push_back("... " + std::to_string(folded) + " frame" + (folded == 1 ? "" : "s") + " in " +
-                    libraries);
-    folded = 0;
-    folded_libraries.clear();
-  };
-  for (const StackFrame& frame : frames) {
-    if (frame.is_internal) {
-      std::string library = report::baseName(frame.library);
-      if (std::find(folded_libraries.begin(), folded_libraries.end(), library) ==
-          folded_libraries.end()) {
-        folded_libraries.push_back(library);
-      }
-      ++folded;
-      continue;
-    }
-    if (user_shown >= kUserFramesShown) break;
-    flush();
-    lines.push_back(frameText(frame));
-    ++user_shown;
-  }
-  if (user_shown == 0)
-    lines.clear();  // nothing of the user's: the op says more than libtorch frames
-  return lines;
-}
-
-std::string tensorText(const TensorInfo& tensor) {
-  if (!tensor.known) return "(no tensor metadata)";
-  std::ostringstream text;
-  text << "[";
-  for (std::size_t i = 0; i < tensor.shape.size(); ++i) text << (i ? ", " : "") << tensor.shape[i];
-  text << "] " << tensor.dtype << "  requires_grad=" << (tensor.requires_grad ? "true" : "false");
-  if (!tensor.grad_fn.empty()) text << "  grad_fn=" << tensor.grad_fn;
-  return text.str();
-}
-
 nlohmann::json tensorJson(const TensorInfo& tensor) {
   if (!tensor.known) return nullptr;
   return {{"shape", tensor.shape},
@@ -124,11 +67,11 @@ std::string LeakReport::toText() const {
       }
       if (!finding.site.scope.empty()) out << "  in scope " << finding.site.scope;
       out << "\n";
-      std::vector<std::string> lines = stackLines(finding.site.frames);
+      std::vector<std::string> lines = report::stackLines(finding.site.frames);
       for (std::size_t i = 0; i < lines.size(); ++i) {
         out << (i == 0 ? "    at        " : "              ") << lines[i] << "\n";
       }
-      out << "    tensor    " << tensorText(finding.tensor) << "\n";
+      out << "    tensor    " << report::tensorText(finding.tensor) << "\n";
     }
     out << "    fix       " << report::wrap(finding.hint, 88, "              ") << "\n";
   }

@@ -37,6 +37,7 @@ std::int64_t nowNs() {
 class InterposingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t bytes) override {
+    ++t_thread_state.system_allocations;
     c10::DataPtr inner = previous->allocate(bytes);
     Engine& engine = Engine::instance();
     if (!engine.active()) return inner;
@@ -191,7 +192,16 @@ Engine::Engine() {
 }
 
 void Engine::acquireAllocatorHook() {
-  // Called with control_mutex_ held by start(), or by the arena under its own lock.
+  std::lock_guard<std::mutex> lock(control_mutex_);
+  acquireAllocatorHookLocked();
+}
+
+void Engine::releaseAllocatorHook() {
+  std::lock_guard<std::mutex> lock(control_mutex_);
+  releaseAllocatorHookLocked();
+}
+
+void Engine::acquireAllocatorHookLocked() {
   if (hook_users_++ > 0) return;
   InterposingCpuAllocator& hook = interposer();
   c10::Allocator* current = c10::GetCPUAllocator();
@@ -206,7 +216,7 @@ void Engine::acquireAllocatorHook() {
   }
 }
 
-void Engine::releaseAllocatorHook() {
+void Engine::releaseAllocatorHookLocked() {
   if (hook_users_ == 0 || --hook_users_ > 0) return;
   InterposingCpuAllocator& hook = interposer();
   // Restore only if nobody replaced us meanwhile; `previous` stays set so late frees still work.
@@ -231,7 +241,7 @@ void Engine::start(const TrackerOptions& options) {
   session_.fetch_add(1, std::memory_order_acq_rel);
   cpu_.reset();
   sites_.forEach([](std::uint32_t, SiteEntry& entry) { entry.resetCounters(); });
-  acquireAllocatorHook();
+  acquireAllocatorHookLocked();
   auto callback = at::RecordFunctionCallback(&onOpStart, &track::onOpEnd)
                       .needsOutputs(options.record_tensor_metadata);
   record_function_handle_ = at::addGlobalCallback(callback);
@@ -244,7 +254,7 @@ void Engine::stop() {
   active_.store(false, std::memory_order_release);
   at::removeCallback(record_function_handle_);
   record_function_handle_ = 0;
-  releaseAllocatorHook();
+  releaseAllocatorHookLocked();
 }
 
 void Engine::setGradFnObserver(GradFnObserver* observer) {
@@ -374,6 +384,7 @@ c10::DataPtr Engine::track(c10::DataPtr inner, std::size_t bytes) {
   }
   inner.release_context();
   ++state.allocations_in_thread;
+  state.bytes_in_thread += bytes;
   cpu_.onAllocate(static_cast<std::int64_t>(record.bytes));
   SiteEntry& entry = sites_.at(record.site);
   entry.live_bytes.fetch_add(static_cast<std::int64_t>(record.bytes), std::memory_order_relaxed);

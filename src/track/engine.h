@@ -139,6 +139,8 @@ class Engine {
 
  private:
   Engine();
+  void acquireAllocatorHookLocked();  // with control_mutex_ held
+  void releaseAllocatorHookLocked();
   std::uint32_t siteFor(const SiteKey& key);
 
   std::atomic<bool> active_{false};

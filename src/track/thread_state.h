@@ -24,6 +24,10 @@ struct ThreadState {
   std::uint32_t scope_path;             // interned MEMSEAL_SCOPE path, 0 outside any scope
   std::uint32_t lifetime_scope;         // innermost LifetimeScope's id, 0 outside any
   std::uint64_t allocations_in_thread;  // every tracked allocation on this thread, ever
+  std::uint64_t bytes_in_thread;        // and their bytes
+  // Allocations that reached the system (previous) allocator through the interposer, ever; an
+  // allocation served from a planned arena does not count.
+  std::uint64_t system_allocations;
 };
 
 ThreadState& threadState();
