@@ -37,9 +37,18 @@ std::int64_t nowNs() {
 class InterposingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t bytes) override {
-    ++t_thread_state.system_allocations;
+    ThreadState& state = t_thread_state;
+    ArenaRegion* region = state.in_tracker ? nullptr : state.arena_region;
+    if (region != nullptr) {
+      c10::DataPtr served = region->serve(bytes);
+      // From a planned block: neither a system allocator call nor tracked.
+      if (served) return Engine::instance().adopt(std::move(served));
+    }
+    // Zero-byte requests get a null pointer and no memory: not an allocation.
+    if (bytes > 0) ++state.system_allocations;
     c10::DataPtr inner = previous->allocate(bytes);
     Engine& engine = Engine::instance();
+    if (region != nullptr) inner = engine.adopt(region->observe(std::move(inner), bytes));
     if (!engine.active()) return inner;
     return engine.track(std::move(inner), bytes);
   }
@@ -396,10 +405,36 @@ c10::DataPtr Engine::track(c10::DataPtr inner, std::size_t bytes) {
   return c10::DataPtr(data, data, &Engine::trackedFree, device);
 }
 
+c10::DataPtr Engine::adopt(c10::DataPtr inner) {
+  void* data = inner.get();
+  if (data == nullptr ||
+      (inner.get_context() == data && inner.get_deleter() == &Engine::trackedFree)) {
+    return inner;
+  }
+  LiveRecord record;
+  record.data = data;
+  record.original_context = inner.get_context();
+  record.original_deleter = inner.get_deleter();
+  ThreadState& state = t_thread_state;
+  bool was_in_tracker = state.in_tracker;
+  state.in_tracker = true;
+  bool inserted = adopted_.insert(record);
+  state.in_tracker = was_in_tracker;
+  if (!inserted) return inner;
+  c10::Device device = inner.device();
+  inner.release_context();
+  return c10::DataPtr(data, data, &Engine::trackedFree, device);
+}
+
 void Engine::trackedFree(void* data) {
+  if (data == nullptr) return;  // raw_deallocate(nullptr), as oneDNN does for empty buffers
   Engine& engine = instance();
   LiveRecord record;
   if (!engine.live_.remove(data, &record)) {
+    if (engine.adopted_.remove(data, &record)) {
+      record.original_deleter(record.original_context);
+      return;
+    }
     // Only raw_deallocate of memory we never tracked gets here.
     c10::DeleterFnPtr previous =
         interposer().previous ? interposer().previous->raw_deleter() : nullptr;

@@ -89,6 +89,16 @@ class GradFnObserver {
                         const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) = 0;
 };
 
+// A planned-arena region active on a thread: it may serve allocations itself, and sees those the
+// system allocator makes inside it (recording wraps them to learn when they are freed).
+class ArenaRegion {
+ public:
+  virtual ~ArenaRegion() = default;
+  // Memory for `bytes` from the plan, or an empty DataPtr to use the system allocator.
+  virtual c10::DataPtr serve(std::size_t bytes) = 0;
+  virtual c10::DataPtr observe(c10::DataPtr allocation, std::size_t bytes) = 0;
+};
+
 class Engine {
  public:
   static Engine& instance();
@@ -126,6 +136,9 @@ class Engine {
 
   // Hot path, called by the interposing allocator.
   c10::DataPtr track(c10::DataPtr inner, std::size_t bytes);
+  // Makes `inner` a simple DataPtr (context == data, deleter trackedFree), remembering its real
+  // context and deleter, so raw_allocate/raw_deallocate work for everything the interposer returns.
+  c10::DataPtr adopt(c10::DataPtr inner);
   static void trackedFree(void* data);
   // Op observer hooks.
   // An output of an op that just returned: fills in the signature of storage the op allocated, and
@@ -153,6 +166,7 @@ class Engine {
 
   DeviceCounters cpu_;
   LiveTable live_;
+  LiveTable adopted_;  // data -> real context and deleter of adopted DataPtrs (arena memory)
   StringTable strings_;
   ScopePathTable scope_paths_;
   SiteTable sites_;

@@ -22,7 +22,8 @@ std::uint64_t LiveTable::hashPointer(const void* data) {
 }
 
 LiveRecord* LiveTable::findSlot(Shard& shard, const void* data, std::uint64_t hash) {
-  if (shard.capacity == 0) return nullptr;
+  // Empty slots hold a null key, so a null pointer must never be looked up.
+  if (shard.capacity == 0 || data == nullptr) return nullptr;
   std::size_t mask = shard.capacity - 1;
   for (std::size_t slot = hash & mask;; slot = (slot + 1) & mask) {
     LiveRecord& record = shard.slots[slot];

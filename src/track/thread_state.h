@@ -6,6 +6,8 @@
 
 namespace memseal::track {
 
+class ArenaRegion;
+
 constexpr int kMaxOpDepth = 32;
 
 struct OpFrame {
@@ -28,6 +30,7 @@ struct ThreadState {
   // Allocations that reached the system (previous) allocator through the interposer, ever; an
   // allocation served from a planned arena does not count.
   std::uint64_t system_allocations;
+  ArenaRegion* arena_region;  // the planned-arena region running on this thread, if any
 };
 
 ThreadState& threadState();

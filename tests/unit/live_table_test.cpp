@@ -29,6 +29,15 @@ TEST(LiveTable, InsertThenRemoveReturnsTheRecord) {
   EXPECT_FALSE(table.remove(reinterpret_cast<void*>(0x1000), &out));
 }
 
+TEST(LiveTable, NullIsNeverFoundEvenThoughEmptySlotsHoldIt) {
+  LiveTable table;
+  table.insert(recordAt(0x40, 1));
+  LiveRecord out;
+  EXPECT_FALSE(table.remove(nullptr, &out));
+  EXPECT_FALSE(table.update(nullptr, [](LiveRecord&) {}));
+  EXPECT_EQ(table.size(), 1u);
+}
+
 TEST(LiveTable, UpdateChangesOnlyTheNamedRecord) {
   LiveTable table;
   table.insert(recordAt(0x40, 1));

@@ -1,0 +1,89 @@
+// The planned arena: allocation-free CPU inference by record -> plan -> replay.
+//
+//   memseal::PlannedArena arena;
+//   for (auto& batch : batches) {
+//     torch::Tensor out;
+//     arena.run(memseal::PlannedArena::keyFor({batch}), [&] { out = model->forward(batch); });
+//   }
+//
+// The first run under a key records every CPU allocation (size, order, lifetime); its plan gives
+// each allocation an offset in one block. Later runs serve allocations from the block with no
+// system allocator call. Tensors still alive when the region ends (its outputs) are never planned:
+// they come from the normal allocator, so results handed to the caller stay valid. To make a run
+// fully allocation-free, copy results into tensors made outside the region (`out.copy_(...)`).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "memseal/export.h"
+
+namespace memseal {
+
+struct ArenaOptions {
+  // Blocks of all plans together stay under this; least recently used plans are evicted first.
+  std::size_t max_bytes = std::size_t{1} << 30;
+  // Print the first mismatch of each key to stderr (always counted and kept in mismatches()).
+  bool warn_on_mismatch = true;
+};
+
+struct ArenaPlanSummary {
+  std::string key;
+  std::size_t block_bytes = 0;  // the block this plan needs
+  std::size_t lower_bound = 0;  // the most bytes ever live at once: no plan can be smaller
+  std::size_t naive_sum = 0;    // every planned allocation side by side, without reuse
+  std::size_t planned_allocations = 0;
+  std::size_t escaping_allocations =
+      0;  // still alive at region end: served by the normal allocator
+  std::string strategy;
+};
+
+struct ArenaStats {
+  std::int64_t recordings = 0;
+  std::int64_t replays = 0;
+  std::int64_t unplanned_runs =
+      0;  // ran on the normal allocator: plan over budget or none possible
+  std::int64_t served_allocations = 0;    // from a block, no system allocator call
+  std::int64_t fallback_allocations = 0;  // a replay that did not match the plan
+  std::int64_t output_allocations = 0;    // planned as outputs: from the normal allocator by design
+  std::int64_t mismatched_runs = 0;
+  std::int64_t retired_blocks = 0;  // blocks kept until a tensor planned to die inside was freed
+  std::int64_t evicted_plans = 0;
+  std::size_t reserved_bytes = 0;  // blocks held now
+};
+
+class MEMSEAL_API PlannedArena {
+ public:
+  explicit PlannedArena(ArenaOptions options = {});
+  // Blocks still holding live tensors stay until those tensors are freed.
+  ~PlannedArena();
+  PlannedArena(const PlannedArena&) = delete;
+  PlannedArena& operator=(const PlannedArena&) = delete;
+
+  // Runs `region` on this thread with the plan recorded for `key`, recording it on first use.
+  // Safe to call from several threads at once: each concurrent run gets its own block.
+  // Regions do not nest (std::logic_error).
+  void run(const std::string& key, const std::function<void()>& region);
+
+  // A key from the inputs' dtypes and shapes, e.g. "Float[8,3,64,64]".
+  static std::string keyFor(const std::vector<at::Tensor>& inputs);
+
+  std::optional<ArenaPlanSummary> plan(const std::string& key) const;
+  ArenaStats stats() const;
+  // What differed in mismatched replays, in words (the most recent ones, at most 64).
+  std::vector<std::string> mismatches() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace memseal

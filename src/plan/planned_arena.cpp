@@ -1,0 +1,488 @@
+// The planned arena's record and replay. The invariant every path defends: memory served from a
+// block never overlaps memory still in use. A replayed allocation is served only when every
+// earlier planned allocation that shares its bytes has actually been freed; otherwise it falls
+// back to the system allocator. A block whose planned tensors are still alive at the end of a run
+// is retired (never reused) until the last of them is freed.
+#include "memseal/arena.h"
+
+#include <c10/core/ScalarType.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <deque>
+#include <iostream>
+#include <list>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include "plan/offset_planner.h"
+#include "report/format.h"
+#include "track/engine.h"
+#include "track/thread_state.h"
+
+#if defined(MEMSEAL_ASAN)
+#include <sanitizer/asan_interface.h>
+#define MEMSEAL_POISON(address, size) ASAN_POISON_MEMORY_REGION(address, size)
+#define MEMSEAL_UNPOISON(address, size) ASAN_UNPOISON_MEMORY_REGION(address, size)
+#else
+#define MEMSEAL_POISON(address, size) ((void)(address), (void)(size))
+#define MEMSEAL_UNPOISON(address, size) ((void)(address), (void)(size))
+#endif
+
+namespace memseal {
+
+namespace {
+
+constexpr std::size_t kMaxMismatchMessages = 64;
+
+// What one recording learned and the plan made from it. Immutable once built.
+struct Plan {
+  std::string key;
+  std::vector<std::size_t> sizes;    // by allocation index, in the order the region asked
+  std::vector<bool> escapes;         // alive at region end: an output, never planned
+  std::vector<std::size_t> offsets;  // valid where !escapes
+  // For allocation j: the earlier planned allocations that share bytes with it. They must all be
+  // freed before j may be served from the block.
+  std::vector<std::vector<std::uint32_t>> must_be_freed;
+  ArenaPlanSummary summary;
+};
+
+struct Block;
+
+struct Slot {
+  Block* block = nullptr;
+  std::uint32_t index = 0;
+  std::atomic<bool> live{false};
+};
+
+// One pre-allocated block for one plan, used by one run at a time.
+struct Block {
+  std::shared_ptr<const Plan> plan;
+  char* memory = nullptr;
+  std::size_t bytes = 0;
+  std::unique_ptr<Slot[]> slots;
+  std::atomic<std::int64_t> live{0};
+  std::atomic<bool> retired{false};
+  std::atomic<bool> destroy_claimed{false};
+
+  Block(std::shared_ptr<const Plan> block_plan, std::size_t block_bytes)
+      : plan(std::move(block_plan)), bytes(block_bytes) {
+    // At least one cache line, so an empty plan still has a valid block.
+    std::size_t size = std::max<std::size_t>(plan::alignUp(bytes, 64), 64);
+    memory = static_cast<char*>(std::aligned_alloc(64, size));
+    if (memory == nullptr) throw std::bad_alloc();
+    MEMSEAL_POISON(memory, size);
+    slots.reset(new Slot[plan->sizes.size()]);
+    for (std::size_t i = 0; i < plan->sizes.size(); ++i) {
+      slots[i].block = this;
+      slots[i].index = static_cast<std::uint32_t>(i);
+    }
+  }
+  ~Block() {
+    MEMSEAL_UNPOISON(memory, std::max<std::size_t>(plan::alignUp(bytes, 64), 64));
+    std::free(memory);
+  }
+
+  // Called when retiring or when the last planned tensor dies: deletes the block exactly once.
+  void destroyIfDone() {
+    if (retired.load() && live.load() == 0 && !destroy_claimed.exchange(true)) delete this;
+  }
+};
+
+void replayFree(void* context) {
+  Slot* slot = static_cast<Slot*>(context);
+  Block* block = slot->block;
+  MEMSEAL_POISON(block->memory + block->plan->offsets[slot->index],
+                 block->plan->sizes[slot->index]);
+  slot->live.store(false, std::memory_order_release);
+  if (block->live.fetch_sub(1, std::memory_order_acq_rel) == 1) block->destroyIfDone();
+}
+
+// ---- recording ----
+
+struct Recording {
+  std::mutex mutex;
+  std::uint32_t clock = 0;
+  bool ended = false;
+  std::vector<std::size_t> sizes;
+  std::vector<std::uint32_t> first_use;
+  std::vector<std::uint32_t> last_use;
+  std::vector<bool> freed;
+};
+
+struct RecordedAllocation {
+  std::shared_ptr<Recording> recording;
+  std::uint32_t index;
+  void* original_context;
+  c10::DeleterFnPtr original_deleter;
+};
+
+void recordedFree(void* context) {
+  auto* allocation = static_cast<RecordedAllocation*>(context);
+  {
+    std::lock_guard<std::mutex> lock(allocation->recording->mutex);
+    if (!allocation->recording->ended) {
+      allocation->recording->last_use[allocation->index] = allocation->recording->clock++;
+      allocation->recording->freed[allocation->index] = true;
+    }
+  }
+  allocation->original_deleter(allocation->original_context);
+  delete allocation;
+}
+
+class RecordingRegion final : public track::ArenaRegion {
+ public:
+  RecordingRegion() : recording_(std::make_shared<Recording>()) {}
+
+  c10::DataPtr serve(std::size_t) override { return {}; }
+
+  c10::DataPtr observe(c10::DataPtr allocation, std::size_t bytes) override {
+    void* data = allocation.get();
+    if (data == nullptr) return allocation;
+    auto* recorded =
+        new RecordedAllocation{recording_, 0, allocation.get_context(), allocation.get_deleter()};
+    {
+      std::lock_guard<std::mutex> lock(recording_->mutex);
+      recorded->index = static_cast<std::uint32_t>(recording_->sizes.size());
+      recording_->sizes.push_back(bytes);
+      recording_->first_use.push_back(recording_->clock++);
+      recording_->last_use.push_back(0);
+      recording_->freed.push_back(false);
+    }
+    c10::Device device = allocation.device();
+    allocation.release_context();
+    return c10::DataPtr(data, recorded, &recordedFree, device);
+  }
+
+  // Stops recording (later frees are of outputs) and builds the plan.
+  std::shared_ptr<Plan> finish(const std::string& key) {
+    std::lock_guard<std::mutex> lock(recording_->mutex);
+    recording_->ended = true;
+    auto result = std::make_shared<Plan>();
+    Plan& plan = *result;
+    plan.key = key;
+    plan.sizes = recording_->sizes;
+    std::size_t count = plan.sizes.size();
+    plan.escapes.assign(count, false);
+    plan.offsets.assign(count, 0);
+    plan.must_be_freed.resize(count);
+    std::vector<plan::PlannedAllocation> planned;
+    std::vector<std::uint32_t> planned_index;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!recording_->freed[i]) {
+        plan.escapes[i] = true;
+        continue;
+      }
+      planned.push_back({plan.sizes[i], recording_->first_use[i], recording_->last_use[i]});
+      planned_index.push_back(static_cast<std::uint32_t>(i));
+    }
+    plan::OffsetPlan offsets = plan::planOffsets(planned);
+    for (std::size_t p = 0; p < planned.size(); ++p)
+      plan.offsets[planned_index[p]] = offsets.offsets[p];
+    // Conflicts: earlier planned allocations whose bytes overlap (their lifetimes cannot overlap).
+    for (std::size_t a = 0; a < planned.size(); ++a) {
+      std::size_t a_begin = offsets.offsets[a];
+      std::size_t a_end = a_begin + planned[a].size;
+      for (std::size_t b = 0; b < a; ++b) {
+        std::size_t b_begin = offsets.offsets[b];
+        std::size_t b_end = b_begin + planned[b].size;
+        if (a_begin < b_end && b_begin < a_end && planned[a].size > 0 && planned[b].size > 0) {
+          plan.must_be_freed[planned_index[a]].push_back(planned_index[b]);
+        }
+      }
+    }
+    plan.summary.key = key;
+    plan.summary.block_bytes = offsets.block_size;
+    plan.summary.lower_bound = offsets.lower_bound;
+    plan.summary.naive_sum = offsets.naive_sum;
+    plan.summary.planned_allocations = planned.size();
+    plan.summary.escaping_allocations = count - planned.size();
+    plan.summary.strategy = offsets.strategy;
+    return result;
+  }
+
+ private:
+  std::shared_ptr<Recording> recording_;
+};
+
+// ---- replay ----
+
+class ReplayRegion final : public track::ArenaRegion {
+ public:
+  explicit ReplayRegion(Block* block) : block_(block), plan_(*block->plan) {}
+
+  c10::DataPtr serve(std::size_t bytes) override {
+    // Zero-byte requests get no memory (a null pointer), so the recording never saw them.
+    if (bytes == 0) return {};
+    std::uint32_t index = next_++;
+    if (index >= plan_.sizes.size()) {
+      mismatch("allocation #" + std::to_string(index) + " (" +
+               report::bytesText(static_cast<std::int64_t>(bytes)) + ") is beyond the " +
+               std::to_string(plan_.sizes.size()) + " allocations recorded");
+      return {};
+    }
+    if (plan_.escapes[index]) {
+      ++outputs_;
+      return {};
+    }
+    if (bytes != plan_.sizes[index]) {
+      mismatch("allocation #" + std::to_string(index) + " asked for " + std::to_string(bytes) +
+               " bytes; the recording made " + std::to_string(plan_.sizes[index]) +
+               " (another input shape under the same key?)");
+      return {};
+    }
+    for (std::uint32_t earlier : plan_.must_be_freed[index]) {
+      if (block_->slots[earlier].live.load(std::memory_order_acquire)) {
+        mismatch("allocation #" + std::to_string(index) + " would reuse the bytes of allocation #" +
+                 std::to_string(earlier) +
+                 ", which the recording freed before it but is still alive");
+        return {};
+      }
+    }
+    Slot& slot = block_->slots[index];
+    char* data = block_->memory + plan_.offsets[index];
+    MEMSEAL_UNPOISON(data, bytes);
+    slot.live.store(true, std::memory_order_release);
+    block_->live.fetch_add(1, std::memory_order_acq_rel);
+    ++served_;
+    return c10::DataPtr(data, &slot, &replayFree, c10::Device(c10::DeviceType::CPU));
+  }
+
+  c10::DataPtr observe(c10::DataPtr allocation, std::size_t) override { return allocation; }
+
+  // After the region: what did not match, and whether the block is still in use.
+  void finish() {
+    if (next_ < plan_.sizes.size()) {
+      mismatch("the run made " + std::to_string(next_) + " allocations; the recording made " +
+               std::to_string(plan_.sizes.size()));
+    }
+  }
+
+  void mismatch(std::string message) {
+    ++fallbacks_;
+    if (first_mismatch_.empty()) first_mismatch_ = std::move(message);
+  }
+
+  std::int64_t served_ = 0;
+  std::int64_t fallbacks_ = 0;
+  std::int64_t outputs_ = 0;
+  std::string first_mismatch_;
+
+ private:
+  Block* block_;
+  const Plan& plan_;
+  std::uint32_t next_ = 0;
+};
+
+// Sets and clears this thread's region, also when the region throws.
+class RegionGuard {
+ public:
+  explicit RegionGuard(track::ArenaRegion* region) {
+    track::ThreadState& state = track::threadState();
+    if (state.arena_region != nullptr) {
+      throw std::logic_error("memseal: PlannedArena::run regions do not nest");
+    }
+    track::Engine::instance().acquireAllocatorHook();
+    state.arena_region = region;
+  }
+  ~RegionGuard() {
+    track::threadState().arena_region = nullptr;
+    track::Engine::instance().releaseAllocatorHook();
+  }
+};
+
+}  // namespace
+
+struct PlannedArena::Impl {
+  struct Entry {
+    std::shared_ptr<const Plan> plan;  // null: the key cannot be planned (over budget)
+    std::vector<Block*> free_blocks;
+    std::int64_t blocks_in_use = 0;
+    std::uint64_t last_used = 0;
+    bool warned = false;
+  };
+
+  ArenaOptions options;
+  mutable std::mutex mutex;
+  std::map<std::string, Entry> entries;
+  std::uint64_t tick = 0;
+  ArenaStats stats;
+  std::deque<std::string> messages;
+
+  void note(const std::string& message) {
+    messages.push_back(message);
+    if (messages.size() > kMaxMismatchMessages) messages.pop_front();
+  }
+
+  void retire(Block* block) {
+    stats.reserved_bytes -= block->bytes;
+    block->retired.store(true);
+    block->destroyIfDone();
+  }
+
+  // Frees unused blocks of the least recently used entries until `needed` more bytes fit.
+  bool makeRoom(std::size_t needed, const std::string& keep_key) {
+    while (stats.reserved_bytes + needed > options.max_bytes) {
+      auto victim = entries.end();
+      for (auto it = entries.begin(); it != entries.end(); ++it) {
+        if (it->first == keep_key || it->second.blocks_in_use > 0 || !it->second.plan) continue;
+        if (victim == entries.end() || it->second.last_used < victim->second.last_used) victim = it;
+      }
+      if (victim == entries.end()) return false;
+      for (Block* block : victim->second.free_blocks) retire(block);
+      entries.erase(victim);
+      ++stats.evicted_plans;
+    }
+    return true;
+  }
+};
+
+PlannedArena::PlannedArena(ArenaOptions options) : impl_(std::make_shared<Impl>()) {
+  impl_->options = options;
+}
+
+PlannedArena::~PlannedArena() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (auto& [key, entry] : impl_->entries) {
+    for (Block* block : entry.free_blocks) impl_->retire(block);
+    entry.free_blocks.clear();
+  }
+}
+
+std::string PlannedArena::keyFor(const std::vector<at::Tensor>& inputs) {
+  std::ostringstream key;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0) key << "|";
+    const at::Tensor& input = inputs[i];
+    if (!input.defined()) {
+      key << "undefined";
+      continue;
+    }
+    key << c10::toString(input.scalar_type()) << "[";
+    for (std::int64_t d = 0; d < input.dim(); ++d) key << (d ? "," : "") << input.size(d);
+    key << "]";
+    if (!input.is_contiguous()) key << "s";
+  }
+  return key.str();
+}
+
+void PlannedArena::run(const std::string& key, const std::function<void()>& region) {
+  Impl& impl = *impl_;
+  std::shared_ptr<const Plan> plan;
+  Block* block = nullptr;
+  bool record = false;
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    auto found = impl.entries.find(key);
+    if (found == impl.entries.end()) {
+      record = true;
+    } else {
+      Impl::Entry& entry = found->second;
+      entry.last_used = ++impl.tick;
+      plan = entry.plan;
+      if (plan) {
+        if (!entry.free_blocks.empty()) {
+          block = entry.free_blocks.back();
+          entry.free_blocks.pop_back();
+        } else if (impl.makeRoom(plan->summary.block_bytes, key)) {
+          block = new Block(plan, plan->summary.block_bytes);
+          impl.stats.reserved_bytes += block->bytes;
+        }
+        if (block != nullptr) ++entry.blocks_in_use;
+      }
+      if (block == nullptr) ++impl.stats.unplanned_runs;
+    }
+  }
+
+  if (record) {
+    RecordingRegion recording;
+    {
+      RegionGuard guard(&recording);
+      region();
+    }
+    std::shared_ptr<Plan> made = recording.finish(key);
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    ++impl.stats.recordings;
+    Impl::Entry& entry = impl.entries[key];
+    entry.last_used = ++impl.tick;
+    if (made->summary.block_bytes > impl.options.max_bytes) {
+      impl.note("key " + key + ": the plan needs " +
+                report::bytesText(static_cast<std::int64_t>(made->summary.block_bytes)) +
+                ", above the arena's max_bytes; runs under this key use the normal allocator");
+    } else {
+      entry.plan = std::move(made);
+    }
+    return;
+  }
+  if (block == nullptr) {
+    region();  // no plan possible: the normal allocator serves this run
+    return;
+  }
+
+  ReplayRegion replay(block);
+  try {
+    RegionGuard guard(&replay);
+    region();
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    --impl.entries[key].blocks_in_use;
+    ++impl.stats.retired_blocks;
+    impl.retire(block);  // its tensors may be anywhere in the unwinding code
+    throw;
+  }
+  replay.finish();
+  std::lock_guard<std::mutex> lock(impl.mutex);
+  ++impl.stats.replays;
+  impl.stats.served_allocations += replay.served_;
+  impl.stats.fallback_allocations += replay.fallbacks_;
+  impl.stats.output_allocations += replay.outputs_;
+  auto found = impl.entries.find(key);
+  Impl::Entry* entry = found != impl.entries.end() ? &found->second : nullptr;
+  if (entry != nullptr) --entry->blocks_in_use;
+  if (!replay.first_mismatch_.empty()) {
+    ++impl.stats.mismatched_runs;
+    std::string message = "key " + key + ": " + replay.first_mismatch_ + " (" +
+                          std::to_string(replay.fallbacks_) +
+                          " allocation(s) fell back to the normal allocator)";
+    impl.note(message);
+    if (impl.options.warn_on_mismatch && entry != nullptr && !entry->warned) {
+      entry->warned = true;
+      std::cerr << "memseal arena: " << message << "\n";
+    }
+  }
+  if (block->live.load() > 0) {
+    // A tensor planned to die inside the region is still alive: this block must not be reused.
+    ++impl.stats.retired_blocks;
+    std::string message = "key " + key + ": " + std::to_string(block->live.load()) +
+                          " tensor(s) planned to be freed inside the region are still alive at its "
+                          "end; their block is retired until they are freed";
+    impl.note(message);
+    impl.retire(block);
+  } else if (entry != nullptr) {
+    entry->free_blocks.push_back(block);
+  } else {
+    impl.retire(block);  // the plan was evicted while this run used it
+  }
+}
+
+std::optional<ArenaPlanSummary> PlannedArena::plan(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto found = impl_->entries.find(key);
+  if (found == impl_->entries.end() || !found->second.plan) return std::nullopt;
+  return found->second.plan->summary;
+}
+
+ArenaStats PlannedArena::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
+
+std::vector<std::string> PlannedArena::mismatches() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return {impl_->messages.begin(), impl_->messages.end()};
+}
+
+}  // namespace memseal

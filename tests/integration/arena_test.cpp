@@ -1,0 +1,269 @@
+// The planned arena on real libtorch inference: identical outputs, steady state served from the
+// block, mismatches and escaping tensors handled safely, concurrent sessions, eviction, and a
+// randomized test of the invariant that served memory never overlaps memory still in use.
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "memseal/arena.h"
+#include "memseal/gtest.h"
+
+namespace memseal {
+namespace {
+
+ArenaOptions quietArena() {
+  ArenaOptions options;
+  options.warn_on_mismatch = false;
+  return options;
+}
+
+struct ConvNetImpl : torch::nn::Module {
+  torch::nn::Conv2d conv1{torch::nn::Conv2dOptions(3, 32, 3).padding(1)};
+  torch::nn::Conv2d conv2{torch::nn::Conv2dOptions(32, 64, 3).padding(1)};
+  torch::nn::Conv2d conv3{torch::nn::Conv2dOptions(64, 64, 3).padding(1)};
+  torch::nn::Linear head{64, 10};
+  ConvNetImpl() {
+    register_module("conv1", conv1);
+    register_module("conv2", conv2);
+    register_module("conv3", conv3);
+    register_module("head", head);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(conv1(x));
+    x = torch::max_pool2d(torch::relu(conv2(x)), 2);
+    x = torch::relu(conv3(x));
+    return head(x.mean({2, 3}));
+  }
+};
+TORCH_MODULE(ConvNet);
+
+TEST(PlannedArena, ConvNetOutputsMatchAndReplaysComeFromTheBlock) {
+  torch::manual_seed(0);
+  ConvNet model;
+  c10::InferenceMode inference;
+  torch::Tensor input = torch::randn({2, 3, 32, 32});
+  torch::Tensor expected = model->forward(input);
+  PlannedArena arena(quietArena());
+  std::string key = PlannedArena::keyFor({input});
+  EXPECT_EQ(key, "Float[2,3,32,32]");
+  for (int run = 0; run < 5; ++run) {
+    torch::Tensor output;
+    arena.run(key, [&] { output = model->forward(input); });
+    EXPECT_TRUE(torch::equal(output, expected)) << "run " << run;
+  }
+  ArenaStats stats = arena.stats();
+  EXPECT_EQ(stats.recordings, 1);
+  EXPECT_EQ(stats.replays, 4);
+  EXPECT_EQ(stats.fallback_allocations, 0);
+  EXPECT_EQ(stats.mismatched_runs, 0);
+  EXPECT_GT(stats.served_allocations, 4 * 5);
+  EXPECT_EQ(stats.output_allocations, 4);  // one output per replay, from the normal allocator
+  std::optional<ArenaPlanSummary> plan = arena.plan(key);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_GE(plan->block_bytes, plan->lower_bound);
+  EXPECT_LE(plan->block_bytes, plan->naive_sum);
+  EXPECT_LT(plan->block_bytes, plan->naive_sum);  // reuse happened
+  EXPECT_EQ(plan->escaping_allocations, 1u);
+
+  // Copying into a tensor made outside the region makes the replay allocation-free.
+  torch::Tensor result = torch::empty_like(expected);
+  std::string copy_key = key + "/copy";
+  arena.run(copy_key, [&] { result.copy_(model->forward(input)); });
+  EXPECT_NO_ALLOCATION(arena.run(copy_key, [&] { result.copy_(model->forward(input)); }));
+  EXPECT_TRUE(torch::equal(result, expected));
+}
+
+TEST(PlannedArena, AnotherShapeUnderTheSameKeyFallsBackAndSaysWhy) {
+  torch::manual_seed(0);
+  ConvNet model;
+  c10::InferenceMode inference;
+  PlannedArena arena(quietArena());
+  torch::Tensor small = torch::randn({1, 3, 16, 16});
+  torch::Tensor large = torch::randn({2, 3, 16, 16});
+  torch::Tensor output;
+  arena.run("fixed key", [&] { output = model->forward(small); });
+  arena.run("fixed key", [&] { output = model->forward(large); });
+  EXPECT_TRUE(torch::allclose(output, model->forward(large)));
+  ArenaStats stats = arena.stats();
+  EXPECT_GT(stats.fallback_allocations, 0);
+  EXPECT_EQ(stats.mismatched_runs, 1);
+  ASSERT_FALSE(arena.mismatches().empty());
+  EXPECT_NE(arena.mismatches().back().find("asked for"), std::string::npos)
+      << arena.mismatches().back();
+}
+
+TEST(PlannedArena, ATensorPlannedToDieThatEscapesRetiresItsBlock) {
+  c10::InferenceMode inference;
+  PlannedArena arena(quietArena());
+  torch::Tensor input = torch::arange(1000, torch::kFloat);
+  torch::Tensor escaped;
+  bool keep_intermediate = false;
+  auto region = [&] {
+    torch::Tensor intermediate = input * 2;  // planned: freed inside the recording
+    if (keep_intermediate) escaped = intermediate;
+    torch::Tensor other = intermediate + 1;
+  };
+  arena.run("k", region);
+  keep_intermediate = true;
+  arena.run("k", region);
+  keep_intermediate = false;
+  torch::Tensor snapshot = escaped.clone();
+  for (int i = 0; i < 3; ++i) arena.run("k", region);  // must not reuse the escaped tensor's bytes
+  EXPECT_TRUE(torch::equal(escaped, snapshot));
+  EXPECT_EQ(arena.stats().retired_blocks, 1);
+  ASSERT_FALSE(arena.mismatches().empty());
+  EXPECT_NE(arena.mismatches().back().find("still alive"), std::string::npos);
+}
+
+TEST(PlannedArena, ConcurrentSessionsEachGetTheirOwnBlock) {
+  torch::manual_seed(0);
+  ConvNet model;
+  c10::InferenceMode inference;
+  PlannedArena arena(quietArena());
+  constexpr int kThreads = 4;
+  std::vector<torch::Tensor> inputs;
+  std::vector<torch::Tensor> expected;
+  for (int t = 0; t < kThreads; ++t) {
+    inputs.push_back(torch::randn({1, 3, 16, 16}));
+    expected.push_back(model->forward(inputs.back()));
+  }
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      c10::InferenceMode thread_inference;
+      for (int run = 0; run < 10; ++run) {
+        torch::Tensor output;
+        arena.run("shared key", [&] { output = model->forward(inputs[t]); });
+        if (!torch::equal(output, expected[t])) ++wrong[t];
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t;
+  EXPECT_EQ(arena.stats().fallback_allocations, 0);
+}
+
+TEST(PlannedArena, LeastRecentlyUsedPlansAreEvictedUnderTheCap) {
+  c10::InferenceMode inference;
+  ArenaOptions options = quietArena();
+  options.max_bytes = 3 * 4096 * 4 + 1024;  // room for about three of the plans below
+  PlannedArena arena(options);
+  auto region_for = [](std::int64_t n) { return [n] { torch::Tensor t = torch::ones({n}) * 2; }; };
+  for (int round = 0; round < 2; ++round) {
+    for (std::int64_t n : {4000, 4001, 4002, 4003, 4004})
+      arena.run("n" + std::to_string(n), region_for(n));
+  }
+  ArenaStats stats = arena.stats();
+  EXPECT_GT(stats.evicted_plans, 0);
+  EXPECT_LE(stats.reserved_bytes, options.max_bytes);
+}
+
+TEST(PlannedArena, ExceptionsAndNestingAreHandled) {
+  c10::InferenceMode inference;
+  PlannedArena arena(quietArena());
+  auto region = [] { torch::Tensor t = torch::ones({100}) + 1; };
+  arena.run("k", region);
+  EXPECT_THROW(arena.run("k",
+                         [] {
+                           torch::Tensor t = torch::ones({100}) + 1;
+                           throw std::runtime_error("inside");
+                         }),
+               std::runtime_error);
+  EXPECT_NO_THROW(arena.run("k", region));
+  EXPECT_THROW(arena.run("outer", [&] { arena.run("inner", region); }), std::logic_error);
+}
+
+// Random allocation programs: recorded once, replayed with frees delayed, tensors kept and sizes
+// changed. Every allocation served during a replay must not overlap any tensor still alive.
+TEST(PlannedArena, ServedMemoryNeverOverlapsLiveMemoryUnderRandomPrograms) {
+  std::mt19937_64 random(7);
+  PlannedArena arena(quietArena());
+  int checks = 0;
+  for (int program = 0; program < 150; ++program) {
+    int count = 4 + static_cast<int>(random() % 40);
+    std::vector<std::int64_t> sizes(count);
+    std::vector<int> free_after(count);  // the op index after which tensor i is freed (-1: output)
+    for (int i = 0; i < count; ++i) {
+      sizes[i] = 1 + static_cast<std::int64_t>(random() % 5000);
+      free_after[i] = random() % 8 == 0 ? -1 : i + static_cast<int>(random() % 6);
+    }
+    std::string key = "program " + std::to_string(program);
+    for (int replay = 0; replay < 4; ++replay) {
+      bool perturb = replay >= 2;
+      std::vector<torch::Tensor> live(count);
+      std::vector<torch::Tensor> outputs;
+      auto overlapsLive = [&](const torch::Tensor& fresh, int self) {
+        auto begin = reinterpret_cast<std::uintptr_t>(fresh.data_ptr());
+        auto end = begin + fresh.nbytes();
+        for (int j = 0; j < count; ++j) {
+          if (j == self || !live[j].defined()) continue;
+          auto other = reinterpret_cast<std::uintptr_t>(live[j].data_ptr());
+          if (begin < other + live[j].nbytes() && other < end) return true;
+        }
+        for (const torch::Tensor& output : outputs) {
+          auto other = reinterpret_cast<std::uintptr_t>(output.data_ptr());
+          if (begin < other + output.nbytes() && other < end) return true;
+        }
+        return false;
+      };
+      arena.run(key, [&] {
+        for (int i = 0; i < count; ++i) {
+          std::int64_t size = sizes[i] + (perturb && random() % 10 == 0 ? 64 : 0);
+          live[i] = torch::empty({size}, torch::kByte);
+          EXPECT_FALSE(overlapsLive(live[i], i)) << key << " replay " << replay << " alloc " << i;
+          ++checks;
+          for (int j = 0; j <= i; ++j) {
+            bool delay = perturb && random() % 4 == 0;
+            if (live[j].defined() && free_after[j] >= 0 && free_after[j] <= i && !delay) {
+              live[j] = torch::Tensor();
+            }
+          }
+        }
+        for (int i = 0; i < count; ++i) {
+          if (live[i].defined() && (free_after[i] < 0 || (perturb && random() % 3 == 0))) {
+            outputs.push_back(live[i]);
+          }
+          live[i] = torch::Tensor();
+        }
+      });
+    }
+  }
+  EXPECT_GT(checks, 5000);
+  EXPECT_GT(arena.stats().served_allocations, 0);
+}
+
+// A TorchScript model saved by the venv's Python at test time, run in C++ with and without the
+// arena: identical outputs.
+TEST(PlannedArena, TorchScriptModelFromPythonGivesIdenticalOutputs) {
+#ifndef MEMSEAL_TEST_PYTHON
+  GTEST_SKIP() << "built with Torch_DIR and no Python: cannot make the TorchScript model";
+#else
+  std::string path = ::testing::TempDir() + "memseal_arena_model.pt";
+  std::string command = std::string("'") + MEMSEAL_TEST_PYTHON + "' '" + MEMSEAL_TEST_SCRIPTS +
+                        "/make_torchscript_model.py' '" + path + "' 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  torch::jit::Module module = torch::jit::load(path);
+  module.eval();
+  c10::InferenceMode inference;
+  torch::Tensor input = torch::randn({4, 3, 32, 32});
+  torch::Tensor expected = module.forward({input}).toTensor();
+  PlannedArena arena(quietArena());
+  for (int run = 0; run < 4; ++run) {
+    torch::Tensor output;
+    arena.run(PlannedArena::keyFor({input}), [&] { output = module.forward({input}).toTensor(); });
+    EXPECT_TRUE(torch::equal(output, expected)) << "run " << run;
+  }
+  EXPECT_EQ(arena.stats().fallback_allocations, 0);
+  EXPECT_GT(arena.stats().served_allocations, 0);
+#endif
+}
+
+}  // namespace
+}  // namespace memseal
