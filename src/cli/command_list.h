@@ -15,5 +15,6 @@ struct CommandEntry {
 
 void addDemoCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries);
+void addPlanCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 
 }  // namespace memseal::cli

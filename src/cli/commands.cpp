@@ -19,6 +19,7 @@ std::vector<CommandEntry>& entries() {
 void registerCommands(CLI::App& app) {
   addDemoCommand(app, entries());
   addCheckCommand(app, entries());
+  addPlanCommand(app, entries());
 }
 
 int runSelected(CLI::App& app) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `memseal check` as a user runs it: exit codes 0/1/2, the report, the JSON file, and clear
-# messages for every bad input. Usage: check_command_test.sh MEMSEAL CASES_DIR
+# messages for every bad input; and `memseal plan` when a Python with torch is given.
+# Usage: check_command_test.sh MEMSEAL CASES_DIR [PYTHON]
 set -uo pipefail
-memseal="$1"; cases="$2"
+memseal="$1"; cases="$2"; python="${3:-}"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 passed=0; failed=0
 expect() {  # expect NAME EXIT_CODE PATTERN -- command...
@@ -38,5 +39,16 @@ expect no-subcommand 2 "subcommand" -- "$memseal"
 expect unknown-option 2 "" -- "$memseal" check --frobnicate "$cases/healthy_case.so"
 expect version 0 "memseal [0-9]+\.[0-9]+\.[0-9]+ \(libtorch 2\.11" -- "$memseal" --version
 expect help 0 "check" -- "$memseal" --help
+if [ -n "$python" ]; then
+  "$python" "$(dirname "$0")/../scripts/make_torchscript_model.py" "$work/model.pt"
+  expect plan-sizes-each-batch 0 "\[8, 3, 64, 64\] +[0-9.]+ MiB +[0-9.]+ MiB +1\.[0-9]+x" -- \
+    "$memseal" plan "$work/model.pt" --input 1x3x64x64 --batch 1,8
+  expect plan-missing-model 2 "does not exist" -- "$memseal" plan "$work/none.pt" --input 1x3x8x8
+  expect plan-bad-shape 2 "not a shape like" -- "$memseal" plan "$work/model.pt" --input 1xx3
+  expect plan-not-torchscript 2 "cannot load .* as a TorchScript model" -- \
+    "$memseal" plan "$work/text.so" --input 1x3x8x8
+  expect plan-wrong-channels 2 "expected input.*to have 3 channels" -- \
+    "$memseal" plan "$work/model.pt" --input 1x5x8x8
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
