@@ -25,6 +25,9 @@ struct MEMSEAL_API TrackerOptions {
   // Reads the tensor that owns each new storage (shape, dtype, grad_fn) when the op returns.
   // This asks libtorch to hand over every op's outputs, which costs a little per op.
   bool record_tensor_metadata = true;
+  // Watches every ATen op (at::RecordFunction) to name the op behind each allocation. Off: sites
+  // are told apart by stack and scope only, and there is no tensor metadata.
+  bool observe_ops = true;
 
   // Options from MEMSEAL_STACKS (off | on | sample:N) and MEMSEAL_TENSOR_METADATA (0 | 1).
   // Throws std::invalid_argument on a value it does not understand.

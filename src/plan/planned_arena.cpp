@@ -277,7 +277,8 @@ class ReplayRegion final : public track::ArenaRegion {
   std::uint32_t next_ = 0;
 };
 
-// Sets and clears this thread's region, also when the region throws.
+// Sets and clears this thread's region, also when the region throws. The allocator hook itself is
+// held by the arena for its whole life: installing it per run would cost two SetCPUAllocator calls.
 class RegionGuard {
  public:
   explicit RegionGuard(track::ArenaRegion* region) {
@@ -285,13 +286,9 @@ class RegionGuard {
     if (state.arena_region != nullptr) {
       throw std::logic_error("memseal: PlannedArena::run regions do not nest");
     }
-    track::Engine::instance().acquireAllocatorHook();
     state.arena_region = region;
   }
-  ~RegionGuard() {
-    track::threadState().arena_region = nullptr;
-    track::Engine::instance().releaseAllocatorHook();
-  }
+  ~RegionGuard() { track::threadState().arena_region = nullptr; }
 };
 
 }  // namespace
@@ -342,14 +339,18 @@ struct PlannedArena::Impl {
 
 PlannedArena::PlannedArena(ArenaOptions options) : impl_(std::make_shared<Impl>()) {
   impl_->options = options;
+  track::Engine::instance().acquireAllocatorHook();
 }
 
 PlannedArena::~PlannedArena() {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  for (auto& [key, entry] : impl_->entries) {
-    for (Block* block : entry.free_blocks) impl_->retire(block);
-    entry.free_blocks.clear();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    for (auto& [key, entry] : impl_->entries) {
+      for (Block* block : entry.free_blocks) impl_->retire(block);
+      entry.free_blocks.clear();
+    }
   }
+  track::Engine::instance().releaseAllocatorHook();
 }
 
 std::string PlannedArena::keyFor(const std::vector<at::Tensor>& inputs) {

@@ -251,9 +251,11 @@ void Engine::start(const TrackerOptions& options) {
   cpu_.reset();
   sites_.forEach([](std::uint32_t, SiteEntry& entry) { entry.resetCounters(); });
   acquireAllocatorHookLocked();
-  auto callback = at::RecordFunctionCallback(&onOpStart, &track::onOpEnd)
-                      .needsOutputs(options.record_tensor_metadata);
-  record_function_handle_ = at::addGlobalCallback(callback);
+  if (options.observe_ops) {
+    auto callback = at::RecordFunctionCallback(&onOpStart, &track::onOpEnd)
+                        .needsOutputs(options.record_tensor_metadata);
+    record_function_handle_ = at::addGlobalCallback(callback);
+  }
   active_.store(true, std::memory_order_release);
 }
 
@@ -261,7 +263,7 @@ void Engine::stop() {
   std::lock_guard<std::mutex> lock(control_mutex_);
   if (!active()) return;
   active_.store(false, std::memory_order_release);
-  at::removeCallback(record_function_handle_);
+  if (record_function_handle_ != 0) at::removeCallback(record_function_handle_);
   record_function_handle_ = 0;
   releaseAllocatorHookLocked();
 }
