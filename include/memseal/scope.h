@@ -81,14 +81,26 @@ class MEMSEAL_API LifetimeScope {
   LifetimeScope& operator=(const LifetimeScope&) = delete;
 
   // Declares that `tensor` outlives the scope: it moves to the enclosing scope (or to none).
-  const at::TensorBase& keep(const at::TensorBase& tensor);
+  // Returns its argument, so `torch::Tensor out = scope.keep(f(x));` reads naturally.
+  template <typename TensorType>
+  const TensorType& keep(const TensorType& tensor) {
+    moveToEnclosingScope(tensor);
+    return tensor;
+  }
   // Removes `tensor` from every scope's accounting (TorchSharp's Detach).
-  const at::TensorBase& detach(const at::TensorBase& tensor);
+  template <typename TensorType>
+  const TensorType& detach(const TensorType& tensor) {
+    removeFromScopes(tensor);
+    return tensor;
+  }
 
   // Ends the scope, applies the policy and returns the report. Call once.
   ScopeReport close();
 
  private:
+  void moveToEnclosingScope(const at::TensorBase& tensor);
+  void removeFromScopes(const at::TensorBase& tensor);
+
   struct State;
   std::unique_ptr<State> state_;
 };

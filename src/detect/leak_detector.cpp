@@ -32,6 +32,16 @@ constexpr int kNodeSamplesPerStep = 16;
 constexpr std::size_t kMaxNodeSampleSteps = 512;
 // Resident growth below this is noise from malloc arenas and page-granular accounting.
 constexpr double kMinUntrackedBytesPerStep = 64 * 1024;
+// Resident growth is judged on the most recent steps only, so each step() costs the same.
+constexpr std::size_t kResidentWindow = 256;
+
+// AddressSanitizer keeps freed memory in quarantine, so resident memory grows every step of any
+// loop: there, resident growth says nothing about leaks and is not used.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kResidentMemoryMeaningful = false;
+#else
+constexpr bool kResidentMemoryMeaningful = true;
+#endif
 
 std::int64_t residentBytes() {
   std::ifstream statm("/proc/self/statm");
@@ -192,6 +202,18 @@ struct LeakDetector::State : track::GradFnObserver {
     }
   };
 
+  // The steps in [first, last] whose node samples are kept, sorted.
+  std::vector<std::uint32_t> keptNodeSteps(std::uint32_t first, std::uint32_t last) const {
+    std::vector<std::uint32_t> kept;
+    std::lock_guard<std::mutex> lock(nodes_mutex);
+    for (const StepNodeSamples& samples : node_steps) {
+      if (samples.step >= first && samples.step <= last && samples.step < current_step) {
+        kept.push_back(samples.step);
+      }
+    }
+    return kept;
+  }
+
   // The steps after warm-up completed so far, as a [first, last] range; false when none.
   bool observedRange(std::uint32_t* first, std::uint32_t* last) const {
     if (current_step <= options.warmup) return false;
@@ -241,16 +263,29 @@ struct LeakDetector::State : track::GradFnObserver {
       }
     }
     if (options.watch_graph_nodes) {
+      // Judged against the steps whose samples are kept (thinned on long runs), by position.
+      std::vector<std::uint32_t> kept = keptNodeSteps(first, last);
       for (auto& [site, group] : nodeGroups(nullptr)) {
-        if (detect::survivorsKeepGrowing(group.steps, first, last)) {
+        std::vector<std::uint32_t> positions;
+        for (std::uint32_t step : group.steps) {
+          auto found = std::lower_bound(kept.begin(), kept.end(), step);
+          if (found != kept.end() && *found == step) {
+            positions.push_back(static_cast<std::uint32_t>(found - kept.begin()));
+          }
+        }
+        if (!kept.empty() && detect::survivorsKeepGrowing(
+                                 positions, 0, static_cast<std::uint32_t>(kept.size() - 1))) {
           analysis.leaking_nodes.emplace(site, std::move(group));
         }
       }
     }
-    if (options.watch_resident_memory && analysis.leaking_nodes.empty()) {
+    if (options.watch_resident_memory && kResidentMemoryMeaningful &&
+        analysis.leaking_nodes.empty()) {
       std::vector<std::int64_t> resident;
       std::vector<std::int64_t> live;
-      for (const StepSample& sample : per_step) {
+      std::size_t start = per_step.size() > kResidentWindow ? per_step.size() - kResidentWindow : 0;
+      for (std::size_t i = start; i < per_step.size(); ++i) {
+        const StepSample& sample = per_step[i];
         if (sample.step < first) continue;
         resident.push_back(sample.resident_bytes);
         live.push_back(sample.live_bytes);
@@ -342,8 +377,12 @@ struct LeakDetector::State : track::GradFnObserver {
             "(a graph keeps the inputs its backward needs): fix that finding first.";
       }
     }
+    // Largest first; resident growth last, as the weakest evidence (it names no site).
     std::stable_sort(report.findings.begin(), report.findings.end(),
                      [](const LeakFinding& a, const LeakFinding& b) {
+                       bool a_untracked = a.category == LeakCategory::kUntrackedGrowth;
+                       bool b_untracked = b.category == LeakCategory::kUntrackedGrowth;
+                       if (a_untracked != b_untracked) return b_untracked;
                        return a.bytes_per_step > b.bytes_per_step;
                      });
     report.leak = !report.findings.empty();
@@ -355,6 +394,12 @@ struct LeakDetector::State : track::GradFnObserver {
 LeakDetector::LeakDetector(DetectorOptions options) {
   if (options.on_leak == LeakPolicy::kCallback && !options.on_leak_callback) {
     throw std::invalid_argument("memseal: LeakPolicy::kCallback needs on_leak_callback");
+  }
+  if (options.watch_graph_nodes &&
+      (!options.tracker.observe_ops || !options.tracker.record_tensor_metadata)) {
+    throw std::invalid_argument(
+        "memseal: watch_graph_nodes needs TrackerOptions::observe_ops and record_tensor_metadata "
+        "(graph nodes are seen on op outputs); turn them on or set watch_graph_nodes = false");
   }
   state_ = std::make_unique<State>(std::move(options));
   state_->tracker.start();

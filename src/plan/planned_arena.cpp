@@ -58,15 +58,15 @@ struct Slot {
   std::atomic<bool> live{false};
 };
 
-// One pre-allocated block for one plan, used by one run at a time.
+// One pre-allocated block for one plan, used by one run at a time. Lifetime is one reference
+// count: one reference for the arena while it keeps the block, one per tensor served from it.
+// Whoever drops the last one deletes the block, and nobody touches it after their own decrement.
 struct Block {
   std::shared_ptr<const Plan> plan;
   char* memory = nullptr;
   std::size_t bytes = 0;
   std::unique_ptr<Slot[]> slots;
-  std::atomic<std::int64_t> live{0};
-  std::atomic<bool> retired{false};
-  std::atomic<bool> destroy_claimed{false};
+  std::atomic<std::int64_t> references{1};
 
   Block(std::shared_ptr<const Plan> block_plan, std::size_t block_bytes)
       : plan(std::move(block_plan)), bytes(block_bytes) {
@@ -86,9 +86,10 @@ struct Block {
     std::free(memory);
   }
 
-  // Called when retiring or when the last planned tensor dies: deletes the block exactly once.
-  void destroyIfDone() {
-    if (retired.load() && live.load() == 0 && !destroy_claimed.exchange(true)) delete this;
+  // Tensors served from this block and still alive (only meaningful to the thread running it).
+  std::int64_t liveTensors() const { return references.load(std::memory_order_acquire) - 1; }
+  void release() {
+    if (references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 };
 
@@ -98,7 +99,7 @@ void replayFree(void* context) {
   MEMSEAL_POISON(block->memory + block->plan->offsets[slot->index],
                  block->plan->sizes[slot->index]);
   slot->live.store(false, std::memory_order_release);
-  if (block->live.fetch_sub(1, std::memory_order_acq_rel) == 1) block->destroyIfDone();
+  block->release();
 }
 
 // ---- recording ----
@@ -141,7 +142,8 @@ class RecordingRegion final : public track::ArenaRegion {
 
   c10::DataPtr observe(c10::DataPtr allocation, std::size_t bytes) override {
     void* data = allocation.get();
-    if (data == nullptr) return allocation;
+    // Zero-byte requests are skipped here as in replay, whatever the allocator returned for them.
+    if (data == nullptr || bytes == 0) return allocation;
     auto* recorded =
         new RecordedAllocation{recording_, 0, allocation.get_context(), allocation.get_deleter()};
     {
@@ -246,7 +248,7 @@ class ReplayRegion final : public track::ArenaRegion {
     char* data = block_->memory + plan_.offsets[index];
     MEMSEAL_UNPOISON(data, bytes);
     slot.live.store(true, std::memory_order_release);
-    block_->live.fetch_add(1, std::memory_order_acq_rel);
+    block_->references.fetch_add(1, std::memory_order_acq_rel);
     ++served_;
     return c10::DataPtr(data, &slot, &replayFree, c10::Device(c10::DeviceType::CPU));
   }
@@ -314,10 +316,10 @@ struct PlannedArena::Impl {
     if (messages.size() > kMaxMismatchMessages) messages.pop_front();
   }
 
+  // The arena lets go of a block; it is deleted once no tensor served from it is alive.
   void retire(Block* block) {
     stats.reserved_bytes -= block->bytes;
-    block->retired.store(true);
-    block->destroyIfDone();
+    block->release();
   }
 
   // Frees unused blocks of the least recently used entries until `needed` more bytes fit.
@@ -454,10 +456,11 @@ void PlannedArena::run(const std::string& key, const std::function<void()>& regi
       std::cerr << "memseal arena: " << message << "\n";
     }
   }
-  if (block->live.load() > 0) {
+  std::int64_t still_alive = block->liveTensors();
+  if (still_alive > 0) {
     // A tensor planned to die inside the region is still alive: this block must not be reused.
     ++impl.stats.retired_blocks;
-    std::string message = "key " + key + ": " + std::to_string(block->live.load()) +
+    std::string message = "key " + key + ": " + std::to_string(still_alive) +
                           " tensor(s) planned to be freed inside the region are still alive at its "
                           "end; their block is retired until they are freed";
     impl.note(message);

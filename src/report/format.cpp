@@ -37,11 +37,22 @@ std::string baseName(const std::string& path) {
 }
 
 std::string wrap(const std::string& text, std::size_t width, const std::string& indent) {
-  std::istringstream words(text);
-  std::string word;
+  // Code spans (`total_loss += loss`) stay on one line: a break inside one misreads as code.
+  std::istringstream stream(text);
+  std::vector<std::string> tokens;
+  std::string piece;
+  while (stream >> piece) {
+    bool inside_span =
+        !tokens.empty() && std::count(tokens.back().begin(), tokens.back().end(), '`') % 2 == 1;
+    if (inside_span) {
+      tokens.back() += " " + piece;
+    } else {
+      tokens.push_back(piece);
+    }
+  }
   std::string out;
   std::size_t column = 0;
-  while (words >> word) {
+  for (const std::string& word : tokens) {
     if (column > 0 && column + 1 + word.size() > width) {
       out += "\n" + indent;
       column = 0;

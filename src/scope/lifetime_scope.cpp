@@ -127,22 +127,20 @@ LifetimeScope::~LifetimeScope() {
   }
 }
 
-const at::TensorBase& LifetimeScope::keep(const at::TensorBase& tensor) {
+void LifetimeScope::moveToEnclosingScope(const at::TensorBase& tensor) {
   std::size_t bytes = 0;
   if (!state_->closed && moveRecord(tensor, state_->id, state_->parent, &bytes)) {
     ++state_->kept;
     state_->kept_bytes += static_cast<std::int64_t>(bytes);
   }
-  return tensor;
 }
 
-const at::TensorBase& LifetimeScope::detach(const at::TensorBase& tensor) {
+void LifetimeScope::removeFromScopes(const at::TensorBase& tensor) {
   std::size_t bytes = 0;
   if (!state_->closed && moveRecord(tensor, state_->id, 0, &bytes)) {
     ++state_->kept;
     state_->kept_bytes += static_cast<std::int64_t>(bytes);
   }
-  return tensor;
 }
 
 ScopeReport LifetimeScope::close() {

@@ -11,10 +11,12 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 #include <typeinfo>
 
 #include "track/hashing.h"
@@ -38,6 +40,7 @@ class InterposingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t bytes) override {
     ThreadState& state = t_thread_state;
+    c10::Allocator* system = previous.load(std::memory_order_acquire);
     ArenaRegion* region = state.in_tracker ? nullptr : state.arena_region;
     if (region != nullptr) {
       c10::DataPtr served = region->serve(bytes);
@@ -46,7 +49,7 @@ class InterposingCpuAllocator final : public c10::Allocator {
     }
     // Zero-byte requests get a null pointer and no memory: not an allocation.
     if (bytes > 0) ++state.system_allocations;
-    c10::DataPtr inner = previous->allocate(bytes);
+    c10::DataPtr inner = system->allocate(bytes);
     Engine& engine = Engine::instance();
     if (region != nullptr) inner = engine.adopt(region->observe(std::move(inner), bytes));
     if (!engine.active()) return inner;
@@ -59,7 +62,7 @@ class InterposingCpuAllocator final : public c10::Allocator {
     default_copy_data(dest, src, count);
   }
 
-  c10::Allocator* previous = nullptr;
+  std::atomic<c10::Allocator*> previous{nullptr};
 };
 
 InterposingCpuAllocator& interposer() {
@@ -215,7 +218,7 @@ void Engine::acquireAllocatorHookLocked() {
   InterposingCpuAllocator& hook = interposer();
   c10::Allocator* current = c10::GetCPUAllocator();
   if (current == &hook) return;
-  hook.previous = current;
+  hook.previous.store(current, std::memory_order_release);
   c10::SetCPUAllocator(&hook, 0);
   hook_installed_with_high_priority_ = false;
   if (c10::GetCPUAllocator() != &hook) {
@@ -230,7 +233,7 @@ void Engine::releaseAllocatorHookLocked() {
   InterposingCpuAllocator& hook = interposer();
   // Restore only if nobody replaced us meanwhile; `previous` stays set so late frees still work.
   if (c10::GetCPUAllocator() == &hook) {
-    c10::SetCPUAllocator(hook.previous, hook_installed_with_high_priority_ ? UINT8_MAX : 0);
+    c10::SetCPUAllocator(hook.previous.load(), hook_installed_with_high_priority_ ? UINT8_MAX : 0);
   }
 }
 
@@ -243,6 +246,8 @@ void Engine::start(const TrackerOptions& options) {
     throw std::invalid_argument("memseal: stack_sample_every must be at least 1");
   }
   options_ = options;
+  stack_sample_every_.store(std::max<std::uint32_t>(1, options.stack_sample_every));
+  stack_mode_.store(options.stacks);
   if (options.stacks != StackMode::kOff && stacks_.load() == nullptr) {
     stacks_.store(new StackTable());  // kept for the process: stack ids stay valid in reports
     warmUpStackCapture();
@@ -269,7 +274,10 @@ void Engine::stop() {
 }
 
 void Engine::setGradFnObserver(GradFnObserver* observer) {
-  grad_fn_observer_.store(observer, std::memory_order_release);
+  grad_fn_observer_.store(observer, std::memory_order_seq_cst);
+  if (observer != nullptr) return;
+  // A thread that loaded the old observer may still be inside it: wait it out.
+  while (grad_fn_observer_calls_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
 std::uint32_t Engine::internString(const char* text) {
@@ -345,16 +353,18 @@ std::uint32_t Engine::currentSite() {
     key.inner_op = inner.name_id;
     key.outer_op = outer.name_id;
   }
-  StackTable* stacks = stacks_.load(std::memory_order_relaxed);
+  StackTable* stacks = stacks_.load(std::memory_order_acquire);
+  StackMode mode = stack_mode_.load(std::memory_order_relaxed);
   std::uint32_t sampled_stack = 0;
-  if (options_.stacks != StackMode::kOff && stacks != nullptr) {
-    bool capture = options_.stacks == StackMode::kOn ||
-                   state.sample_counter++ % options_.stack_sample_every == 0;
+  if (mode != StackMode::kOff && stacks != nullptr) {
+    bool capture =
+        mode == StackMode::kOn ||
+        state.sample_counter++ % stack_sample_every_.load(std::memory_order_relaxed) == 0;
     if (capture) {
       CapturedStack captured;
       captureStack(captured, 3);  // currentSite, track/onOpEnd, the allocator
       std::uint32_t stack_id = internStack(*stacks, captured);
-      if (options_.stacks == StackMode::kOn) {
+      if (mode == StackMode::kOn) {
         key.stack = stack_id;
       } else {
         sampled_stack = stack_id;
@@ -438,8 +448,8 @@ void Engine::trackedFree(void* data) {
       return;
     }
     // Only raw_deallocate of memory we never tracked gets here.
-    c10::DeleterFnPtr previous =
-        interposer().previous ? interposer().previous->raw_deleter() : nullptr;
+    c10::Allocator* system = interposer().previous.load(std::memory_order_acquire);
+    c10::DeleterFnPtr previous = system != nullptr ? system->raw_deleter() : nullptr;
     if (previous != nullptr) {
       previous(data);
     } else {
@@ -502,8 +512,13 @@ void Engine::onOpOutput(const at::TensorBase& tensor, std::uint64_t start_serial
   }
   if (grad_site != 0) {
     const std::shared_ptr<torch::autograd::Node>& grad_fn = tensor.grad_fn();
-    GradFnObserver* observer = gradFnObserver();
-    if (grad_fn != nullptr && observer != nullptr) observer->onGradFn(tensor, grad_fn, grad_site);
+    if (grad_fn != nullptr) {
+      // Counted before the observer is loaded, so setGradFnObserver(nullptr) can wait for us.
+      grad_fn_observer_calls_.fetch_add(1, std::memory_order_seq_cst);
+      GradFnObserver* observer = grad_fn_observer_.load(std::memory_order_seq_cst);
+      if (observer != nullptr) observer->onGradFn(tensor, grad_fn, grad_site);
+      grad_fn_observer_calls_.fetch_sub(1, std::memory_order_seq_cst);
+    }
   }
 }
 

@@ -105,7 +105,7 @@ class Engine {
 
   void start(const TrackerOptions& options);
   void stop();
-  bool active() const { return active_.load(std::memory_order_relaxed); }
+  bool active() const { return active_.load(std::memory_order_acquire); }
   std::uint32_t session() const { return session_.load(std::memory_order_acquire); }
   const TrackerOptions& options() const { return options_; }
 
@@ -129,6 +129,7 @@ class Engine {
   std::atomic<std::uint32_t> step{0};
   // Backward functions (autograd nodes) executed, ever: tells whether a loop runs backward.
   std::atomic<std::uint64_t> backward_functions{0};
+  // Setting nullptr waits until no thread is inside the old observer, so it can be destroyed.
   void setGradFnObserver(GradFnObserver* observer);
   GradFnObserver* gradFnObserver() const {
     return grad_fn_observer_.load(std::memory_order_acquire);
@@ -179,6 +180,10 @@ class Engine {
   };
   InsertOnlyTable<TypeNameEntry, 2048> grad_fn_names_;
   std::atomic<GradFnObserver*> grad_fn_observer_{nullptr};
+  std::atomic<std::int64_t> grad_fn_observer_calls_{0};
+  // Read on the hot path while start() may run on another thread: atomics, not options_.
+  std::atomic<StackMode> stack_mode_{StackMode::kOff};
+  std::atomic<std::uint32_t> stack_sample_every_{1};
   std::atomic<std::uint32_t> next_thread_slot_{0};
 };
 

@@ -55,6 +55,12 @@ bool LiveTable::insert(const LiveRecord& record) {
   Shard& shard = shardFor(hash);
   std::lock_guard<std::mutex> lock(shard.mutex);
   // Grow at 70% load to keep probe sequences short.
+  // A pointer freed behind our back (raw_deallocate after the hook was removed) leaves a stale
+  // record; when the address comes back, the new record replaces it rather than shadowing it.
+  if (LiveRecord* stale = findSlot(shard, record.data, hash)) {
+    *stale = record;
+    return true;
+  }
   if ((shard.size + 1) * 10 > shard.capacity * 7 && !grow(shard)) return false;
   std::size_t mask = shard.capacity - 1;
   std::size_t slot = hash & mask;

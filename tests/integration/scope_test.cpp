@@ -49,7 +49,7 @@ TEST(LifetimeScope, KeptTensorsAreNotSurvivors) {
   torch::Tensor result;
   LifetimeScope scope("returns a result", quiet());
   torch::Tensor temporary = torch::randn({16});
-  result = torch::Tensor(scope.keep(temporary * 2));
+  result = scope.keep(temporary * 2);
   temporary = torch::Tensor();
   ScopeReport report = scope.close();
   EXPECT_TRUE(report.clean()) << report.toText();
@@ -62,7 +62,7 @@ TEST(LifetimeScope, NestedScopesMoveKeptTensorsToTheOuterScope) {
   LifetimeScope outer("outer", quiet());
   {
     LifetimeScope inner("inner", quiet());
-    escaped = torch::Tensor(inner.keep(torch::zeros({10})));
+    escaped = inner.keep(torch::zeros({10}));
     ScopeReport inner_report = inner.close();
     EXPECT_TRUE(inner_report.clean());
   }
@@ -77,7 +77,7 @@ TEST(LifetimeScope, DetachedTensorsLeaveEveryScope) {
   LifetimeScope outer("outer", quiet());
   {
     LifetimeScope inner("inner", quiet());
-    detached = torch::Tensor(inner.detach(torch::zeros({10})));
+    detached = inner.detach(torch::zeros({10}));
     EXPECT_TRUE(inner.close().clean());
   }
   EXPECT_TRUE(outer.close().clean());

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "analyze/symbolize.h"
 
 namespace memseal::track {
@@ -44,10 +46,14 @@ TEST(StackCapture, SymbolizesTheCallerByName) {
     addresses[i] = reinterpret_cast<std::uintptr_t>(stack.frames[i]);
   std::vector<StackFrame> frames = analyze::symbolizeStack(addresses, stack.depth);
   ASSERT_EQ(static_cast<int>(frames.size()), stack.depth);
-  EXPECT_NE(frames[0].function.find("captureFromA"), std::string::npos) << frames[0].function;
-  EXPECT_FALSE(frames[0].is_internal);
-  EXPECT_NE(frames[0].file.find("stack_capture_test.cpp"), std::string::npos) << frames[0].file;
-  EXPECT_GT(frames[0].line, 0);
+  // Within the first frames: sanitizers' interceptor of backtrace() adds one of its own.
+  auto caller = std::find_if(
+      frames.begin(), frames.begin() + std::min<std::size_t>(3, frames.size()),
+      [](const StackFrame& f) { return f.function.find("captureFromA") != std::string::npos; });
+  ASSERT_NE(caller, frames.begin() + std::min<std::size_t>(3, frames.size()));
+  EXPECT_FALSE(caller->is_internal);
+  EXPECT_NE(caller->file.find("stack_capture_test.cpp"), std::string::npos) << caller->file;
+  EXPECT_GT(caller->line, 0);
 }
 
 }  // namespace
