@@ -6,5 +6,8 @@ MEMSEAL_CACHE="${MEMSEAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/memseal}"
 MEMSEAL_VENV="$MEMSEAL_CACHE/venv-torch-$MEMSEAL_TORCH_VERSION"
 export CCACHE_DIR="${CCACHE_DIR:-$MEMSEAL_CACHE/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+# Paths relative to the checkout, so a fresh clone (CI) hits the cache of an earlier one.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$MEMSEAL_ROOT}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 # The venv's Python unless the caller brought their own.
 MEMSEAL_PYTHON="${PYTHON:-$MEMSEAL_VENV/bin/python}"

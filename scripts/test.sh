@@ -7,12 +7,14 @@ root="$(cd "$here/.." && pwd)"
 "$here/bootstrap.sh"
 status=0
 run_flavour() {
-  local flavour="$1"; shift
+  local flavour="$1" targets="$2"; shift 2
   echo "=== memseal tests: $flavour build" >&2
-  "$here/build.sh" "$flavour"
+  MEMSEAL_TARGETS="$targets" "$here/build.sh" "$flavour"
   (cd "$root/build/$flavour" && ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@") || status=1
 }
-run_flavour release
-run_flavour asan
-run_flavour tsan -L concurrency
+run_flavour release ""
+run_flavour asan ""
+# ThreadSanitizer: the unit tests and the tracker's concurrency tests (libtorch is not instrumented).
+TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" \
+  run_flavour tsan "memseal_unit_tests memseal_tracker_concurrency_tests"
 exit $status

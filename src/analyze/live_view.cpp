@@ -38,7 +38,11 @@ TensorInfo describeTensor(const LiveItem& item) {
   TensorInfo info;
   track::Engine& engine = track::Engine::instance();
   track::TensorSignature signature = item.record.signature;
-  if (item.tensor.defined()) {
+  // A tensor is read live only on the thread that made it: libtorch tensors are not safe to read
+  // while their owner thread changes them (make_variable, requires_grad_), and that thread may be
+  // running now. Other threads see the signature the owner recorded when the op returned.
+  bool own_thread = item.record.thread_slot == track::threadState().slot;
+  if (item.tensor.defined() && own_thread) {
     at::TensorBase tensor(item.tensor);
     try {
       signature = engine.signatureOf(tensor);

@@ -24,7 +24,8 @@ struct LiveItem {
 std::vector<LiveItem> collectLive(
     const std::function<bool(const track::LiveRecord&)>& keep = nullptr);
 
-// The tensor as it is now if alive, else as it was when the op that made it returned.
+// The tensor as it is now if alive and made on this thread, else as it was when the op that made
+// it returned.
 TensorInfo describeTensor(const LiveItem& item);
 LiveAllocation describeAllocation(const LiveItem& item);
 // The site's op, scope and symbolized stack (the site's own, or its sampled example).
