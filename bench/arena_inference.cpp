@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "bench_models.h"
+#include "models/example_models.h"
 #include "interleaved.h"
 #include "memseal/arena.h"
 #include "memseal/scope.h"
@@ -39,9 +39,9 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
   torch::manual_seed(0);
   c10::InferenceMode inference;
-  bench::ConvNet conv;
-  auto encoder = bench::makeEncoderLayer();
-  auto mlp = bench::makeMlp();
+  examples::ConvNet conv;
+  auto encoder = examples::makeEncoderLayer();
+  auto mlp = examples::makeMlp();
   encoder->eval();
   torch::Tensor input;
   std::function<torch::Tensor()> forward;

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "bench_models.h"
+#include "models/example_models.h"
 #include "interleaved.h"
 #include "loops/example_loops.h"
 #include "memseal/leak_detector.h"
@@ -76,14 +76,14 @@ int main() {
   int repetitions = envInt("MEMSEAL_BENCH_REPETITIONS", 15);
 
   // (a) CPU inference: the conv net under InferenceMode, one intra-op thread.
-  bench::ConvNet conv;
+  examples::ConvNet conv;
   torch::Tensor image = torch::randn({8, 3, 64, 64});
   auto inference = [&] {
     c10::InferenceMode guard;
     torch::Tensor out = conv->forward(image);
   };
   // (b) small-op training: 3-layer MLP, 64 wide, batch 32, Adam.
-  auto mlp = bench::makeMlp();
+  auto mlp = examples::makeMlp();
   torch::optim::Adam adam(mlp->parameters(), 1e-3);
   torch::Tensor batch = torch::randn({32, 64});
   torch::Tensor target = torch::randn({32, 10});

@@ -13,6 +13,7 @@
 
 #include "memseal/arena.h"
 #include "memseal/gtest.h"
+#include "models/example_models.h"
 
 namespace memseal {
 namespace {
@@ -23,25 +24,7 @@ ArenaOptions quietArena() {
   return options;
 }
 
-struct ConvNetImpl : torch::nn::Module {
-  torch::nn::Conv2d conv1{torch::nn::Conv2dOptions(3, 32, 3).padding(1)};
-  torch::nn::Conv2d conv2{torch::nn::Conv2dOptions(32, 64, 3).padding(1)};
-  torch::nn::Conv2d conv3{torch::nn::Conv2dOptions(64, 64, 3).padding(1)};
-  torch::nn::Linear head{64, 10};
-  ConvNetImpl() {
-    register_module("conv1", conv1);
-    register_module("conv2", conv2);
-    register_module("conv3", conv3);
-    register_module("head", head);
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::relu(conv1(x));
-    x = torch::max_pool2d(torch::relu(conv2(x)), 2);
-    x = torch::relu(conv3(x));
-    return head(x.mean({2, 3}));
-  }
-};
-TORCH_MODULE(ConvNet);
+using examples::ConvNet;
 
 TEST(PlannedArena, ConvNetOutputsMatchAndReplaysComeFromTheBlock) {
   torch::manual_seed(0);

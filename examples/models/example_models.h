@@ -1,10 +1,10 @@
-// The models the benchmarks share: the core issue's conv net, a transformer encoder layer, and
-// the 3-layer MLP.
+// The models the tests and benchmarks share: the core benchmark's conv net, a transformer encoder
+// layer, and the 3-layer MLP.
 #pragma once
 
 #include <torch/torch.h>
 
-namespace memseal::bench {
+namespace memseal::examples {
 
 struct ConvNetImpl : torch::nn::Module {
   torch::nn::Conv2d conv1{torch::nn::Conv2dOptions(3, 32, 3).padding(1)};
@@ -37,4 +37,4 @@ inline torch::nn::TransformerEncoderLayer makeEncoderLayer() {
       torch::nn::TransformerEncoderLayerOptions(256, 4).dim_feedforward(1024).dropout(0.0));
 }
 
-}  // namespace memseal::bench
+}  // namespace memseal::examples
