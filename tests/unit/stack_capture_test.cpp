@@ -8,17 +8,18 @@
 
 #include "analyze/symbolize.h"
 
-namespace memseal::track {
-namespace {
-
-__attribute__((noinline)) void captureFromA(CapturedStack& stack) {
-  captureStack(stack, 0);
+// Outside namespace memseal: frames in memseal:: count as memseal's own, not the user's.
+__attribute__((noinline)) void captureFromA(memseal::track::CapturedStack& stack) {
+  memseal::track::captureStack(stack, 0);
   asm volatile("" ::: "memory");  // keeps this frame from being a tail call
 }
-__attribute__((noinline)) void captureFromB(CapturedStack& stack) {
-  captureStack(stack, 0);
+__attribute__((noinline)) void captureFromB(memseal::track::CapturedStack& stack) {
+  memseal::track::captureStack(stack, 0);
   asm volatile("" ::: "memory");
 }
+
+namespace memseal::track {
+namespace {
 
 TEST(StackCapture, SameCallPathIsStoredOnceOtherPathsApart) {
   StackTable table;
