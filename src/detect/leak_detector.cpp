@@ -162,8 +162,6 @@ struct LeakDetector::State : track::GradFnObserver {
     node_steps.swap(kept);
   }
 
-  std::uint32_t firstObservedStep() const { return options.warmup; }
-
   // Per root site: the steps whose newest surviving node was made there. The newest alive node of
   // a step is what keeps the rest of that step's graph alive (everything older hangs off it).
   std::map<std::uint32_t, NodeGroup> nodeGroups(std::int64_t* alive_total) const {

@@ -245,7 +245,6 @@ void Engine::start(const TrackerOptions& options) {
   if (options.stacks == StackMode::kSampled && options.stack_sample_every == 0) {
     throw std::invalid_argument("memseal: stack_sample_every must be at least 1");
   }
-  options_ = options;
   stack_sample_every_.store(std::max<std::uint32_t>(1, options.stack_sample_every));
   stack_mode_.store(options.stacks);
   if (options.stacks != StackMode::kOff && stacks_.load() == nullptr) {

@@ -107,7 +107,6 @@ class Engine {
   void stop();
   bool active() const { return active_.load(std::memory_order_acquire); }
   std::uint32_t session() const { return session_.load(std::memory_order_acquire); }
-  const TrackerOptions& options() const { return options_; }
 
   // Keeps the interposing CPU allocator installed while anyone (tracker, planned arena) needs it.
   void acquireAllocatorHook();
@@ -159,7 +158,6 @@ class Engine {
 
   std::atomic<bool> active_{false};
   std::atomic<std::uint32_t> session_{0};
-  TrackerOptions options_;
   std::mutex control_mutex_;
   int hook_users_ = 0;
   bool hook_installed_with_high_priority_ = false;
@@ -181,7 +179,7 @@ class Engine {
   InsertOnlyTable<TypeNameEntry, 2048> grad_fn_names_;
   std::atomic<GradFnObserver*> grad_fn_observer_{nullptr};
   std::atomic<std::int64_t> grad_fn_observer_calls_{0};
-  // Read on the hot path while start() may run on another thread: atomics, not options_.
+  // The options the hot path reads, as atomics: start() may run while other threads allocate.
   std::atomic<StackMode> stack_mode_{StackMode::kOff};
   std::atomic<std::uint32_t> stack_sample_every_{1};
   std::atomic<std::uint32_t> next_thread_slot_{0};
