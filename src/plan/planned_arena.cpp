@@ -142,8 +142,7 @@ class RecordingRegion final : public track::ArenaRegion {
 
   c10::DataPtr observe(c10::DataPtr allocation, std::size_t bytes) override {
     void* data = allocation.get();
-    // Zero-byte requests are skipped here as in replay, whatever the allocator returned for them.
-    if (data == nullptr || bytes == 0) return allocation;
+    if (data == nullptr) return allocation;
     auto* recorded =
         new RecordedAllocation{recording_, 0, allocation.get_context(), allocation.get_deleter()};
     {
@@ -217,8 +216,6 @@ class ReplayRegion final : public track::ArenaRegion {
   explicit ReplayRegion(Block* block) : block_(block), plan_(*block->plan) {}
 
   c10::DataPtr serve(std::size_t bytes) override {
-    // Zero-byte requests get no memory (a null pointer), so the recording never saw them.
-    if (bytes == 0) return {};
     std::uint32_t index = next_++;
     if (index >= plan_.sizes.size()) {
       mismatch("allocation #" + std::to_string(index) + " (" +

@@ -41,14 +41,16 @@ class InterposingCpuAllocator final : public c10::Allocator {
   c10::DataPtr allocate(std::size_t bytes) override {
     ThreadState& state = t_thread_state;
     c10::Allocator* system = previous.load(std::memory_order_acquire);
+    // Zero-byte requests get no memory (libtorch's allocator returns a null pointer): not an
+    // allocation to count, track, record or plan.
+    if (bytes == 0) return system->allocate(0);
     ArenaRegion* region = state.in_tracker ? nullptr : state.arena_region;
     if (region != nullptr) {
       c10::DataPtr served = region->serve(bytes);
       // From a planned block: neither a system allocator call nor tracked.
       if (served) return Engine::instance().adopt(std::move(served));
     }
-    // Zero-byte requests get a null pointer and no memory: not an allocation.
-    if (bytes > 0) ++state.system_allocations;
+    ++state.system_allocations;
     c10::DataPtr inner = system->allocate(bytes);
     Engine& engine = Engine::instance();
     if (region != nullptr) inner = engine.adopt(region->observe(std::move(inner), bytes));

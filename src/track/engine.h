@@ -94,7 +94,8 @@ class GradFnObserver {
 class ArenaRegion {
  public:
   virtual ~ArenaRegion() = default;
-  // Memory for `bytes` from the plan, or an empty DataPtr to use the system allocator.
+  // Memory for `bytes` (never 0: the interposer handles those) from the plan, or an empty DataPtr
+  // to use the system allocator.
   virtual c10::DataPtr serve(std::size_t bytes) = 0;
   virtual c10::DataPtr observe(c10::DataPtr allocation, std::size_t bytes) = 0;
 };
