@@ -85,7 +85,8 @@ AllocationSite describeSite(std::uint32_t site_id) {
   site.op = entry.key.inner_op != 0 ? engine.string(entry.key.inner_op) : "<no op>";
   site.outer_op = engine.string(entry.key.outer_op);
   site.scope = engine.scopePathText(entry.key.scope_path);
-  std::uint32_t stack_id = entry.key.stack != 0 ? entry.key.stack : entry.example_stack.load();
+  std::uint32_t stack_id =
+      entry.key.stack != 0 ? entry.key.stack : entry.example_stack.load(std::memory_order_acquire);
   if (const track::StackEntry* stack = engine.stack(stack_id)) {
     site.frames = symbolizeStack(stack->frames, stack->depth);
   }

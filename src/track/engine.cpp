@@ -373,8 +373,9 @@ std::uint32_t Engine::currentSite() {
     }
   }
   std::uint32_t site_id = siteFor(key);
+  // Release: a report reading this id on another thread must also see the stack entry it names.
   if (sampled_stack != 0)
-    sites_.at(site_id).example_stack.store(sampled_stack, std::memory_order_relaxed);
+    sites_.at(site_id).example_stack.store(sampled_stack, std::memory_order_release);
   return site_id;
 }
 
