@@ -6,12 +6,13 @@
 #include <cstdlib>
 #include <memory>
 
-#include "models/example_models.h"
 #include "interleaved.h"
 #include "loops/example_loops.h"
 #include "memseal/leak_detector.h"
 #include "memseal/tracker.h"
+#include "models/example_models.h"
 #include "track/engine.h"
+#include "track/stack_capture.h"
 
 using namespace memseal;
 
@@ -25,9 +26,11 @@ int envInt(const char* name, int fallback) {
 std::vector<bench::Variant> trackerVariants(const std::function<void()>& iteration, bool detector) {
   auto tracker = std::make_shared<std::unique_ptr<Tracker>>();
   auto detect = std::make_shared<std::unique_ptr<LeakDetector>>();
-  auto withTracker = [&, tracker](const std::string& name, TrackerOptions options) {
+  auto withTracker = [&, tracker](const std::string& name, TrackerOptions options,
+                                  track::Unwinder unwinder = track::Unwinder::kLibunwind) {
     return bench::Variant{name,
-                          [tracker, options] {
+                          [tracker, options, unwinder] {
+                            track::selectUnwinder(unwinder);
                             *tracker = std::make_unique<Tracker>(options);
                             (*tracker)->start();
                           },
@@ -45,7 +48,12 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
     variants.push_back(withTracker("tracker, allocations only", allocations_only));
     variants.push_back(
         withTracker("tracker, stacks sampled 1/64", TrackerOptions{StackMode::kSampled, 64}));
-    variants.push_back(withTracker("tracker, stacks on", TrackerOptions{StackMode::kOn}));
+    // Named by the unwinder actually in use: libunwind falls back to glibc where it is missing.
+    std::string unwinder = track::unwinderName(track::selectUnwinder(track::Unwinder::kLibunwind));
+    variants.push_back(
+        withTracker("tracker, stacks on, " + unwinder, TrackerOptions{StackMode::kOn}));
+    variants.push_back(withTracker("tracker, stacks on, glibc backtrace",
+                                   TrackerOptions{StackMode::kOn}, track::Unwinder::kGlibc));
     return variants;
   }
   for (StackMode mode : {StackMode::kOff, StackMode::kOn}) {
@@ -55,7 +63,10 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
     options.tracker.stacks = mode;
     variants.push_back(
         {std::string("detector + step(), stacks ") + (mode == StackMode::kOn ? "on" : "off"),
-         [detect, options] { *detect = std::make_unique<LeakDetector>(options); },
+         [detect, options] {
+           track::selectUnwinder(track::Unwinder::kLibunwind);
+           *detect = std::make_unique<LeakDetector>(options);
+         },
          [iteration, detect] {
            iteration();
            (*detect)->step();

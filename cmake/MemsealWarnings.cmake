@@ -15,6 +15,9 @@ if(MEMSEAL_SANITIZE)
   if(MEMSEAL_SANITIZE MATCHES "address")
     add_compile_definitions(MEMSEAL_ASAN=1)
   endif()
+  if(MEMSEAL_SANITIZE MATCHES "thread")
+    add_compile_definitions(MEMSEAL_TSAN=1)
+  endif()
 endif()
 
 # libtorch's include directories as SYSTEM, so -Werror never fires on its headers.

@@ -6,7 +6,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 debian_packages=(cmake ninja-build g++ ccache libgtest-dev libgmock-dev libbenchmark-dev
                  nlohmann-json3-dev libcli11-dev binutils libtcmalloc-minimal4 libjemalloc2
-                 python3-venv)
+                 libunwind8 python3-venv)
 missing=()
 if command -v dpkg-query >/dev/null; then
   for pkg in "${debian_packages[@]}"; do

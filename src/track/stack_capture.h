@@ -28,10 +28,21 @@ struct StackEntry {
 // 8192 distinct stacks of 64 frames: about 4 MiB, allocated only when stacks are turned on.
 using StackTable = InsertOnlyTable<StackEntry, 8192>;
 
+// Which unwinder captureStack uses. libunwind's unw_backtrace caches each code address's unwind
+// rule per thread, so a stack it has seen before costs a fraction of glibc's backtrace(), which
+// interprets the DWARF tables again on every call. It is loaded at run time when the process can
+// find libunwind.so.8 (Debian's libunwind8), so building needs nothing more; otherwise glibc.
+enum class Unwinder { kLibunwind, kGlibc };
+
 // Fills `stack`, leaving out this function and `skip` more frames of memseal's own.
 void captureStack(CapturedStack& stack, int skip);
-// Makes the first capture, which may load the unwinder (and allocate) in glibc.
+// Loads the unwinder and makes the first capture, which may allocate: call it outside the hot path.
 void warmUpStackCapture();
+// The unwinder in use. Choosing kLibunwind where it cannot be loaded keeps glibc's (returned).
+// MEMSEAL_UNWINDER=glibc in the environment picks glibc's from the start.
+Unwinder currentUnwinder();
+Unwinder selectUnwinder(Unwinder wanted);
+const char* unwinderName(Unwinder unwinder);
 // Returns the stack's id, 0 when the table is full.
 std::uint32_t internStack(StackTable& table, const CapturedStack& stack);
 

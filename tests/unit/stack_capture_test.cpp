@@ -19,9 +19,29 @@ __attribute__((noinline)) void captureFromB(memseal::track::CapturedStack& stack
 }
 
 namespace memseal::track {
+
+// Names the parameter in test output ("libunwind", "glibc backtrace").
+void PrintTo(Unwinder unwinder, std::ostream* out) { *out << unwinderName(unwinder); }
+
 namespace {
 
-TEST(StackCapture, SameCallPathIsStoredOnceOtherPathsApart) {
+// Every test runs with each unwinder; libunwind's is skipped where libunwind.so.8 is missing.
+class StackCapture : public ::testing::TestWithParam<Unwinder> {
+ protected:
+  void SetUp() override {
+    previous_ = currentUnwinder();
+    if (selectUnwinder(GetParam()) != GetParam()) {
+      selectUnwinder(previous_);
+      GTEST_SKIP() << unwinderName(GetParam()) << " is not available in this process";
+    }
+  }
+  void TearDown() override { selectUnwinder(previous_); }
+
+ private:
+  Unwinder previous_ = Unwinder::kGlibc;
+};
+
+TEST_P(StackCapture, SameCallPathIsStoredOnceOtherPathsApart) {
   StackTable table;
   CapturedStack first, second, other;
   CapturedStack* targets[2] = {&first, &second};
@@ -39,7 +59,7 @@ TEST(StackCapture, SameCallPathIsStoredOnceOtherPathsApart) {
   EXPECT_EQ(table.at(first_id).depth, first.depth);
 }
 
-TEST(StackCapture, SymbolizesTheCallerByName) {
+TEST_P(StackCapture, SymbolizesTheCallerByName) {
   CapturedStack stack;
   captureFromA(stack);
   std::uintptr_t addresses[kMaxStackFrames];
@@ -55,7 +75,18 @@ TEST(StackCapture, SymbolizesTheCallerByName) {
   EXPECT_FALSE(caller->is_internal);
   EXPECT_NE(caller->file.find("stack_capture_test.cpp"), std::string::npos) << caller->file;
   EXPECT_GT(caller->line, 0);
+  // The frames above the caller are the test's own, as any user's code would be.
+  auto test_body = std::find_if(caller, frames.end(), [](const StackFrame& f) {
+    return f.function.find("SymbolizesTheCallerByName") != std::string::npos;
+  });
+  EXPECT_NE(test_body, frames.end());
 }
+
+INSTANTIATE_TEST_SUITE_P(Unwinders, StackCapture,
+                         ::testing::Values(Unwinder::kLibunwind, Unwinder::kGlibc),
+                         [](const ::testing::TestParamInfo<Unwinder>& info) {
+                           return info.param == Unwinder::kLibunwind ? "libunwind" : "glibc";
+                         });
 
 }  // namespace
 }  // namespace memseal::track
