@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The planned-arena benchmark: glibc malloc, tcmalloc and jemalloc (Debian's, via LD_PRELOAD) and
-# the memseal arena, on the conv net, the transformer encoder layer and the MLP. Processes of all
+# The planned-arena benchmark: glibc malloc, tcmalloc and jemalloc (Debian's, via LD_PRELOAD), the
+# memseal arena (on glibc, and on tcmalloc for the small objects it does not serve) and, for
+# reference, an exact-size caching allocator, on the conv net, the transformer encoder layer and
+# the MLP. Processes of all
 # configurations are interleaved, repetition by repetition; medians of the per-process medians.
 # Usage: bench/run_arena_bench.sh [BUILD_DIR] [REPETITIONS]
 set -euo pipefail
@@ -8,7 +10,7 @@ build="${1:-build/release}"; repetitions="${2:-5}"
 binary="$build/bench/memseal_bench_arena"
 libdir=/usr/lib/x86_64-linux-gnu
 declare -A preload=([glibc]="" [tcmalloc]="$libdir/libtcmalloc_minimal.so.4" [jemalloc]="$libdir/libjemalloc.so.2")
-configs=("glibc plain" "tcmalloc plain" "jemalloc plain" "glibc arena")
+configs=("glibc plain" "tcmalloc plain" "jemalloc plain" "glibc arena" "tcmalloc arena" "glibc cache")
 results="$(mktemp)"; trap 'rm -f "$results"' EXIT
 models="${MEMSEAL_BENCH_MODELS:-conv transformer mlp}"
 for model in $models; do
@@ -29,19 +31,22 @@ rows = [dict(kv.split("=", 1) for kv in line.split()) for line in open(sys.argv[
 def median(model, allocator, mode, field):
     return statistics.median(float(r[field]) for r in rows
                              if r["model"] == model and r["allocator"] == allocator and r["mode"] == mode)
-print(f"{'model':12} {'configuration':16} {'median ms':>10} {'vs glibc':>9} {'vs tcmalloc':>11} "
-      f"{'peak RSS MiB':>12} {'alloc calls':>11} {'plan/lower':>10}")
+print(f"{'model':12} {'configuration':18} {'median ms':>10} {'vs glibc':>9} {'vs tcmalloc':>11} "
+      f"{'peak RSS MiB':>12} {'held MiB':>8} {'alloc calls':>11} {'plan/lower':>10}")
 for model in [m for m in ["conv", "transformer", "mlp"] if any(r["model"] == m for r in rows)]:
     glibc = median(model, "glibc", "plain", "median_ms")
     tc = median(model, "tcmalloc", "plain", "median_ms")
-    for allocator, mode in [("glibc", "plain"), ("tcmalloc", "plain"), ("jemalloc", "plain"), ("glibc", "arena")]:
+    names = {("glibc", "plain"): "glibc", ("tcmalloc", "plain"): "tcmalloc",
+             ("jemalloc", "plain"): "jemalloc", ("glibc", "arena"): "memseal arena",
+             ("tcmalloc", "arena"): "arena + tcmalloc", ("glibc", "cache"): "exact-size cache"}
+    for (allocator, mode), name in names.items():
         ms = median(model, allocator, mode, "median_ms")
         rss = median(model, allocator, mode, "peak_rss_kib") / 1024
         calls = median(model, allocator, mode, "allocator_calls")
-        name = "memseal arena" if mode == "arena" else allocator
+        held = median(model, allocator, mode, "held_bytes") / 2**20
         plan = ""
         if mode == "arena":
             lower = median(model, allocator, mode, "lower_bound")
             plan = f"{median(model, allocator, mode, 'block_bytes') / lower:.3f}" if lower else "-"
-        print(f"{model:12} {name:16} {ms:10.4f} {glibc / ms:8.2f}x {tc / ms:10.2f}x {rss:12.1f} {calls:11.0f} {plan:>10}")
+        print(f"{model:12} {name:18} {ms:10.4f} {glibc / ms:8.2f}x {tc / ms:10.2f}x {rss:12.1f} {held:8.1f} {calls:11.0f} {plan:>10}")
 PY
