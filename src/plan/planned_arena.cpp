@@ -183,16 +183,25 @@ class RecordingRegion final : public track::ArenaRegion {
     plan::OffsetPlan offsets = plan::planOffsets(planned);
     for (std::size_t p = 0; p < planned.size(); ++p)
       plan.offsets[planned_index[p]] = offsets.offsets[p];
-    // Conflicts: earlier planned allocations whose bytes overlap (their lifetimes cannot overlap).
-    for (std::size_t a = 0; a < planned.size(); ++a) {
-      std::size_t a_begin = offsets.offsets[a];
-      std::size_t a_end = a_begin + planned[a].size;
-      for (std::size_t b = 0; b < a; ++b) {
-        std::size_t b_begin = offsets.offsets[b];
-        std::size_t b_end = b_begin + planned[b].size;
-        if (a_begin < b_end && b_begin < a_end && planned[a].size > 0 && planned[b].size > 0) {
-          plan.must_be_freed[planned_index[a]].push_back(planned_index[b]);
-        }
+    // Conflicts: pairs of planned allocations whose bytes overlap (so their lifetimes do not); the
+    // later one must wait for the earlier one's free. A sweep in offset order visits only
+    // overlapping pairs, not all n^2 of them.
+    std::vector<std::size_t> by_offset(planned.size());
+    for (std::size_t p = 0; p < planned.size(); ++p) by_offset[p] = p;
+    std::sort(by_offset.begin(), by_offset.end(), [&](std::size_t a, std::size_t b) {
+      return offsets.offsets[a] < offsets.offsets[b];
+    });
+    for (std::size_t i = 0; i < by_offset.size(); ++i) {
+      std::size_t a = by_offset[i];
+      std::size_t a_end = offsets.offsets[a] + planned[a].size;
+      // Every later b in this order starts at or after a; it overlaps a while it starts before a
+      // ends.
+      for (std::size_t j = i + 1; j < by_offset.size() && offsets.offsets[by_offset[j]] < a_end;
+           ++j) {
+        std::size_t b = by_offset[j];
+        std::uint32_t earlier = planned_index[std::min(a, b)];
+        std::uint32_t later = planned_index[std::max(a, b)];
+        plan.must_be_freed[later].push_back(earlier);
       }
     }
     plan.summary.key = key;
