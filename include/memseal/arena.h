@@ -56,7 +56,9 @@ struct ArenaStats {
   std::int64_t mismatched_runs = 0;
   std::int64_t retired_blocks = 0;  // blocks kept until a tensor planned to die inside was freed
   std::int64_t evicted_plans = 0;
-  std::size_t reserved_bytes = 0;  // blocks held now
+  // Memory of all blocks now: those the arena keeps, and retired ones until their last tensor is
+  // freed (only the first count against ArenaOptions::max_bytes).
+  std::size_t reserved_bytes = 0;
 };
 
 class MEMSEAL_API PlannedArena {

@@ -67,6 +67,9 @@ struct Block {
   std::size_t bytes = 0;
   std::unique_ptr<Slot[]> slots;
   std::atomic<std::int64_t> references{1};
+  // Set when the arena lets go of the block while tensors served from it are still alive: the
+  // arena's count of such bytes, which outlives the arena and drops when the block is deleted.
+  std::shared_ptr<std::atomic<std::int64_t>> retired_bytes;
 
   Block(std::shared_ptr<const Plan> block_plan, std::size_t block_bytes)
       : plan(std::move(block_plan)), bytes(block_bytes) {
@@ -82,6 +85,7 @@ struct Block {
     }
   }
   ~Block() {
+    if (retired_bytes) retired_bytes->fetch_sub(static_cast<std::int64_t>(bytes));
     MEMSEAL_UNPOISON(memory, std::max<std::size_t>(plan::alignUp(bytes, 64), 64));
     std::free(memory);
   }
@@ -314,7 +318,10 @@ struct PlannedArena::Impl {
   mutable std::mutex mutex;
   std::map<std::string, Entry> entries;
   std::uint64_t tick = 0;
-  ArenaStats stats;
+  ArenaStats stats;  // reserved_bytes: blocks the arena holds (what max_bytes limits)
+  // Bytes of retired blocks whose planned tensors are still alive (see Block::retired_bytes).
+  std::shared_ptr<std::atomic<std::int64_t>> retired_bytes =
+      std::make_shared<std::atomic<std::int64_t>>(0);
   std::deque<std::string> messages;
 
   void note(const std::string& message) {
@@ -325,6 +332,12 @@ struct PlannedArena::Impl {
   // The arena lets go of a block; it is deleted once no tensor served from it is alive.
   void retire(Block* block) {
     stats.reserved_bytes -= block->bytes;
+    // Only a tensor can be freed meanwhile (no run uses a block being retired), and the arena's own
+    // reference keeps the block alive until release(): the count is set before it can drop.
+    if (block->liveTensors() > 0) {
+      block->retired_bytes = retired_bytes;
+      retired_bytes->fetch_add(static_cast<std::int64_t>(block->bytes));
+    }
     block->release();
   }
 
@@ -487,7 +500,9 @@ std::optional<ArenaPlanSummary> PlannedArena::plan(const std::string& key) const
 
 ArenaStats PlannedArena::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->stats;
+  ArenaStats stats = impl_->stats;
+  stats.reserved_bytes += static_cast<std::size_t>(impl_->retired_bytes->load());
+  return stats;
 }
 
 std::vector<std::string> PlannedArena::mismatches() const {
