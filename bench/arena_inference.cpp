@@ -79,16 +79,21 @@ int main(int argc, char** argv) {
       iterations = std::atoi(argv[i + 1]);
   }
   if ((model_name != "conv" && model_name != "transformer" && model_name != "mlp") ||
-      (mode != "plain" && mode != "arena" && mode != "cache") || iterations < 1) {
-    std::fprintf(stderr,
-                 "usage: %s --model conv|transformer|mlp --mode plain|arena|cache "
-                 "[--iterations N]\n",
-                 argv[0]);
+      (mode != "plain" && mode != "arena" && mode != "arena-small-pages" && mode != "cache") ||
+      iterations < 1) {
+    std::fprintf(
+        stderr,
+        "usage: %s --model conv|transformer|mlp --mode plain|arena|arena-small-pages|cache "
+        "[--iterations N]\n",
+        argv[0]);
     return 2;
   }
   static ExactSizeCachingAllocator cache;  // installed for good: the process ends with the run
   if (mode == "cache") c10::SetCPUAllocator(&cache, UINT8_MAX);
-  at::set_num_threads(1);
+  // One intra-op thread as in the core issue's benchmark (a) unless MEMSEAL_BENCH_THREADS says:
+  // the share of time that allocation costs grows with the threads that share the compute.
+  const char* threads = std::getenv("MEMSEAL_BENCH_THREADS");
+  at::set_num_threads(threads != nullptr && std::atoi(threads) > 0 ? std::atoi(threads) : 1);
   torch::manual_seed(0);
   c10::InferenceMode inference;
   examples::ConvNet conv;
@@ -108,10 +113,13 @@ int main(int argc, char** argv) {
     forward = [&] { return mlp->forward(input); };
   }
   torch::Tensor output = forward().clone();  // results are copied into a tensor made once
-  PlannedArena arena;
+  ArenaOptions arena_options;
+  arena_options.huge_pages = mode != "arena-small-pages";
+  PlannedArena arena(arena_options);
+  bool use_arena = mode == "arena" || mode == "arena-small-pages";
   std::string key = PlannedArena::keyFor({input});
   auto inferOnce = [&] {
-    if (mode == "arena") {
+    if (use_arena) {
       arena.run(key, [&] { output.copy_(forward()); });
     } else {
       output.copy_(forward());
@@ -119,6 +127,7 @@ int main(int argc, char** argv) {
   };
   for (int i = 0; i < 3; ++i) inferOnce();  // warm-up (and the arena's recording)
   std::vector<double> times;
+  times.reserve(iterations);  // the harness itself allocates nothing between timed inferences
   for (int i = 0; i < iterations; ++i) {
     auto start = std::chrono::steady_clock::now();
     inferOnce();

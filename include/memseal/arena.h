@@ -32,6 +32,10 @@ struct ArenaOptions {
   std::size_t max_bytes = std::size_t{1} << 30;
   // Print the first mismatch of each key to stderr (always counted and kept in mismatches()).
   bool warn_on_mismatch = true;
+  // Ask the kernel for 2 MiB pages for blocks of 2 MiB or more (madvise; effective where
+  // /sys/kernel/mm/transparent_hugepage/enabled is "always" or "madvise"): large activations then
+  // cost fewer TLB misses. A block is rounded up to whole huge pages.
+  bool huge_pages = true;
 };
 
 struct ArenaPlanSummary {

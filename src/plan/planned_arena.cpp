@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <iostream>
@@ -22,6 +23,10 @@
 #include "report/format.h"
 #include "track/engine.h"
 #include "track/thread_state.h"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #if defined(MEMSEAL_ASAN)
 #include <sanitizer/asan_interface.h>
@@ -37,6 +42,7 @@ namespace memseal {
 namespace {
 
 constexpr std::size_t kMaxMismatchMessages = 64;
+constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;  // x86-64 and most arm64 kernels
 
 // What one recording learned and the plan made from it. Immutable once built.
 struct Plan {
@@ -44,50 +50,104 @@ struct Plan {
   std::vector<std::size_t> sizes;    // by allocation index, in the order the region asked
   std::vector<bool> escapes;         // alive at region end: an output, never planned
   std::vector<std::size_t> offsets;  // valid where !escapes
+  // The distinct offsets of planned allocations, ascending, and each allocation's rank among them:
+  // live allocations never share bytes, so an address in the block names at most one live one.
+  std::vector<std::size_t> distinct_offsets;
+  std::vector<std::uint32_t> offset_rank;  // valid where !escapes
   // For allocation j: the earlier planned allocations that share bytes with it. They must all be
   // freed before j may be served from the block.
   std::vector<std::vector<std::uint32_t>> must_be_freed;
   ArenaPlanSummary summary;
 };
 
-struct Block;
-
-struct Slot {
-  Block* block = nullptr;
-  std::uint32_t index = 0;
-  std::atomic<bool> live{false};
-};
-
 // One pre-allocated block for one plan, used by one run at a time. Lifetime is one reference
 // count: one reference for the arena while it keeps the block, one per tensor served from it.
 // Whoever drops the last one deletes the block, and nobody touches it after their own decrement.
-struct Block {
+struct Block final : track::ServedMemory {
   std::shared_ptr<const Plan> plan;
   char* memory = nullptr;
   std::size_t bytes = 0;
-  std::unique_ptr<Slot[]> slots;
+  std::size_t memory_size = 0;                // what was allocated: bytes rounded up
+  std::unique_ptr<std::atomic<bool>[]> live;  // by allocation index
+  // By offset rank: 1 + the index of the allocation live there now, 0 when none is.
+  std::unique_ptr<std::atomic<std::uint32_t>[]> live_at_offset;
   std::atomic<std::int64_t> references{1};
   // Set when the arena lets go of the block while tensors served from it are still alive: the
   // arena's count of such bytes, which outlives the arena and drops when the block is deleted.
   std::shared_ptr<std::atomic<std::int64_t>> retired_bytes;
 
-  Block(std::shared_ptr<const Plan> block_plan, std::size_t block_bytes)
-      : plan(std::move(block_plan)), bytes(block_bytes) {
-    // At least one cache line, so an empty plan still has a valid block.
+  // What a block for a plan of `bytes` allocates. At least one cache line, so an empty plan still
+  // has a valid block; with huge pages, whole 2 MiB pages: the kernel backs them with huge pages
+  // when transparent huge pages are enabled ("always", or "madvise" as asked here), cutting the TLB
+  // misses of large activations.
+  static std::size_t memorySize(std::size_t bytes, bool huge_pages) {
     std::size_t size = std::max<std::size_t>(plan::alignUp(bytes, 64), 64);
-    memory = static_cast<char*>(std::aligned_alloc(64, size));
-    if (memory == nullptr) throw std::bad_alloc();
-    MEMSEAL_POISON(memory, size);
-    slots.reset(new Slot[plan->sizes.size()]);
-    for (std::size_t i = 0; i < plan->sizes.size(); ++i) {
-      slots[i].block = this;
-      slots[i].index = static_cast<std::uint32_t>(i);
-    }
+    return huge_pages && size >= kHugePageBytes ? plan::alignUp(size, kHugePageBytes) : size;
   }
-  ~Block() {
-    if (retired_bytes) retired_bytes->fetch_sub(static_cast<std::int64_t>(bytes));
-    MEMSEAL_UNPOISON(memory, std::max<std::size_t>(plan::alignUp(bytes, 64), 64));
+
+  Block(std::shared_ptr<const Plan> block_plan, std::size_t block_bytes, bool huge_pages)
+      : plan(std::move(block_plan)),
+        bytes(block_bytes),
+        memory_size(memorySize(block_bytes, huge_pages)) {
+    bool whole_huge_pages = huge_pages && memory_size >= kHugePageBytes;
+    memory =
+        static_cast<char*>(std::aligned_alloc(whole_huge_pages ? kHugePageBytes : 64, memory_size));
+    if (memory == nullptr) throw std::bad_alloc();
+#if defined(MADV_HUGEPAGE)
+    if (whole_huge_pages) madvise(memory, memory_size, MADV_HUGEPAGE);  // best effort
+#endif
+    MEMSEAL_POISON(memory, memory_size);
+    live.reset(new std::atomic<bool>[plan->sizes.size()]);
+    for (std::size_t i = 0; i < plan->sizes.size(); ++i) live[i] = false;
+    live_at_offset.reset(new std::atomic<std::uint32_t>[plan->distinct_offsets.size()]);
+    for (std::size_t r = 0; r < plan->distinct_offsets.size(); ++r) live_at_offset[r] = 0;
+    track::Engine::instance().registerServedMemory(memory, memory_size, this);
+  }
+  ~Block() override {
+    track::Engine::instance().unregisterServedMemory(memory);
+    if (retired_bytes) retired_bytes->fetch_sub(static_cast<std::int64_t>(memory_size));
+    MEMSEAL_UNPOISON(memory, memory_size);
     std::free(memory);
+  }
+
+  bool contains(const void* data) const {
+    auto address = reinterpret_cast<std::uintptr_t>(data);
+    auto begin = reinterpret_cast<std::uintptr_t>(memory);
+    return address >= begin && address < begin + memory_size;
+  }
+
+  // The DataPtr of allocation `index`: simple, so raw_allocate works, and freed by address.
+  c10::DataPtr serve(std::uint32_t index) {
+    char* data = memory + plan->offsets[index];
+    MEMSEAL_UNPOISON(data, plan->sizes[index]);
+    live[index].store(true, std::memory_order_release);
+    live_at_offset[plan->offset_rank[index]].store(index + 1, std::memory_order_release);
+    references.fetch_add(1, std::memory_order_acq_rel);
+    return c10::DataPtr(data, data, &track::Engine::trackedFree, c10::Device(c10::DeviceType::CPU));
+  }
+
+  bool releaseServed(void* data) override {
+    if (!contains(data)) return false;
+    std::size_t offset = static_cast<std::size_t>(static_cast<char*>(data) - memory);
+    const std::vector<std::size_t>& offsets = plan->distinct_offsets;
+    auto found = std::lower_bound(offsets.begin(), offsets.end(), offset);
+    std::uint32_t live_here = 0;
+    if (found != offsets.end() && *found == offset) {
+      live_here = live_at_offset[static_cast<std::size_t>(found - offsets.begin())].exchange(
+          0, std::memory_order_acq_rel);
+    }
+    if (live_here == 0) {
+      // Inside the block but not a live allocation's start: a double free or a foreign pointer.
+      // Leaking is safe; freeing would corrupt the block.
+      std::fprintf(stderr, "memseal arena: free of %p, which is not a live arena allocation\n",
+                   data);
+      return true;
+    }
+    std::uint32_t index = live_here - 1;
+    MEMSEAL_POISON(data, plan->sizes[index]);
+    live[index].store(false, std::memory_order_release);
+    release();  // may delete this block: the last thing done here
+    return true;
   }
 
   // Tensors served from this block and still alive (only meaningful to the thread running it).
@@ -96,15 +156,6 @@ struct Block {
     if (references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 };
-
-void replayFree(void* context) {
-  Slot* slot = static_cast<Slot*>(context);
-  Block* block = slot->block;
-  MEMSEAL_POISON(block->memory + block->plan->offsets[slot->index],
-                 block->plan->sizes[slot->index]);
-  slot->live.store(false, std::memory_order_release);
-  block->release();
-}
 
 // ---- recording ----
 
@@ -187,6 +238,18 @@ class RecordingRegion final : public track::ArenaRegion {
     plan::OffsetPlan offsets = plan::planOffsets(planned);
     for (std::size_t p = 0; p < planned.size(); ++p)
       plan.offsets[planned_index[p]] = offsets.offsets[p];
+    plan.distinct_offsets = offsets.offsets;
+    std::sort(plan.distinct_offsets.begin(), plan.distinct_offsets.end());
+    plan.distinct_offsets.erase(
+        std::unique(plan.distinct_offsets.begin(), plan.distinct_offsets.end()),
+        plan.distinct_offsets.end());
+    plan.offset_rank.assign(count, 0);
+    for (std::size_t p = 0; p < planned.size(); ++p) {
+      plan.offset_rank[planned_index[p]] = static_cast<std::uint32_t>(
+          std::lower_bound(plan.distinct_offsets.begin(), plan.distinct_offsets.end(),
+                           offsets.offsets[p]) -
+          plan.distinct_offsets.begin());
+    }
     // Conflicts: pairs of planned allocations whose bytes overlap (so their lifetimes do not); the
     // later one must wait for the earlier one's free. A sweep in offset order visits only
     // overlapping pairs, not all n^2 of them.
@@ -247,23 +310,19 @@ class ReplayRegion final : public track::ArenaRegion {
       return {};
     }
     for (std::uint32_t earlier : plan_.must_be_freed[index]) {
-      if (block_->slots[earlier].live.load(std::memory_order_acquire)) {
+      if (block_->live[earlier].load(std::memory_order_acquire)) {
         mismatch("allocation #" + std::to_string(index) + " would reuse the bytes of allocation #" +
                  std::to_string(earlier) +
                  ", which the recording freed before it but is still alive");
         return {};
       }
     }
-    Slot& slot = block_->slots[index];
-    char* data = block_->memory + plan_.offsets[index];
-    MEMSEAL_UNPOISON(data, bytes);
-    slot.live.store(true, std::memory_order_release);
-    block_->references.fetch_add(1, std::memory_order_acq_rel);
     ++served_;
-    return c10::DataPtr(data, &slot, &replayFree, c10::Device(c10::DeviceType::CPU));
+    return block_->serve(index);
   }
 
   c10::DataPtr observe(c10::DataPtr allocation, std::size_t) override { return allocation; }
+  track::ServedMemory* servedMemory() override { return block_; }
 
   // After the region: what did not match, and whether the block is still in use.
   void finish() {
@@ -331,12 +390,12 @@ struct PlannedArena::Impl {
 
   // The arena lets go of a block; it is deleted once no tensor served from it is alive.
   void retire(Block* block) {
-    stats.reserved_bytes -= block->bytes;
+    stats.reserved_bytes -= block->memory_size;
     // Only a tensor can be freed meanwhile (no run uses a block being retired), and the arena's own
     // reference keeps the block alive until release(): the count is set before it can drop.
     if (block->liveTensors() > 0) {
       block->retired_bytes = retired_bytes;
-      retired_bytes->fetch_add(static_cast<std::int64_t>(block->bytes));
+      retired_bytes->fetch_add(static_cast<std::int64_t>(block->memory_size));
     }
     block->release();
   }
@@ -409,9 +468,11 @@ void PlannedArena::run(const std::string& key, const std::function<void()>& regi
         if (!entry.free_blocks.empty()) {
           block = entry.free_blocks.back();
           entry.free_blocks.pop_back();
-        } else if (impl.makeRoom(plan->summary.block_bytes, key)) {
-          block = new Block(plan, plan->summary.block_bytes);
-          impl.stats.reserved_bytes += block->bytes;
+        } else if (impl.makeRoom(
+                       Block::memorySize(plan->summary.block_bytes, impl.options.huge_pages),
+                       key)) {
+          block = new Block(plan, plan->summary.block_bytes, impl.options.huge_pages);
+          impl.stats.reserved_bytes += block->memory_size;
         }
         if (block != nullptr) ++entry.blocks_in_use;
       }
@@ -430,7 +491,8 @@ void PlannedArena::run(const std::string& key, const std::function<void()>& regi
     ++impl.stats.recordings;
     Impl::Entry& entry = impl.entries[key];
     entry.last_used = ++impl.tick;
-    if (made->summary.block_bytes > impl.options.max_bytes) {
+    if (Block::memorySize(made->summary.block_bytes, impl.options.huge_pages) >
+        impl.options.max_bytes) {
       impl.note("key " + key + ": the plan needs " +
                 report::bytesText(static_cast<std::int64_t>(made->summary.block_bytes)) +
                 ", above the arena's max_bytes; runs under this key use the normal allocator");

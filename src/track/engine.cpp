@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
 #include <typeinfo>
@@ -46,9 +47,10 @@ class InterposingCpuAllocator final : public c10::Allocator {
     if (bytes == 0) return system->allocate(0);
     ArenaRegion* region = state.in_tracker ? nullptr : state.arena_region;
     if (region != nullptr) {
+      // From a planned block (already a simple DataPtr): neither a system allocator call nor
+      // tracked.
       c10::DataPtr served = region->serve(bytes);
-      // From a planned block: neither a system allocator call nor tracked.
-      if (served) return Engine::instance().adopt(std::move(served));
+      if (served) return served;
     }
     ++state.system_allocations;
     c10::DataPtr inner = system->allocate(bytes);
@@ -421,10 +423,9 @@ c10::DataPtr Engine::track(c10::DataPtr inner, std::size_t bytes) {
 
 c10::DataPtr Engine::adopt(c10::DataPtr inner) {
   void* data = inner.get();
-  if (data == nullptr ||
-      (inner.get_context() == data && inner.get_deleter() == &Engine::trackedFree)) {
-    return inner;
-  }
+  // Already simple: the system allocator's own DataPtr (raw_deallocate reaches its raw deleter
+  // through trackedFree's fallback), or one of ours.
+  if (data == nullptr || inner.get_context() == data) return inner;
   LiveRecord record;
   record.data = data;
   record.original_context = inner.get_context();
@@ -442,6 +443,11 @@ c10::DataPtr Engine::adopt(c10::DataPtr inner) {
 
 void Engine::trackedFree(void* data) {
   if (data == nullptr) return;  // raw_deallocate(nullptr), as oneDNN does for empty buffers
+  // Planned-arena memory freed inside its region, the common case: no lock, no table.
+  if (ArenaRegion* region = t_thread_state.arena_region) {
+    ServedMemory* memory = region->servedMemory();
+    if (memory != nullptr && memory->releaseServed(data)) return;
+  }
   Engine& engine = instance();
   LiveRecord record;
   if (!engine.live_.remove(data, &record)) {
@@ -449,6 +455,7 @@ void Engine::trackedFree(void* data) {
       record.original_deleter(record.original_context);
       return;
     }
+    if (engine.releaseServedAnywhere(data)) return;
     // Only raw_deallocate of memory we never tracked gets here.
     c10::Allocator* system = interposer().previous.load(std::memory_order_acquire);
     c10::DeleterFnPtr previous = system != nullptr ? system->raw_deleter() : nullptr;
@@ -468,6 +475,36 @@ void Engine::trackedFree(void* data) {
   }
   if (record.tensor != nullptr) dropWeakTensorReference(record.tensor);
   record.original_deleter(record.original_context);
+}
+
+void Engine::registerServedMemory(const void* begin, std::size_t bytes, ServedMemory* owner) {
+  auto start = reinterpret_cast<std::uintptr_t>(begin);
+  std::lock_guard<std::mutex> lock(served_mutex_);
+  served_memory_[start] = {start + bytes, owner};
+  served_memory_count_.store(served_memory_.size(), std::memory_order_release);
+}
+
+void Engine::unregisterServedMemory(const void* begin) {
+  std::lock_guard<std::mutex> lock(served_mutex_);
+  served_memory_.erase(reinterpret_cast<std::uintptr_t>(begin));
+  served_memory_count_.store(served_memory_.size(), std::memory_order_release);
+}
+
+bool Engine::releaseServedAnywhere(void* data) {
+  if (served_memory_count_.load(std::memory_order_acquire) == 0) return false;
+  auto address = reinterpret_cast<std::uintptr_t>(data);
+  ServedMemory* owner = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(served_mutex_);
+    auto after = served_memory_.upper_bound(address);
+    if (after == served_memory_.begin()) return false;
+    auto found = std::prev(after);
+    if (address >= found->second.first) return false;
+    owner = found->second.second;
+  }
+  // Outside the lock: releasing the last served tensor deletes the owner, which unregisters. The
+  // owner is alive here because `data`, served by it and not yet freed, holds a reference to it.
+  return owner->releaseServed(data);
 }
 
 TensorSignature Engine::signatureOf(const at::TensorBase& tensor) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -89,6 +90,17 @@ class GradFnObserver {
                         const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) = 0;
 };
 
+// Memory a planned arena serves from one of its blocks. Served DataPtrs are simple (context ==
+// data, deleter Engine::trackedFree, as raw_allocate requires), and their frees come back here by
+// address: no table insert or remove per allocation.
+class ServedMemory {
+ public:
+  virtual ~ServedMemory() = default;
+  // Frees `data` if this memory served it; false if `data` is not inside this memory. May delete
+  // this object: nothing may touch it after a true return.
+  virtual bool releaseServed(void* data) = 0;
+};
+
 // A planned-arena region active on a thread: it may serve allocations itself, and sees those the
 // system allocator makes inside it (recording wraps them to learn when they are freed).
 class ArenaRegion {
@@ -98,6 +110,9 @@ class ArenaRegion {
   // to use the system allocator.
   virtual c10::DataPtr serve(std::size_t bytes) = 0;
   virtual c10::DataPtr observe(c10::DataPtr allocation, std::size_t bytes) = 0;
+  // The memory this region serves from, if any: frees on this thread while the region runs reach it
+  // without a lock.
+  virtual ServedMemory* servedMemory() { return nullptr; }
 };
 
 class Engine {
@@ -141,6 +156,11 @@ class Engine {
   // context and deleter, so raw_allocate/raw_deallocate work for everything the interposer returns.
   c10::DataPtr adopt(c10::DataPtr inner);
   static void trackedFree(void* data);
+  // Memory [begin, begin + bytes) served by `owner`: frees of pointers inside it, from any thread
+  // and after any region, reach owner->releaseServed. Registered before serving, unregistered
+  // before the memory goes back to the system.
+  void registerServedMemory(const void* begin, std::size_t bytes, ServedMemory* owner);
+  void unregisterServedMemory(const void* begin);
   // Op observer hooks.
   // An output of an op that just returned: fills in the signature of storage the op allocated, and
   // tells the grad_fn observer about autograd history when `grad_site` is not 0.
@@ -156,6 +176,7 @@ class Engine {
   void acquireAllocatorHookLocked();  // with control_mutex_ held
   void releaseAllocatorHookLocked();
   std::uint32_t siteFor(const SiteKey& key);
+  bool releaseServedAnywhere(void* data);
 
   std::atomic<bool> active_{false};
   std::atomic<std::uint32_t> session_{0};
@@ -166,7 +187,12 @@ class Engine {
 
   DeviceCounters cpu_;
   LiveTable live_;
-  LiveTable adopted_;  // data -> real context and deleter of adopted DataPtrs (arena memory)
+  LiveTable adopted_;  // data -> real context and deleter of adopted DataPtrs (arena recordings)
+  // Registered served memory: begin -> (end, owner). Only frees from other threads or after the
+  // region ended look here; blocks come and go with plans, rarely.
+  std::mutex served_mutex_;
+  std::map<std::uintptr_t, std::pair<std::uintptr_t, ServedMemory*>> served_memory_;
+  std::atomic<std::size_t> served_memory_count_{0};
   StringTable strings_;
   ScopePathTable scope_paths_;
   SiteTable sites_;

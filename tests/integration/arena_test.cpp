@@ -1,12 +1,14 @@
 // The planned arena on real libtorch inference: identical outputs, steady state served from the
 // block, mismatches and escaping tensors handled safely, concurrent sessions, eviction, and a
 // randomized test of the invariant that served memory never overlaps memory still in use.
+#include <c10/core/CPUAllocator.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
 #include <thread>
@@ -130,6 +132,73 @@ TEST(PlannedArena, RetiredBlockOutlivingTheArenaIsFreedWithItsLastTensor) {
   // reports a leak or a use after free if not).
   EXPECT_TRUE(torch::equal(escaped, input * 2));
   escaped = torch::Tensor();
+}
+
+// Served memory comes back to its block by address wherever it is freed: inside the region on
+// its own thread, on another thread, through raw_deallocate (as oneDNN frees its buffers).
+TEST(PlannedArena, ServedMemoryFreedOnAnotherThreadOrRawGoesBackToItsBlock) {
+  c10::InferenceMode inference;
+  PlannedArena arena(quietArena());
+  torch::Tensor input = torch::arange(1000, torch::kFloat);
+  torch::Tensor escaped;
+  bool keep_intermediate = false;
+  void* raw_seen = nullptr;
+  auto region = [&] {
+    c10::Allocator* allocator = c10::GetCPUAllocator();
+    void* raw = allocator->raw_allocate(4096);
+    raw_seen = raw;
+    std::memset(raw, 1, 4096);
+    torch::Tensor intermediate = input * 2;
+    if (keep_intermediate) escaped = intermediate;
+    torch::Tensor other = intermediate + 1;
+    allocator->raw_deallocate(raw);
+  };
+  arena.run("k", region);
+  arena.run("k", region);
+  void* first_raw = raw_seen;
+  arena.run("k", region);
+  EXPECT_EQ(raw_seen, first_raw);  // the same planned bytes, each replay
+  EXPECT_EQ(arena.stats().fallback_allocations, 0);
+  std::int64_t served = arena.stats().served_allocations;
+  std::int64_t per_replay = served / 2;
+  EXPECT_EQ(served, 2 * per_replay);
+  EXPECT_GE(per_replay, 3);  // at least the raw buffer, intermediate and other
+
+  keep_intermediate = true;
+  arena.run("k", region);  // the served intermediate outlives the region: its block is retired
+  keep_intermediate = false;
+  std::size_t reserved_with_retired = arena.stats().reserved_bytes;
+  std::thread([moved = std::move(escaped)]() mutable { moved = torch::Tensor(); }).join();
+  EXPECT_FALSE(escaped.defined());
+  EXPECT_LT(arena.stats().reserved_bytes, reserved_with_retired);  // freed there: block deleted
+  arena.run("k", region);
+  EXPECT_EQ(arena.stats().fallback_allocations, 0);
+  EXPECT_EQ(arena.stats().served_allocations, served + 2 * per_replay);
+}
+
+// Blocks of 2 MiB or more are whole huge pages when asked (the default), exactly the plan when not.
+TEST(PlannedArena, LargeBlocksAreWholeHugePagesUnlessTurnedOff) {
+  c10::InferenceMode inference;
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  torch::Tensor input = torch::ones({700 * 1024});  // 2.7 MiB of floats
+  auto region = [&] { torch::Tensor t = (input * 2).sum(); };
+  for (bool huge_pages : {true, false}) {
+    ArenaOptions options = quietArena();
+    options.huge_pages = huge_pages;
+    PlannedArena arena(options);
+    arena.run("k", region);
+    arena.run("k", region);
+    std::size_t block_bytes = arena.plan("k")->block_bytes;
+    ASSERT_GE(block_bytes, kHugePage);
+    std::size_t reserved = arena.stats().reserved_bytes;
+    if (huge_pages) {
+      EXPECT_EQ(reserved % kHugePage, 0u);
+      EXPECT_GE(reserved, block_bytes);
+      EXPECT_LT(reserved, block_bytes + kHugePage);
+    } else {
+      EXPECT_EQ(reserved, block_bytes);
+    }
+  }
 }
 
 TEST(PlannedArena, ConcurrentSessionsEachGetTheirOwnBlock) {
