@@ -23,6 +23,15 @@ int envInt(const char* name, int fallback) {
   return value != nullptr ? std::atoi(value) : fallback;
 }
 
+// The iteration with setStep before it, so every variant pays for numbering steps alike.
+std::function<void()> steppedIteration(const std::function<void()>& iteration) {
+  auto step = std::make_shared<std::uint32_t>(0);
+  return [iteration, step] {
+    setStep((*step)++);
+    iteration();
+  };
+}
+
 std::vector<bench::Variant> trackerVariants(const std::function<void()>& iteration, bool detector) {
   auto tracker = std::make_shared<std::unique_ptr<Tracker>>();
   auto detect = std::make_shared<std::unique_ptr<LeakDetector>>();
@@ -37,7 +46,7 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
                           iteration, [tracker] { tracker->reset(); }};
   };
   std::vector<bench::Variant> variants;
-  variants.push_back({"off", nullptr, iteration, nullptr});
+  variants.push_back({"off", nullptr, steppedIteration(iteration), nullptr});
   if (!detector) {
     variants.push_back(withTracker("tracker, stacks off", TrackerOptions{StackMode::kOff}));
     TrackerOptions no_metadata{StackMode::kOff};
@@ -46,6 +55,15 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
     TrackerOptions allocations_only{StackMode::kOff};
     allocations_only.observe_ops = false;
     variants.push_back(withTracker("tracker, allocations only", allocations_only));
+    for (std::uint32_t every : {8u, 16u}) {
+      // Steps numbered by setStep, as the leak detector does; the "off" loop calls it too.
+      TrackerOptions sampled_ops{StackMode::kOff};
+      sampled_ops.observe_ops_every = every;
+      bench::Variant variant =
+          withTracker("tracker, ops watched 1 step in " + std::to_string(every), sampled_ops);
+      variant.iteration = steppedIteration(iteration);
+      variants.push_back(std::move(variant));
+    }
     variants.push_back(
         withTracker("tracker, stacks sampled 1/64", TrackerOptions{StackMode::kSampled, 64}));
     // Named by the unwinder actually in use: libunwind falls back to glibc where it is missing.
@@ -56,25 +74,36 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
                                    TrackerOptions{StackMode::kOn}, track::Unwinder::kGlibc));
     return variants;
   }
-  for (StackMode mode : {StackMode::kOff, StackMode::kOn}) {
+  struct DetectorVariant {
+    StackMode stacks;
+    std::uint32_t observe_ops_every;
+  };
+  for (DetectorVariant setting :
+       {DetectorVariant{StackMode::kOff, 1}, DetectorVariant{StackMode::kOn, 1},
+        DetectorVariant{StackMode::kOff, 8}}) {
     DetectorOptions options;
     options.on_leak = LeakPolicy::kNone;
     options.warmup = 1000000;  // never blame: this measures the cost of watching
-    options.tracker.stacks = mode;
-    variants.push_back(
-        {std::string("detector + step(), stacks ") + (mode == StackMode::kOn ? "on" : "off"),
-         [detect, options] {
-           track::selectUnwinder(track::Unwinder::kLibunwind);
-           *detect = std::make_unique<LeakDetector>(options);
-         },
-         [iteration, detect] {
-           iteration();
-           (*detect)->step();
-         },
-         [detect] {
-           (*detect)->finish();
-           detect->reset();
-         }});
+    options.tracker.stacks = setting.stacks;
+    options.tracker.observe_ops_every = setting.observe_ops_every;
+    std::string name = std::string("detector + step(), stacks ") +
+                       (setting.stacks == StackMode::kOn ? "on" : "off");
+    if (setting.observe_ops_every > 1) {
+      name += ", ops 1 step in " + std::to_string(setting.observe_ops_every);
+    }
+    variants.push_back({name,
+                        [detect, options] {
+                          track::selectUnwinder(track::Unwinder::kLibunwind);
+                          *detect = std::make_unique<LeakDetector>(options);
+                        },
+                        [iteration, detect] {
+                          iteration();
+                          (*detect)->step();
+                        },
+                        [detect] {
+                          (*detect)->finish();
+                          detect->reset();
+                        }});
   }
   return variants;
 }

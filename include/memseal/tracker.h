@@ -28,8 +28,17 @@ struct MEMSEAL_API TrackerOptions {
   // Watches every ATen op (at::RecordFunction) to name the op behind each allocation. Off: sites
   // are told apart by stack and scope only, and there is no tensor metadata.
   bool observe_ops = true;
+  // Watches ops on one step in N only (steps as set by setStep, which the leak detector calls):
+  // libtorch's RecordFunction costs about 0.3 us on every op while watched, which dominates loops
+  // of small ops. On the steps in between, each thread's allocations are attributed by replaying
+  // the last watched step: the i-th allocation of the step gets the site and tensor signature of
+  // the i-th allocation of that step when its size and MEMSEAL_SCOPE match. From the first
+  // mismatch on, the rest of that thread's step goes to the site "<op not watched on this step>".
+  // 1: every step. Needs observe_ops.
+  std::uint32_t observe_ops_every = 1;
 
-  // Options from MEMSEAL_STACKS (off | on | sample:N) and MEMSEAL_TENSOR_METADATA (0 | 1).
+  // Options from MEMSEAL_STACKS (off | on | sample:N), MEMSEAL_TENSOR_METADATA (0 | 1) and
+  // MEMSEAL_OBSERVE_OPS (all | off | every:N).
   // Throws std::invalid_argument on a value it does not understand.
   static TrackerOptions fromEnvironment();
 };

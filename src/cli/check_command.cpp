@@ -6,6 +6,8 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "cli/case_loader.h"
 #include "cli/command_list.h"
@@ -22,22 +24,38 @@ struct CheckOptions {
   std::uint32_t warmup = 5;
   std::string json_path;
   std::string stacks = "on";
+  std::string observe_ops = "all";
   bool quiet = false;
 };
+
+// N of "<prefix>N", N a positive 32-bit integer; nothing when `value` is not of that form.
+std::optional<std::uint32_t> countAfter(const std::string& value, const std::string& prefix) {
+  if (value.rfind(prefix, 0) != 0) return std::nullopt;
+  std::string digits = value.substr(prefix.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  try {
+    unsigned long n = std::stoul(digits);
+    if (n > 0 && n <= UINT32_MAX) return static_cast<std::uint32_t>(n);
+  } catch (const std::exception&) {  // out of range
+  }
+  return std::nullopt;
+}
+
+// "all" or "every:N": on which steps ops are watched (TrackerOptions::observe_ops_every).
+std::uint32_t parseObserveOps(const std::string& value) {
+  if (value == "all") return 1;
+  if (std::optional<std::uint32_t> every = countAfter(value, "every:")) return *every;
+  throw CLI::ValidationError("--observe-ops", "expected all or every:N, got '" + value + "'");
+}
 
 StackMode parseStacks(const std::string& value, std::uint32_t* every) {
   if (value == "on") return StackMode::kOn;
   if (value == "off") return StackMode::kOff;
-  if (value.rfind("sample:", 0) == 0) {
-    try {
-      std::size_t used = 0;
-      unsigned long n = std::stoul(value.substr(7), &used);
-      if (used == value.size() - 7 && n > 0 && n <= UINT32_MAX) {
-        *every = static_cast<std::uint32_t>(n);
-        return StackMode::kSampled;
-      }
-    } catch (const std::exception&) {
-    }
+  if (std::optional<std::uint32_t> sample_every = countAfter(value, "sample:")) {
+    *every = *sample_every;
+    return StackMode::kSampled;
   }
   throw CLI::ValidationError("--stacks", "expected on, off or sample:N, got '" + value + "'");
 }
@@ -53,6 +71,7 @@ int runCheck(const CheckOptions& options) {
   detector.warmup = options.warmup;
   detector.on_leak = LeakPolicy::kNone;
   detector.tracker.stacks = parseStacks(options.stacks, &detector.tracker.stack_sample_every);
+  detector.tracker.observe_ops_every = parseObserveOps(options.observe_ops);
   // Refuse to overwrite a directory or write where we cannot, before running anything.
   if (!options.json_path.empty()) {
     struct stat info {};
@@ -108,6 +127,9 @@ void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_option("--json", options->json_path, "Write the report as JSON (memseal.check/1)");
   command->add_option("--stacks", options->stacks,
                       "Native stacks: on, off or sample:N (default on)");
+  command->add_option("--observe-ops", options->observe_ops,
+                      "Watch ops on every step (all) or one step in N (every:N), attributing the "
+                      "others by replay: less overhead on loops of small ops (default all)");
   command->add_flag("--quiet", options->quiet, "Print the report only when a leak is found");
   entries.push_back({command, [options] { return runCheck(*options); }});
 }

@@ -81,8 +81,11 @@ struct StorageGroup {
   std::vector<std::uint32_t> steps;  // distinct, sorted
   std::int64_t count = 0;
   std::int64_t bytes = 0;
-  std::size_t example = 0;  // index into the collected items (the newest survivor)
+  // Index into the collected items: the newest survivor whose tensor is still referenced (its
+  // metadata is read live: requires_grad set after the op, as modules do, shows), else the newest.
+  std::size_t example = 0;
   std::int64_t example_time = -1;
+  bool example_has_tensor = false;
 };
 
 struct NodeGroup {
@@ -254,9 +257,15 @@ struct LeakDetector::State : track::GradFnObserver {
       for (std::size_t i = 0; i < analysis.items.size(); ++i) {
         auto found = analysis.leaking_storage.find(groupKeyOf(analysis.items[i].record));
         if (found == analysis.leaking_storage.end()) continue;
-        if (analysis.items[i].record.time_ns > found->second.example_time) {
-          found->second.example_time = analysis.items[i].record.time_ns;
-          found->second.example = i;
+        StorageGroup& group = found->second;
+        // With ops watched on one step in N, the steps in between hold no tensor reference.
+        bool has_tensor = analysis.items[i].tensor.defined();
+        if (has_tensor < group.example_has_tensor) continue;
+        if (has_tensor > group.example_has_tensor ||
+            analysis.items[i].record.time_ns > group.example_time) {
+          group.example_time = analysis.items[i].record.time_ns;
+          group.example = i;
+          group.example_has_tensor = has_tensor;
         }
       }
     }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <typeinfo>
 
+#include "track/allocation_sequence.h"
 #include "track/hashing.h"
 #include "track/thread_state.h"
 
@@ -28,6 +29,8 @@ namespace memseal::track {
 namespace {
 
 thread_local ThreadState t_thread_state{};
+// Only touched when ops are watched on one step in N; freed when the thread exits.
+thread_local AllocationSequence t_sequence;
 
 std::int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -249,6 +252,13 @@ void Engine::start(const TrackerOptions& options) {
   if (options.stacks == StackMode::kSampled && options.stack_sample_every == 0) {
     throw std::invalid_argument("memseal: stack_sample_every must be at least 1");
   }
+  if (options.observe_ops_every == 0) {
+    throw std::invalid_argument("memseal: observe_ops_every must be at least 1 (1: every step)");
+  }
+  if (options.observe_ops_every > 1 && !options.observe_ops) {
+    throw std::invalid_argument(
+        "memseal: observe_ops_every > 1 needs observe_ops (ops are not watched at all)");
+  }
   stack_sample_every_.store(std::max<std::uint32_t>(1, options.stack_sample_every));
   stack_mode_.store(options.stacks);
   if (options.stacks != StackMode::kOff && stacks_.load() == nullptr) {
@@ -259,11 +269,13 @@ void Engine::start(const TrackerOptions& options) {
   cpu_.reset();
   sites_.forEach([](std::uint32_t, SiteEntry& entry) { entry.resetCounters(); });
   acquireAllocatorHookLocked();
-  if (options.observe_ops) {
-    auto callback = at::RecordFunctionCallback(&onOpStart, &track::onOpEnd)
-                        .needsOutputs(options.record_tensor_metadata);
-    record_function_handle_ = at::addGlobalCallback(callback);
+  ops_need_outputs_ = options.record_tensor_metadata;
+  std::uint32_t every = options.observe_ops ? options.observe_ops_every : 0;
+  if (every > 1 && unwatched_op_name_ == 0) {
+    unwatched_op_name_ = internString("<op not watched on this step>");
   }
+  observe_ops_every_.store(every, std::memory_order_relaxed);
+  if (every != 0) watchOpsLocked(step.load(std::memory_order_relaxed) % every == 0);
   active_.store(true, std::memory_order_release);
 }
 
@@ -271,9 +283,31 @@ void Engine::stop() {
   std::lock_guard<std::mutex> lock(control_mutex_);
   if (!active()) return;
   active_.store(false, std::memory_order_release);
-  if (record_function_handle_ != 0) at::removeCallback(record_function_handle_);
-  record_function_handle_ = 0;
+  watchOpsLocked(false);
+  observe_ops_every_.store(0, std::memory_order_relaxed);
   releaseAllocatorHookLocked();
+}
+
+void Engine::watchOpsLocked(bool watch) {
+  if (watch && record_function_handle_ == 0) {
+    auto callback =
+        at::RecordFunctionCallback(&onOpStart, &track::onOpEnd).needsOutputs(ops_need_outputs_);
+    record_function_handle_ = at::addGlobalCallback(callback);
+  } else if (!watch && record_function_handle_ != 0) {
+    // Ops already running keep their callbacks (RecordFunction copies them when an op starts), so
+    // every onOpStart still gets its onOpEnd.
+    at::removeCallback(record_function_handle_);
+    record_function_handle_ = 0;
+  }
+}
+
+void Engine::setStep(std::uint32_t new_step) {
+  step.store(new_step, std::memory_order_relaxed);
+  std::uint32_t every = observe_ops_every_.load(std::memory_order_relaxed);
+  if (every <= 1) return;
+  std::lock_guard<std::mutex> lock(control_mutex_);
+  every = observe_ops_every_.load(std::memory_order_relaxed);  // stop() may have run meanwhile
+  if (every > 1) watchOpsLocked(new_step % every == 0);
 }
 
 void Engine::setGradFnObserver(GradFnObserver* observer) {
@@ -342,9 +376,9 @@ std::uint32_t Engine::siteFor(const SiteKey& key) {
   return id != 0 ? id : overflow_site_;
 }
 
-std::uint32_t Engine::currentSite() {
+std::uint32_t Engine::currentSite(std::uint32_t name_outside_ops) {
   ThreadState& state = t_thread_state;
-  SiteKey key{0, 0, state.scope_path, 0};
+  SiteKey key{name_outside_ops, 0, state.scope_path, 0};
   std::uint32_t depth = state.op_depth < static_cast<std::uint32_t>(kMaxOpDepth)
                             ? state.op_depth
                             : static_cast<std::uint32_t>(kMaxOpDepth);
@@ -392,6 +426,7 @@ c10::DataPtr Engine::track(c10::DataPtr inner, std::size_t bytes) {
   record.data = data;
   record.original_deleter = inner.get_deleter();
   record.original_context = inner.get_context();
+  record.bytes = bytes;
   record.time_ns = nowNs();
   record.thread_slot = state.slot;
   record.thread_serial = ++state.allocation_serial;
@@ -400,9 +435,13 @@ c10::DataPtr Engine::track(c10::DataPtr inner, std::size_t bytes) {
   record.lifetime_scope = state.lifetime_scope;
   record.flags = static_cast<std::uint8_t>((c10::GradMode::is_enabled() ? kGradMode : 0) |
                                            (c10::InferenceMode::is_enabled() ? kInferenceMode : 0));
-  record.site = currentSite();
+  std::uint32_t watch_every = observe_ops_every_.load(std::memory_order_relaxed);
+  if (watch_every > 1) {
+    attributeBySequence(state, record, watch_every);
+  } else {
+    record.site = currentSite();
+  }
   c10::Device device = inner.device();
-  record.bytes = bytes;
   if (!live_.insert(record)) {
     state.in_tracker = false;
     return inner;  // could not grow the table: this allocation goes untracked, still correct
@@ -419,6 +458,48 @@ c10::DataPtr Engine::track(c10::DataPtr inner, std::size_t bytes) {
   entry.allocations_total.fetch_add(1, std::memory_order_relaxed);
   state.in_tracker = false;
   return c10::DataPtr(data, data, &Engine::trackedFree, device);
+}
+
+void Engine::attributeBySequence(ThreadState& state, LiveRecord& record, std::uint32_t every) {
+  if (state.sequence_step != record.step || state.sequence_session != record.session) {
+    // This thread's first allocation in a new step.
+    if (state.sequence_session != record.session) t_sequence.clear();  // another tracker's
+    state.sequence_step = record.step;
+    state.sequence_session = record.session;
+    state.sequence_first_serial = record.thread_serial;
+    state.sequence_recording = record.step % every == 0;
+    state.sequence_diverged = false;
+    if (state.sequence_recording) t_sequence.clear();
+  }
+  std::uint64_t index = record.thread_serial - state.sequence_first_serial;
+  if (state.sequence_recording) {
+    record.site = currentSite();
+    // Appended only in order: after an entry that did not fit, indexes would no longer line up.
+    if (index == t_sequence.size()) {
+      t_sequence.append(SequenceEntry{record.bytes, record.site, state.scope_path, {}});
+    }
+    return;
+  }
+  const SequenceEntry* recorded = state.sequence_diverged ? nullptr : t_sequence.at(index);
+  if (recorded != nullptr && recorded->bytes == record.bytes &&
+      recorded->scope_path == state.scope_path) {
+    record.site = recorded->site;
+    record.signature = recorded->signature;
+    return;
+  }
+  // Another allocation than on the watched step: later ones of this step would be guesses.
+  state.sequence_diverged = true;
+  record.site = currentSite(unwatched_op_name_);
+}
+
+void Engine::recordOutputInSequence(ThreadState& state, const LiveRecord& record,
+                                    const TensorSignature& signature) {
+  if (!state.sequence_recording || record.step != state.sequence_step ||
+      record.session != state.sequence_session) {
+    return;
+  }
+  SequenceEntry* entry = t_sequence.at(record.thread_serial - state.sequence_first_serial);
+  if (entry != nullptr) entry->signature = signature;
 }
 
 c10::DataPtr Engine::adopt(c10::DataPtr inner) {
@@ -535,10 +616,12 @@ void Engine::onOpOutput(const at::TensorBase& tensor, std::uint64_t start_serial
       TensorSignature signature = signatureOf(tensor);
       c10::TensorImpl* displaced = nullptr;
       std::uint32_t slot = state.slot;
+      bool in_sequence = observe_ops_every_.load(std::memory_order_relaxed) > 1;
       live_.update(data_ptr.get(), [&](LiveRecord& record) {
         // Only storage this op allocated on this thread: views of older tensors keep theirs.
         if (record.thread_slot != slot || record.thread_serial <= start_serial) return;
         record.signature = signature;
+        if (in_sequence) recordOutputInSequence(state, record, signature);
         if (record.tensor != impl) {
           displaced = record.tensor;
           takeWeakTensorReference(impl);

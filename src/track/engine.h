@@ -19,6 +19,7 @@
 #include "track/insert_only_table.h"
 #include "track/live_table.h"
 #include "track/stack_capture.h"
+#include "track/thread_state.h"
 
 namespace torch::autograd {
 struct Node;
@@ -141,7 +142,10 @@ class Engine {
   LiveTable& live() { return live_; }
   DeviceCounters& cpu() { return cpu_; }
 
+  // The step allocations are recorded in; write it through setStep.
   std::atomic<std::uint32_t> step{0};
+  // Sets the step and, when ops are watched on one step in N, starts or stops watching them.
+  void setStep(std::uint32_t new_step);
   // Backward functions (autograd nodes) executed, ever: tells whether a loop runs backward.
   std::atomic<std::uint64_t> backward_functions{0};
   // Setting nullptr waits until no thread is inside the old observer, so it can be destroyed.
@@ -166,7 +170,9 @@ class Engine {
   // tells the grad_fn observer about autograd history when `grad_site` is not 0.
   void onOpOutput(const at::TensorBase& tensor, std::uint64_t start_serial,
                   std::uint32_t grad_site);
-  std::uint32_t currentSite();  // the site an allocation made now would get (interns as needed)
+  // The site an allocation made now would get (interns as needed); outside any watched op its op
+  // is the string `name_outside_ops` (0: none).
+  std::uint32_t currentSite(std::uint32_t name_outside_ops = 0);
 
   // Reads the tensor's current metadata into a signature (used at op end and during analysis).
   TensorSignature signatureOf(const at::TensorBase& tensor);
@@ -176,6 +182,13 @@ class Engine {
   void acquireAllocatorHookLocked();  // with control_mutex_ held
   void releaseAllocatorHookLocked();
   std::uint32_t siteFor(const SiteKey& key);
+  // With control_mutex_ held: adds or removes the RecordFunction callback.
+  void watchOpsLocked(bool watch);
+  // Ops watched on one step in N: the site and signature of an allocation made on a step where
+  // they may not be watched.
+  void attributeBySequence(ThreadState& state, LiveRecord& record, std::uint32_t every);
+  void recordOutputInSequence(ThreadState& state, const LiveRecord& record,
+                              const TensorSignature& signature);
   bool releaseServedAnywhere(void* data);
 
   std::atomic<bool> active_{false};
@@ -184,6 +197,10 @@ class Engine {
   int hook_users_ = 0;
   bool hook_installed_with_high_priority_ = false;
   std::uint64_t record_function_handle_ = 0;
+  bool ops_need_outputs_ = false;
+  // 0: ops not watched; 1: on every step; N: on the steps that are multiples of N.
+  std::atomic<std::uint32_t> observe_ops_every_{0};
+  std::uint32_t unwatched_op_name_ = 0;  // "<op not watched on this step>", interned at start
 
   DeviceCounters cpu_;
   LiveTable live_;

@@ -31,6 +31,13 @@ struct ThreadState {
   // allocation served from a planned arena does not count.
   std::uint64_t system_allocations;
   ArenaRegion* arena_region;  // the planned-arena region running on this thread, if any
+  // Ops watched on one step in N (TrackerOptions::observe_ops_every): where this thread is in the
+  // step its allocations are recorded in (a watched step) or attributed by replay (the others).
+  std::uint32_t sequence_step;
+  std::uint32_t sequence_session;
+  std::uint64_t sequence_first_serial;  // the thread's first allocation serial in that step
+  bool sequence_recording;              // that step is watched
+  bool sequence_diverged;               // that step stopped matching the recording
 };
 
 ThreadState& threadState();

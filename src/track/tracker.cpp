@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -13,6 +14,22 @@
 
 namespace memseal {
 
+namespace {
+
+// N from "<prefix>N" in an environment variable's value; N must be a positive 32-bit integer.
+std::uint32_t positiveCount(const char* variable, const std::string& value, const char* prefix) {
+  const char* digits = value.c_str() + std::strlen(prefix);
+  char* end = nullptr;
+  unsigned long count = std::strtoul(digits, &end, 10);
+  if (end == digits || *end != '\0' || *digits == '-' || count == 0 || count > UINT32_MAX) {
+    throw std::invalid_argument(std::string(variable) + "=" + value + ": expected " + prefix +
+                                "N with N a positive integer");
+  }
+  return static_cast<std::uint32_t>(count);
+}
+
+}  // namespace
+
 TrackerOptions TrackerOptions::fromEnvironment() {
   TrackerOptions options;
   if (const char* stacks = std::getenv("MEMSEAL_STACKS")) {
@@ -22,14 +39,8 @@ TrackerOptions TrackerOptions::fromEnvironment() {
     } else if (value == "on") {
       options.stacks = StackMode::kOn;
     } else if (value.rfind("sample:", 0) == 0) {
-      char* end = nullptr;
-      unsigned long every = std::strtoul(value.c_str() + 7, &end, 10);
-      if (end == value.c_str() + 7 || *end != '\0' || every == 0 || every > UINT32_MAX) {
-        throw std::invalid_argument("MEMSEAL_STACKS=" + value +
-                                    ": expected sample:N with N a positive integer");
-      }
       options.stacks = StackMode::kSampled;
-      options.stack_sample_every = static_cast<std::uint32_t>(every);
+      options.stack_sample_every = positiveCount("MEMSEAL_STACKS", value, "sample:");
     } else {
       throw std::invalid_argument("MEMSEAL_STACKS=" + value + ": expected off, on or sample:N");
     }
@@ -40,6 +51,21 @@ TrackerOptions TrackerOptions::fromEnvironment() {
       throw std::invalid_argument("MEMSEAL_TENSOR_METADATA=" + value + ": expected 0 or 1");
     }
     options.record_tensor_metadata = value == "1";
+  }
+  if (const char* ops = std::getenv("MEMSEAL_OBSERVE_OPS")) {
+    std::string value(ops);
+    if (value == "all" || value.empty()) {
+      options.observe_ops = true;
+      options.observe_ops_every = 1;
+    } else if (value == "off") {
+      options.observe_ops = false;
+    } else if (value.rfind("every:", 0) == 0) {
+      options.observe_ops = true;
+      options.observe_ops_every = positiveCount("MEMSEAL_OBSERVE_OPS", value, "every:");
+    } else {
+      throw std::invalid_argument("MEMSEAL_OBSERVE_OPS=" + value +
+                                  ": expected all, off or every:N");
+    }
   }
   return options;
 }
@@ -97,9 +123,7 @@ Snapshot Tracker::snapshot(std::size_t max_examples_per_site) const {
 
 bool trackingActive() { return track::Engine::instance().active(); }
 
-void setStep(std::uint32_t step) {
-  track::Engine::instance().step.store(step, std::memory_order_relaxed);
-}
+void setStep(std::uint32_t step) { track::Engine::instance().setStep(step); }
 
 std::uint32_t currentStep() {
   return track::Engine::instance().step.load(std::memory_order_relaxed);

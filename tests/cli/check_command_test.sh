@@ -33,6 +33,10 @@ expect not-elf 2 "not a shared library" -- "$memseal" check "$work/text.so"
 expect directory 2 "is a directory" -- "$memseal" check "$work"
 expect no-step 2 "does not export .extern \"C\" void step\(int\)" -- "$memseal" check "$cases/no_step_case.so"
 expect too-few-steps 2 "must exceed --warmup" -- "$memseal" check --steps 5 --warmup 3 "$cases/healthy_case.so"
+expect ops-one-step-in-4 1 "autograd-graph-retained" -- \
+  "$memseal" check --steps 30 --warmup 3 --observe-ops every:4 "$cases/leaky_loss_case.so"
+expect bad-observe-ops 2 "all or every:N" -- \
+  "$memseal" check --observe-ops every:0 "$cases/healthy_case.so"
 expect bad-stacks 2 "on, off or sample:N" -- "$memseal" check --stacks sometimes "$cases/healthy_case.so"
 expect json-into-directory 2 "is a directory" -- "$memseal" check --json "$work" "$cases/healthy_case.so"
 expect no-subcommand 2 "subcommand" -- "$memseal"

@@ -89,5 +89,53 @@ TEST(TrackerConcurrency, SnapshotsWhileOtherThreadsAllocate) {
   EXPECT_EQ(tracker.stats().live_count, 0);
 }
 
+// Ops watched on every other step: setStep adds and removes the op observer while other threads
+// run ops (an op that started watched must still end watched) and allocate by replay.
+TEST(TrackerConcurrency, StepsTurnOpWatchingOnAndOffWhileThreadsRunOps) {
+  TrackerOptions options;
+  options.observe_ops_every = 2;
+  Tracker tracker(options);
+  tracker.start();
+  DeviceStats before = tracker.stats();
+  constexpr int kWorkers = 3;
+  std::atomic<bool> stop{false};
+  std::atomic<int> rounds{0};
+  std::vector<torch::Tensor> probes(kWorkers);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kWorkers; ++t) {
+    workers.emplace_back([&, t] {
+      while (!stop.load()) {
+        torch::Tensor x = torch::randn({16, 16}, torch::requires_grad());
+        torch::Tensor y = (x.mm(x) * 2).sum();
+        y.backward();
+        rounds.fetch_add(1);
+      }
+      // On a watched step: named by its op only if every watched op start met its end.
+      probes[t] = torch::ones({101 + t});
+    });
+  }
+  std::uint32_t step = 1;
+  for (; rounds.load() < 300 || step < 200; ++step) {
+    setStep(step);
+    std::this_thread::yield();
+  }
+  setStep(step + step % 2);  // a watched step for the probes
+  stop.store(true);
+  for (auto& worker : workers) worker.join();
+  Snapshot snapshot = tracker.snapshot();
+  std::int64_t probe_count = 0;
+  for (const SiteSnapshot& site : snapshot.sites) {
+    if (site.site.outer_op == "aten::ones") probe_count += site.live_count;
+  }
+  EXPECT_EQ(probe_count, kWorkers);
+  probes.clear();
+  DeviceStats after = tracker.stats();
+  tracker.stop();
+  setStep(0);
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+  EXPECT_EQ(after.allocations_total - before.allocations_total,
+            after.frees_total - before.frees_total);
+}
+
 }  // namespace
 }  // namespace memseal

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 
 #include "memseal/tracker.h"
@@ -246,6 +247,110 @@ TEST(Tracker, RestoresThePreviousAllocatorOnStop) {
   EXPECT_EQ(c10::GetCPUAllocator(), before);
 }
 
+const SiteSnapshot* findSiteByOp(const Snapshot& snapshot, const std::string& op) {
+  for (const SiteSnapshot& site : snapshot.sites) {
+    if (site.site.op == op) return &site;
+  }
+  return nullptr;
+}
+
+constexpr const char* kUnwatched = "<op not watched on this step>";
+
+TEST(Tracker, OpsWatchedOnOneStepInNAttributeTheOtherStepsByReplay) {
+  TrackerOptions options;
+  options.observe_ops_every = 4;
+  Tracker tracker(options);
+  tracker.start();
+  std::vector<torch::Tensor> kept;
+  for (std::uint32_t step = 0; step < 8; ++step) {
+    setStep(step);
+    // RecordFunction, whose cost this option saves, runs only on the watched steps.
+    EXPECT_EQ(at::hasGlobalCallbacks(), step % 4 == 0) << "step " << step;
+    torch::Tensor scratch = torch::randn({64, 32});
+    kept.push_back(torch::arange(50, torch::kFloat));
+    kept.push_back(scratch.sum(0));
+  }
+  Snapshot snapshot = tracker.snapshot(8);
+  tracker.stop();
+  setStep(0);
+  EXPECT_FALSE(at::hasGlobalCallbacks());
+  EXPECT_EQ(findSiteByOp(snapshot, kUnwatched), nullptr);
+  const SiteSnapshot* arange = findSite(snapshot, "aten::arange");
+  const SiteSnapshot* sum = findSite(snapshot, "aten::sum");
+  ASSERT_NE(arange, nullptr);
+  ASSERT_NE(sum, nullptr);
+  EXPECT_EQ(arange->live_count, 8);
+  EXPECT_EQ(arange->live_bytes, 8 * 50 * 4);
+  EXPECT_EQ(sum->live_count, 8);
+  // Also the allocations of unwatched steps carry the tensor signature of the watched one.
+  ASSERT_EQ(arange->allocations.size(), 8u);
+  for (const LiveAllocation& allocation : arange->allocations) {
+    ASSERT_TRUE(allocation.tensor.known) << "step " << allocation.step;
+    EXPECT_EQ(allocation.tensor.shape, std::vector<std::int64_t>{50});
+  }
+  for (const LiveAllocation& allocation : sum->allocations) {
+    EXPECT_EQ(allocation.tensor.shape, std::vector<std::int64_t>{32});
+  }
+}
+
+TEST(Tracker, AStepThatAllocatesOtherwiseThanTheWatchedOneIsNotGuessed) {
+  TrackerOptions options;
+  options.observe_ops_every = 4;
+  Tracker tracker(options);
+  tracker.start();
+  std::vector<torch::Tensor> kept;
+  setStep(0);  // watched: recorded
+  kept.push_back(torch::ones({10}));
+  kept.push_back(torch::zeros({20}));
+  setStep(1);
+  kept.push_back(torch::ones({10}));   // as recorded
+  kept.push_back(torch::zeros({30}));  // another size: not guessed
+  kept.push_back(torch::ones({10}));   // after a mismatch: not guessed either
+  setStep(2);
+  {
+    MEMSEAL_SCOPE("elsewhere");
+    kept.push_back(torch::ones({10}));  // the recorded size, in another scope
+  }
+  setStep(4);                          // watched again
+  kept.push_back(torch::zeros({30}));  // named by its op
+  Snapshot snapshot = tracker.snapshot(8);
+  tracker.stop();
+  setStep(0);
+  const SiteSnapshot* ones = findSite(snapshot, "aten::ones");
+  const SiteSnapshot* zeros = findSite(snapshot, "aten::zeros");
+  ASSERT_NE(ones, nullptr);
+  ASSERT_NE(zeros, nullptr);
+  EXPECT_EQ(ones->live_count, 2);   // steps 0 and 1
+  EXPECT_EQ(zeros->live_count, 2);  // step 0, step 4
+  EXPECT_EQ(zeros->live_bytes, 80 + 120);
+  std::int64_t unwatched_bytes = 0;
+  std::int64_t unwatched_count = 0;
+  for (const SiteSnapshot& site : snapshot.sites) {
+    if (site.site.op != kUnwatched) continue;
+    unwatched_bytes += site.live_bytes;
+    unwatched_count += site.live_count;
+    for (const LiveAllocation& allocation : site.allocations) {
+      EXPECT_FALSE(allocation.tensor.known);
+    }
+  }
+  EXPECT_EQ(unwatched_count, 3);
+  EXPECT_EQ(unwatched_bytes, 120 + 40 + 40);
+}
+
+TEST(Tracker, RejectsOpsWatchedEveryZeroStepsOrWithoutOps) {
+  TrackerOptions zero;
+  zero.observe_ops_every = 0;
+  Tracker tracker(zero);
+  EXPECT_THROW(tracker.start(), std::invalid_argument);
+  EXPECT_FALSE(tracker.running());
+  TrackerOptions without_ops;
+  without_ops.observe_ops = false;
+  without_ops.observe_ops_every = 4;
+  Tracker other(without_ops);
+  EXPECT_THROW(other.start(), std::invalid_argument);
+  EXPECT_FALSE(trackingActive());
+}
+
 TEST(TrackerOptions, ReadsTheEnvironmentAndRejectsNonsense) {
   setenv("MEMSEAL_STACKS", "sample:16", 1);
   TrackerOptions options = TrackerOptions::fromEnvironment();
@@ -256,6 +361,20 @@ TEST(TrackerOptions, ReadsTheEnvironmentAndRejectsNonsense) {
   setenv("MEMSEAL_STACKS", "sample:0", 1);
   EXPECT_THROW(TrackerOptions::fromEnvironment(), std::invalid_argument);
   unsetenv("MEMSEAL_STACKS");
+
+  setenv("MEMSEAL_OBSERVE_OPS", "every:8", 1);
+  options = TrackerOptions::fromEnvironment();
+  EXPECT_TRUE(options.observe_ops);
+  EXPECT_EQ(options.observe_ops_every, 8u);
+  setenv("MEMSEAL_OBSERVE_OPS", "off", 1);
+  EXPECT_FALSE(TrackerOptions::fromEnvironment().observe_ops);
+  setenv("MEMSEAL_OBSERVE_OPS", "all", 1);
+  EXPECT_EQ(TrackerOptions::fromEnvironment().observe_ops_every, 1u);
+  for (const char* nonsense : {"every:0", "every:", "every:-3", "every:4x", "sometimes"}) {
+    setenv("MEMSEAL_OBSERVE_OPS", nonsense, 1);
+    EXPECT_THROW(TrackerOptions::fromEnvironment(), std::invalid_argument) << nonsense;
+  }
+  unsetenv("MEMSEAL_OBSERVE_OPS");
 }
 
 }  // namespace
