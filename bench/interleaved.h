@@ -50,10 +50,10 @@ inline std::vector<double> runInterleaved(const std::string& title, std::vector<
   std::vector<double> medians;
   std::printf("\n%s (%d repetitions x %d iterations, interleaved)\n", title.c_str(), repetitions,
               iterations);
-  std::printf("  %-34s %12s %10s\n", "variant", "median ms", "ratio");
+  std::printf("  %-50s %12s %10s\n", "variant", "median ms", "ratio");
   for (std::size_t v = 0; v < variants.size(); ++v) medians.push_back(medianOf(samples[v]));
   for (std::size_t v = 0; v < variants.size(); ++v) {
-    std::printf("  %-34s %12.4f %9.3fx\n", variants[v].name.c_str(), medians[v],
+    std::printf("  %-50s %12.4f %9.3fx\n", variants[v].name.c_str(), medians[v],
                 medians[v] / medians[0]);
   }
   return medians;

@@ -55,12 +55,19 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
     TrackerOptions allocations_only{StackMode::kOff};
     allocations_only.observe_ops = false;
     variants.push_back(withTracker("tracker, allocations only", allocations_only));
-    for (std::uint32_t every : {8u, 16u}) {
+    struct SampledOps {
+      StackMode stacks;
+      std::uint32_t every;
+    };
+    for (SampledOps setting : {SampledOps{StackMode::kOff, 8}, SampledOps{StackMode::kOff, 16},
+                               SampledOps{StackMode::kOn, 8}}) {
       // Steps numbered by setStep, as the leak detector does; the "off" loop calls it too.
-      TrackerOptions sampled_ops{StackMode::kOff};
-      sampled_ops.observe_ops_every = every;
-      bench::Variant variant =
-          withTracker("tracker, ops watched 1 step in " + std::to_string(every), sampled_ops);
+      TrackerOptions sampled_ops{setting.stacks};
+      sampled_ops.observe_ops_every = setting.every;
+      std::string name = std::string("tracker, stacks ") +
+                         (setting.stacks == StackMode::kOn ? "on" : "off") + ", ops 1 step in " +
+                         std::to_string(setting.every);
+      bench::Variant variant = withTracker(name, sampled_ops);
       variant.iteration = steppedIteration(iteration);
       variants.push_back(std::move(variant));
     }
