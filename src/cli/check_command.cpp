@@ -13,6 +13,7 @@
 #include "cli/command_list.h"
 #include "cli/commands.h"
 #include "memseal/leak_detector.h"
+#include "track/option_values.h"
 
 namespace memseal::cli {
 
@@ -28,32 +29,17 @@ struct CheckOptions {
   bool quiet = false;
 };
 
-// N of "<prefix>N", N a positive 32-bit integer; nothing when `value` is not of that form.
-std::optional<std::uint32_t> countAfter(const std::string& value, const std::string& prefix) {
-  if (value.rfind(prefix, 0) != 0) return std::nullopt;
-  std::string digits = value.substr(prefix.size());
-  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
-    return std::nullopt;
-  }
-  try {
-    unsigned long n = std::stoul(digits);
-    if (n > 0 && n <= UINT32_MAX) return static_cast<std::uint32_t>(n);
-  } catch (const std::exception&) {  // out of range
-  }
-  return std::nullopt;
-}
-
 // "all" or "every:N": on which steps ops are watched (TrackerOptions::observe_ops_every).
 std::uint32_t parseObserveOps(const std::string& value) {
   if (value == "all") return 1;
-  if (std::optional<std::uint32_t> every = countAfter(value, "every:")) return *every;
+  if (std::optional<std::uint32_t> every = track::countAfterPrefix(value, "every:")) return *every;
   throw CLI::ValidationError("--observe-ops", "expected all or every:N, got '" + value + "'");
 }
 
 StackMode parseStacks(const std::string& value, std::uint32_t* every) {
   if (value == "on") return StackMode::kOn;
   if (value == "off") return StackMode::kOff;
-  if (std::optional<std::uint32_t> sample_every = countAfter(value, "sample:")) {
+  if (std::optional<std::uint32_t> sample_every = track::countAfterPrefix(value, "sample:")) {
     *every = *sample_every;
     return StackMode::kSampled;
   }

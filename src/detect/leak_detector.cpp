@@ -18,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "analyze/live_view.h"
 #include "detect/diagnosis.h"
@@ -260,10 +261,10 @@ struct LeakDetector::State : track::GradFnObserver {
         StorageGroup& group = found->second;
         // With ops watched on one step in N, the steps in between hold no tensor reference.
         bool has_tensor = analysis.items[i].tensor.defined();
-        if (has_tensor < group.example_has_tensor) continue;
-        if (has_tensor > group.example_has_tensor ||
-            analysis.items[i].record.time_ns > group.example_time) {
-          group.example_time = analysis.items[i].record.time_ns;
+        std::int64_t time = analysis.items[i].record.time_ns;
+        if (std::make_pair(has_tensor, time) >
+            std::make_pair(group.example_has_tensor, group.example_time)) {
+          group.example_time = time;
           group.example = i;
           group.example_has_tensor = has_tensor;
         }

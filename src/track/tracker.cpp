@@ -3,29 +3,25 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "analyze/live_view.h"
 #include "track/engine.h"
+#include "track/option_values.h"
 #include "track/thread_state.h"
 
 namespace memseal {
 
 namespace {
 
-// N from "<prefix>N" in an environment variable's value; N must be a positive 32-bit integer.
+// N of "<prefix>N" in an environment variable's value, or std::invalid_argument saying so.
 std::uint32_t positiveCount(const char* variable, const std::string& value, const char* prefix) {
-  const char* digits = value.c_str() + std::strlen(prefix);
-  char* end = nullptr;
-  unsigned long count = std::strtoul(digits, &end, 10);
-  if (end == digits || *end != '\0' || *digits == '-' || count == 0 || count > UINT32_MAX) {
-    throw std::invalid_argument(std::string(variable) + "=" + value + ": expected " + prefix +
-                                "N with N a positive integer");
-  }
-  return static_cast<std::uint32_t>(count);
+  if (std::optional<std::uint32_t> count = track::countAfterPrefix(value, prefix)) return *count;
+  throw std::invalid_argument(std::string(variable) + "=" + value + ": expected " + prefix +
+                              "N with N a positive integer");
 }
 
 }  // namespace
