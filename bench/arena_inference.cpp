@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -113,14 +114,17 @@ int main(int argc, char** argv) {
     forward = [&] { return mlp->forward(input); };
   }
   torch::Tensor output = forward().clone();  // results are copied into a tensor made once
-  ArenaOptions arena_options;
-  arena_options.huge_pages = mode != "arena-small-pages";
-  PlannedArena arena(arena_options);
-  bool use_arena = mode == "arena" || mode == "arena-small-pages";
+  // Only the arena modes install memseal's allocator hook: the baselines run on the bare allocator.
+  std::optional<PlannedArena> arena;
+  if (mode == "arena" || mode == "arena-small-pages") {
+    ArenaOptions arena_options;
+    arena_options.huge_pages = mode != "arena-small-pages";
+    arena.emplace(arena_options);
+  }
   std::string key = PlannedArena::keyFor({input});
   auto inferOnce = [&] {
-    if (use_arena) {
-      arena.run(key, [&] { output.copy_(forward()); });
+    if (arena) {
+      arena->run(key, [&] { output.copy_(forward()); });
     } else {
       output.copy_(forward());
     }
@@ -148,19 +152,22 @@ int main(int argc, char** argv) {
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::size_t block = 0, lower = 0;
-  if (auto plan = arena.plan(key)) {
-    block = plan->block_bytes;
-    lower = plan->lower_bound;
+  std::size_t block = 0, lower = 0, held = 0;
+  std::int64_t fallbacks = 0;
+  if (arena) {
+    if (auto plan = arena->plan(key)) {
+      block = plan->block_bytes;
+      lower = plan->lower_bound;
+    }
+    held = arena->stats().reserved_bytes;
+    fallbacks = arena->stats().fallback_allocations;
   }
   // Memory kept for reuse between inferences: the arena's blocks, or every block in the cache.
-  std::size_t held = arena.stats().reserved_bytes;
   for (const auto& [bytes, blocks] : g_cached_blocks) held += bytes * blocks.size();
   std::printf(
       "model=%s mode=%s median_ms=%.4f peak_rss_kib=%ld allocator_calls=%lld block_bytes=%zu "
       "lower_bound=%zu held_bytes=%zu fallbacks=%lld\n",
       model_name.c_str(), mode.c_str(), bench::medianOf(times), usage.ru_maxrss,
-      static_cast<long long>(calls), block, lower, held,
-      static_cast<long long>(arena.stats().fallback_allocations));
+      static_cast<long long>(calls), block, lower, held, static_cast<long long>(fallbacks));
   return 0;
 }

@@ -14,7 +14,8 @@ run_flavour() {
 }
 run_flavour release ""
 run_flavour asan ""
-# ThreadSanitizer: the unit tests and the tracker's concurrency tests (libtorch is not instrumented).
+# ThreadSanitizer: the unit tests and the concurrency tests of the tracker and the planned arena
+# (libtorch is not instrumented).
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" \
-  run_flavour tsan "memseal_unit_tests memseal_tracker_concurrency_tests"
+  run_flavour tsan "memseal_unit_tests memseal_tracker_concurrency_tests memseal_arena_concurrency_tests"
 exit $status

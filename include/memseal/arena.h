@@ -3,7 +3,7 @@
 //   memseal::PlannedArena arena;
 //   for (auto& batch : batches) {
 //     torch::Tensor out;
-//     arena.run(memseal::PlannedArena::keyFor({batch}), [&] { out = model->forward(batch); });
+//     arena.run({batch}, [&] { out = model->forward(batch); });  // keyed by the batch's shape
 //   }
 //
 // The first run under a key records every CPU allocation (size, order, lifetime); its plan gives
@@ -15,13 +15,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/FunctionRef.h>
 
 #include "memseal/export.h"
 
@@ -75,11 +75,16 @@ class MEMSEAL_API PlannedArena {
 
   // Runs `region` on this thread with the plan recorded for `key`, recording it on first use.
   // Safe to call from several threads at once: each concurrent run gets its own block.
-  // Regions do not nest (std::logic_error).
-  void run(const std::string& key, const std::function<void()>& region);
+  // Regions do not nest (std::logic_error). `region` is called, never stored: a lambda capturing
+  // anything by reference costs no allocation.
+  void run(const std::string& key, c10::function_ref<void()> region);
+  // The same under the key keyFor(inputs) would give, built in a buffer of this thread that is
+  // reused: no allocation per run once the buffer has grown to the key's length.
+  void run(at::TensorList inputs, c10::function_ref<void()> region);
 
-  // A key from the inputs' dtypes and shapes, e.g. "Float[8,3,64,64]".
-  static std::string keyFor(const std::vector<at::Tensor>& inputs);
+  // A key from the inputs' dtypes and shapes, e.g. "Float[8,3,64,64]" ("s" after a non-contiguous
+  // one, "|" between inputs).
+  static std::string keyFor(at::TensorList inputs);
 
   std::optional<ArenaPlanSummary> plan(const std::string& key) const;
   ArenaStats stats() const;

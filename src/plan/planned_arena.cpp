@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -16,7 +17,6 @@
 #include <list>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 
 #include "plan/offset_planner.h"
@@ -63,7 +63,13 @@ struct Plan {
 // One pre-allocated block for one plan, used by one run at a time. Lifetime is one reference
 // count: one reference for the arena while it keeps the block, one per tensor served from it.
 // Whoever drops the last one deletes the block, and nobody touches it after their own decrement.
+// While a run uses the block, the count carries kRunBias instead of per-tensor references: the
+// running thread counts what it serves and frees in plain integers (no atomic read-modify-write
+// per allocation) and folds the difference in when the run ends, while frees from other threads
+// decrement the count as always; the bias keeps those from reaching zero meanwhile.
 struct Block final : track::ServedMemory {
+  static constexpr std::int64_t kRunBias = std::int64_t{1} << 40;
+
   std::shared_ptr<const Plan> plan;
   char* memory = nullptr;
   std::size_t bytes = 0;
@@ -116,44 +122,73 @@ struct Block final : track::ServedMemory {
     return address >= begin && address < begin + memory_size;
   }
 
-  // The DataPtr of allocation `index`: simple, so raw_allocate works, and freed by address.
+  void beginRun() { references.fetch_add(kRunBias, std::memory_order_acq_rel); }
+  // `served_minus_freed`: tensors the running thread served and did not free itself. Afterwards the
+  // count is again one for the arena plus one per live tensor.
+  void endRun(std::int64_t served_minus_freed) {
+    references.fetch_add(served_minus_freed - kRunBias, std::memory_order_acq_rel);
+  }
+
+  // The DataPtr of allocation `index`, counted by the running thread (see kRunBias): simple, so
+  // raw_allocate works, and freed by address.
   c10::DataPtr serve(std::uint32_t index) {
     char* data = memory + plan->offsets[index];
     MEMSEAL_UNPOISON(data, plan->sizes[index]);
     live[index].store(true, std::memory_order_release);
     live_at_offset[plan->offset_rank[index]].store(index + 1, std::memory_order_release);
-    references.fetch_add(1, std::memory_order_acq_rel);
     return c10::DataPtr(data, data, &track::Engine::trackedFree, c10::Device(c10::DeviceType::CPU));
   }
 
+  // A free by the thread running this block: counted by it, never the last reference.
+  bool releaseByRunner(void* data, std::int64_t& freed_by_runner) {
+    if (!contains(data)) return false;
+    std::atomic<std::uint32_t>* slot = liveSlot(data);
+    // Only a double free (undefined with any allocator) could race with this on the same slot.
+    std::uint32_t live_here = slot != nullptr ? slot->load(std::memory_order_acquire) : 0;
+    if (live_here == 0) return reportForeignFree(data);
+    slot->store(0, std::memory_order_release);
+    markFreed(data, live_here - 1);
+    ++freed_by_runner;
+    return true;
+  }
+
+  // A free from any other thread, or after the run.
   bool releaseServed(void* data) override {
     if (!contains(data)) return false;
-    std::size_t offset = static_cast<std::size_t>(static_cast<char*>(data) - memory);
-    const std::vector<std::size_t>& offsets = plan->distinct_offsets;
-    auto found = std::lower_bound(offsets.begin(), offsets.end(), offset);
-    std::uint32_t live_here = 0;
-    if (found != offsets.end() && *found == offset) {
-      live_here = live_at_offset[static_cast<std::size_t>(found - offsets.begin())].exchange(
-          0, std::memory_order_acq_rel);
-    }
-    if (live_here == 0) {
-      // Inside the block but not a live allocation's start: a double free or a foreign pointer.
-      // Leaking is safe; freeing would corrupt the block.
-      std::fprintf(stderr, "memseal arena: free of %p, which is not a live arena allocation\n",
-                   data);
-      return true;
-    }
-    std::uint32_t index = live_here - 1;
-    MEMSEAL_POISON(data, plan->sizes[index]);
-    live[index].store(false, std::memory_order_release);
+    std::atomic<std::uint32_t>* slot = liveSlot(data);
+    std::uint32_t live_here = slot != nullptr ? slot->exchange(0, std::memory_order_acq_rel) : 0;
+    if (live_here == 0) return reportForeignFree(data);
+    markFreed(data, live_here - 1);
     release();  // may delete this block: the last thing done here
     return true;
   }
 
-  // Tensors served from this block and still alive (only meaningful to the thread running it).
+  // Tensors served from this block and still alive (only meaningful to the thread that ran it,
+  // after endRun).
   std::int64_t liveTensors() const { return references.load(std::memory_order_acquire) - 1; }
   void release() {
     if (references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ private:
+  // Live allocations never share bytes, so an address names at most one live allocation: the one
+  // whose offset it starts at. Null when no planned allocation starts there.
+  std::atomic<std::uint32_t>* liveSlot(const void* data) const {
+    std::size_t offset = static_cast<std::size_t>(static_cast<const char*>(data) - memory);
+    const std::vector<std::size_t>& offsets = plan->distinct_offsets;
+    auto found = std::lower_bound(offsets.begin(), offsets.end(), offset);
+    if (found == offsets.end() || *found != offset) return nullptr;
+    return &live_at_offset[static_cast<std::size_t>(found - offsets.begin())];
+  }
+  void markFreed(void* data, std::uint32_t index) {
+    MEMSEAL_POISON(data, plan->sizes[index]);
+    live[index].store(false, std::memory_order_release);
+  }
+  // Inside the block but not a live allocation's start: a double free or a foreign pointer.
+  // Leaking is safe; freeing would corrupt the block.
+  static bool reportForeignFree(const void* data) {
+    std::fprintf(stderr, "memseal arena: free of %p, which is not a live arena allocation\n", data);
+    return true;
   }
 };
 
@@ -289,7 +324,10 @@ class RecordingRegion final : public track::ArenaRegion {
 
 class ReplayRegion final : public track::ArenaRegion {
  public:
-  explicit ReplayRegion(Block* block) : block_(block), plan_(*block->plan) {}
+  explicit ReplayRegion(Block* block) : block_(block), plan_(*block->plan) { block_->beginRun(); }
+  ~ReplayRegion() override { endRun(); }
+  ReplayRegion(const ReplayRegion&) = delete;
+  ReplayRegion& operator=(const ReplayRegion&) = delete;
 
   c10::DataPtr serve(std::size_t bytes) override {
     std::uint32_t index = next_++;
@@ -322,10 +360,21 @@ class ReplayRegion final : public track::ArenaRegion {
   }
 
   c10::DataPtr observe(c10::DataPtr allocation, std::size_t) override { return allocation; }
-  track::ServedMemory* servedMemory() override { return block_; }
+  bool releaseOnThisThread(void* data) override {
+    return block_->releaseByRunner(data, freed_by_runner_);
+  }
+
+  // After the region (also when it threw): the block's count is exact again, so liveTensors() can
+  // decide its fate. Later frees on this thread take the path of any other thread.
+  void endRun() {
+    if (run_ended_) return;
+    run_ended_ = true;
+    block_->endRun(served_ - freed_by_runner_);
+  }
 
   // After the region: what did not match, and whether the block is still in use.
   void finish() {
+    endRun();
     if (next_ < plan_.sizes.size()) {
       mismatch("the run made " + std::to_string(next_) + " allocations; the recording made " +
                std::to_string(plan_.sizes.size()));
@@ -338,6 +387,7 @@ class ReplayRegion final : public track::ArenaRegion {
   }
 
   std::int64_t served_ = 0;
+  std::int64_t freed_by_runner_ = 0;
   std::int64_t fallbacks_ = 0;
   std::int64_t outputs_ = 0;
   std::string first_mismatch_;
@@ -346,6 +396,7 @@ class ReplayRegion final : public track::ArenaRegion {
   Block* block_;
   const Plan& plan_;
   std::uint32_t next_ = 0;
+  bool run_ended_ = false;
 };
 
 // Sets and clears this thread's region, also when the region throws. The allocator hook itself is
@@ -433,26 +484,58 @@ PlannedArena::~PlannedArena() {
   track::Engine::instance().releaseAllocatorHook();
 }
 
-std::string PlannedArena::keyFor(const std::vector<at::Tensor>& inputs) {
-  std::ostringstream key;
+namespace {
+
+// Appends keyFor's text without a stream: "Float[8,3,64,64]", "s" after a non-contiguous input,
+// "|" between inputs.
+void appendKey(std::string& key, at::TensorList inputs) {
+  char digits[24];
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (i > 0) key << "|";
+    if (i > 0) key += '|';
     const at::Tensor& input = inputs[i];
     if (!input.defined()) {
-      key << "undefined";
+      key += "undefined";
       continue;
     }
-    key << c10::toString(input.scalar_type()) << "[";
-    for (std::int64_t d = 0; d < input.dim(); ++d) key << (d ? "," : "") << input.size(d);
-    key << "]";
-    if (!input.is_contiguous()) key << "s";
+    key += c10::toString(input.scalar_type());
+    key += '[';
+    c10::IntArrayRef sizes = input.sizes();
+    for (std::size_t d = 0; d < sizes.size(); ++d) {
+      if (d > 0) key += ',';
+      key.append(digits, std::to_chars(digits, digits + sizeof(digits), sizes[d]).ptr);
+    }
+    key += ']';
+    if (!input.is_contiguous()) key += 's';
   }
-  return key.str();
 }
 
-void PlannedArena::run(const std::string& key, const std::function<void()>& region) {
+void throwIfInRegion() {
+  if (track::threadState().arena_region != nullptr) {
+    throw std::logic_error("memseal: PlannedArena::run regions do not nest");
+  }
+}
+
+}  // namespace
+
+std::string PlannedArena::keyFor(at::TensorList inputs) {
+  std::string key;
+  appendKey(key, inputs);
+  return key;
+}
+
+void PlannedArena::run(at::TensorList inputs, c10::function_ref<void()> region) {
+  throwIfInRegion();  // before the buffer changes: a run on this thread may be using it as its key
+  thread_local std::string key;
+  key.clear();
+  appendKey(key, inputs);
+  run(key, region);
+}
+
+void PlannedArena::run(const std::string& key, c10::function_ref<void()> region) {
+  throwIfInRegion();
   Impl& impl = *impl_;
-  std::shared_ptr<const Plan> plan;
+  Impl::Entry* entry = nullptr;  // stays valid while this run holds one of its blocks: makeRoom
+                                 // evicts no entry with blocks in use
   Block* block = nullptr;
   bool record = false;
   {
@@ -461,20 +544,19 @@ void PlannedArena::run(const std::string& key, const std::function<void()>& regi
     if (found == impl.entries.end()) {
       record = true;
     } else {
-      Impl::Entry& entry = found->second;
-      entry.last_used = ++impl.tick;
-      plan = entry.plan;
-      if (plan) {
-        if (!entry.free_blocks.empty()) {
-          block = entry.free_blocks.back();
-          entry.free_blocks.pop_back();
+      entry = &found->second;
+      entry->last_used = ++impl.tick;
+      if (const std::shared_ptr<const Plan>& plan = entry->plan) {
+        if (!entry->free_blocks.empty()) {
+          block = entry->free_blocks.back();
+          entry->free_blocks.pop_back();
         } else if (impl.makeRoom(
                        Block::memorySize(plan->summary.block_bytes, impl.options.huge_pages),
                        key)) {
           block = new Block(plan, plan->summary.block_bytes, impl.options.huge_pages);
           impl.stats.reserved_bytes += block->memory_size;
         }
-        if (block != nullptr) ++entry.blocks_in_use;
+        if (block != nullptr) ++entry->blocks_in_use;
       }
       if (block == nullptr) ++impl.stats.unplanned_runs;
     }
@@ -489,15 +571,15 @@ void PlannedArena::run(const std::string& key, const std::function<void()>& regi
     std::shared_ptr<Plan> made = recording.finish(key);
     std::lock_guard<std::mutex> lock(impl.mutex);
     ++impl.stats.recordings;
-    Impl::Entry& entry = impl.entries[key];
-    entry.last_used = ++impl.tick;
+    Impl::Entry& recorded = impl.entries[key];
+    recorded.last_used = ++impl.tick;
     if (Block::memorySize(made->summary.block_bytes, impl.options.huge_pages) >
         impl.options.max_bytes) {
       impl.note("key " + key + ": the plan needs " +
                 report::bytesText(static_cast<std::int64_t>(made->summary.block_bytes)) +
                 ", above the arena's max_bytes; runs under this key use the normal allocator");
     } else {
-      entry.plan = std::move(made);
+      recorded.plan = std::move(made);
     }
     return;
   }
@@ -511,8 +593,9 @@ void PlannedArena::run(const std::string& key, const std::function<void()>& regi
     RegionGuard guard(&replay);
     region();
   } catch (...) {
+    replay.endRun();
     std::lock_guard<std::mutex> lock(impl.mutex);
-    --impl.entries[key].blocks_in_use;
+    --entry->blocks_in_use;
     ++impl.stats.retired_blocks;
     impl.retire(block);  // its tensors may be anywhere in the unwinding code
     throw;
@@ -523,16 +606,14 @@ void PlannedArena::run(const std::string& key, const std::function<void()>& regi
   impl.stats.served_allocations += replay.served_;
   impl.stats.fallback_allocations += replay.fallbacks_;
   impl.stats.output_allocations += replay.outputs_;
-  auto found = impl.entries.find(key);
-  Impl::Entry* entry = found != impl.entries.end() ? &found->second : nullptr;
-  if (entry != nullptr) --entry->blocks_in_use;
+  --entry->blocks_in_use;
   if (!replay.first_mismatch_.empty()) {
     ++impl.stats.mismatched_runs;
     std::string message = "key " + key + ": " + replay.first_mismatch_ + " (" +
                           std::to_string(replay.fallbacks_) +
                           " allocation(s) fell back to the normal allocator)";
     impl.note(message);
-    if (impl.options.warn_on_mismatch && entry != nullptr && !entry->warned) {
+    if (impl.options.warn_on_mismatch && !entry->warned) {
       entry->warned = true;
       std::cerr << "memseal arena: " << message << "\n";
     }
@@ -546,10 +627,8 @@ void PlannedArena::run(const std::string& key, const std::function<void()>& regi
                           "end; their block is retired until they are freed";
     impl.note(message);
     impl.retire(block);
-  } else if (entry != nullptr) {
-    entry->free_blocks.push_back(block);
   } else {
-    impl.retire(block);  // the plan was evicted while this run used it
+    entry->free_blocks.push_back(block);
   }
 }
 

@@ -526,8 +526,7 @@ void Engine::trackedFree(void* data) {
   if (data == nullptr) return;  // raw_deallocate(nullptr), as oneDNN does for empty buffers
   // Planned-arena memory freed inside its region, the common case: no lock, no table.
   if (ArenaRegion* region = t_thread_state.arena_region) {
-    ServedMemory* memory = region->servedMemory();
-    if (memory != nullptr && memory->releaseServed(data)) return;
+    if (region->releaseOnThisThread(data)) return;
   }
   Engine& engine = instance();
   LiveRecord record;

@@ -111,9 +111,9 @@ class ArenaRegion {
   // to use the system allocator.
   virtual c10::DataPtr serve(std::size_t bytes) = 0;
   virtual c10::DataPtr observe(c10::DataPtr allocation, std::size_t bytes) = 0;
-  // The memory this region serves from, if any: frees on this thread while the region runs reach it
-  // without a lock.
-  virtual ServedMemory* servedMemory() { return nullptr; }
+  // A free on this thread while the region runs: true if the region's memory served `data` (it is
+  // freed then), without a lock; false sends it on to the other paths.
+  virtual bool releaseOnThisThread(void* /*data*/) { return false; }
 };
 
 class Engine {

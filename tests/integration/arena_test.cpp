@@ -10,12 +10,30 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <new>
 #include <random>
 #include <thread>
 
 #include "memseal/arena.h"
 #include "memseal/gtest.h"
 #include "models/example_models.h"
+
+// Heap allocations through operator new on this thread, to show that a replay's own machinery
+// allocates nothing (the CPU allocator's calls are counted by NoAllocationScope instead). Delete is
+// replaced too, so that AddressSanitizer sees malloc matched by free.
+thread_local std::int64_t t_operator_new_calls = 0;
+
+void* operator new(std::size_t bytes) {
+  ++t_operator_new_calls;
+  if (void* memory = std::malloc(bytes == 0 ? 1 : bytes)) return memory;
+  throw std::bad_alloc();
+}
+// GCC takes free() in an operator delete for a mismatch; here new is malloc.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
+#pragma GCC diagnostic pop
 
 namespace memseal {
 namespace {
@@ -62,6 +80,29 @@ TEST(PlannedArena, ConvNetOutputsMatchAndReplaysComeFromTheBlock) {
   arena.run(copy_key, [&] { result.copy_(model->forward(input)); });
   EXPECT_NO_ALLOCATION(arena.run(copy_key, [&] { result.copy_(model->forward(input)); }));
   EXPECT_TRUE(torch::equal(result, expected));
+}
+
+TEST(PlannedArena, KeyFromTheInputsAndTheReplayItselfAllocateNothing) {
+  c10::InferenceMode inference;
+  PlannedArena arena(quietArena());
+  torch::Tensor batch = torch::ones({8, 3, 64, 64});
+  torch::Tensor transposed = torch::ones({4, 5}).t();
+  std::int64_t runs = 0, more = 0, captured = 0;
+  // Captures more than std::function keeps inline: a region stored in one would allocate per run.
+  auto region = [&] { runs += 1 + more + captured; };
+  for (int i = 0; i < 2; ++i) arena.run({batch, transposed}, region);  // records, then replays
+  std::int64_t before = t_operator_new_calls;
+  for (int i = 0; i < 10; ++i) arena.run({batch, transposed}, region);
+  EXPECT_EQ(t_operator_new_calls - before, 0);
+  EXPECT_EQ(runs, 12);
+  std::string key = PlannedArena::keyFor({batch, transposed});
+  EXPECT_EQ(key, "Float[8,3,64,64]|Float[5,4]s");
+  ASSERT_TRUE(arena.plan(key).has_value());  // the runs above were under this key
+  ArenaStats stats = arena.stats();
+  EXPECT_EQ(stats.recordings, 1);
+  EXPECT_EQ(stats.replays, 11);
+  EXPECT_EQ(PlannedArena::keyFor({torch::Tensor(), torch::zeros({0}, torch::kInt64)}),
+            "undefined|Long[0]");
 }
 
 TEST(PlannedArena, AnotherShapeUnderTheSameKeyFallsBackAndSaysWhy) {
