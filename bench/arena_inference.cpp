@@ -20,7 +20,7 @@
 
 #include "interleaved.h"
 #include "memseal/arena.h"
-#include "memseal/scope.h"
+#include "memseal/tracker.h"
 #include "models/example_models.h"
 
 using namespace memseal;
@@ -146,9 +146,16 @@ int main(int argc, char** argv) {
     inferOnce();
     calls = g_cache_system_calls - before;
   } else {
-    NoAllocationScope counter;
+    // A tracker counts what reaches the system allocator from every thread, intra-op workers
+    // included (memory served from an arena block is not tracked).
+    TrackerOptions counting;
+    counting.observe_ops = false;
+    counting.record_tensor_metadata = false;
+    Tracker counter(counting);
+    counter.start();
+    std::int64_t before = counter.stats().allocations_total;
     inferOnce();
-    calls = counter.allocations();
+    calls = counter.stats().allocations_total - before;
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
