@@ -74,6 +74,7 @@ class MEMSEAL_API PlannedArena {
   PlannedArena& operator=(const PlannedArena&) = delete;
 
   // Runs `region` on this thread with the plan recorded for `key`, recording it on first use.
+  // Allocations of other threads meanwhile use the normal allocator; any thread may free tensors.
   // Safe to call from several threads at once: each concurrent run gets its own block.
   // Regions do not nest (std::logic_error). `region` is called, never stored: a lambda capturing
   // anything by reference costs no allocation.
