@@ -76,8 +76,9 @@ class MEMSEAL_API PlannedArena {
   // Runs `region` on this thread with the plan recorded for `key`, recording it on first use.
   // Allocations of other threads meanwhile use the normal allocator; any thread may free tensors.
   // Safe to call from several threads at once: each concurrent run gets its own block.
-  // Regions do not nest (std::logic_error). `region` is called, never stored: a lambda capturing
-  // anything by reference costs no allocation.
+  // Regions do not nest (std::logic_error). `region` returns nothing (results leave through its
+  // captures) and is called, never stored: a lambda capturing anything by reference costs no
+  // allocation. An empty one is std::invalid_argument.
   void run(const std::string& key, c10::function_ref<void()> region);
   // The same under the key keyFor(inputs) would give, built in a buffer of this thread that is
   // reused: no allocation per run once the buffer has grown to the key's length.
@@ -95,6 +96,8 @@ class MEMSEAL_API PlannedArena {
   struct Impl;
 
  private:
+  void runUnderKey(const std::string& key, c10::function_ref<void()> region);
+
   std::shared_ptr<Impl> impl_;
 };
 

@@ -509,10 +509,25 @@ void appendKey(std::string& key, at::TensorList inputs) {
   }
 }
 
-void throwIfInRegion() {
-  if (track::threadState().arena_region != nullptr) {
-    throw std::logic_error("memseal: PlannedArena::run regions do not nest");
+// Set for the whole of a run on this thread, whichever way it goes (recording, replay, or on the
+// normal allocator when no plan fits): regions nest in none of them.
+thread_local bool t_in_run = false;
+
+class InRunGuard {
+ public:
+  InRunGuard() {
+    if (t_in_run || track::threadState().arena_region != nullptr) {
+      throw std::logic_error("memseal: PlannedArena::run regions do not nest");
+    }
+    t_in_run = true;
   }
+  ~InRunGuard() { t_in_run = false; }
+  InRunGuard(const InRunGuard&) = delete;
+  InRunGuard& operator=(const InRunGuard&) = delete;
+};
+
+void throwIfNoRegion(const c10::function_ref<void()>& region) {
+  if (!region) throw std::invalid_argument("memseal: PlannedArena::run needs a region to run");
 }
 
 }  // namespace
@@ -524,15 +539,21 @@ std::string PlannedArena::keyFor(at::TensorList inputs) {
 }
 
 void PlannedArena::run(at::TensorList inputs, c10::function_ref<void()> region) {
-  throwIfInRegion();  // before the buffer changes: a run on this thread may be using it as its key
+  throwIfNoRegion(region);
+  InRunGuard in_run;  // before the buffer changes: an outer run would be using it as its key
   thread_local std::string key;
   key.clear();
   appendKey(key, inputs);
-  run(key, region);
+  runUnderKey(key, region);
 }
 
 void PlannedArena::run(const std::string& key, c10::function_ref<void()> region) {
-  throwIfInRegion();
+  throwIfNoRegion(region);
+  InRunGuard in_run;
+  runUnderKey(key, region);
+}
+
+void PlannedArena::runUnderKey(const std::string& key, c10::function_ref<void()> region) {
   Impl& impl = *impl_;
   Impl::Entry* entry = nullptr;  // stays valid while this run holds one of its blocks: makeRoom
                                  // evicts no entry with blocks in use
