@@ -95,6 +95,12 @@ struct Block final : track::ServedMemory {
       : plan(std::move(block_plan)),
         bytes(block_bytes),
         memory_size(memorySize(block_bytes, huge_pages)) {
+    // What may throw comes first or frees the block itself: a constructor that throws runs no
+    // destructor.
+    live.reset(new std::atomic<bool>[plan->sizes.size()]);
+    for (std::size_t i = 0; i < plan->sizes.size(); ++i) live[i] = false;
+    live_at_offset.reset(new std::atomic<std::uint32_t>[plan->distinct_offsets.size()]);
+    for (std::size_t r = 0; r < plan->distinct_offsets.size(); ++r) live_at_offset[r] = 0;
     bool whole_huge_pages = huge_pages && memory_size >= kHugePageBytes;
     memory =
         static_cast<char*>(std::aligned_alloc(whole_huge_pages ? kHugePageBytes : 64, memory_size));
@@ -102,12 +108,13 @@ struct Block final : track::ServedMemory {
 #if defined(MADV_HUGEPAGE)
     if (whole_huge_pages) madvise(memory, memory_size, MADV_HUGEPAGE);  // best effort
 #endif
+    try {
+      track::Engine::instance().registerServedMemory(memory, memory_size, this);
+    } catch (...) {
+      std::free(memory);
+      throw;
+    }
     MEMSEAL_POISON(memory, memory_size);
-    live.reset(new std::atomic<bool>[plan->sizes.size()]);
-    for (std::size_t i = 0; i < plan->sizes.size(); ++i) live[i] = false;
-    live_at_offset.reset(new std::atomic<std::uint32_t>[plan->distinct_offsets.size()]);
-    for (std::size_t r = 0; r < plan->distinct_offsets.size(); ++r) live_at_offset[r] = 0;
-    track::Engine::instance().registerServedMemory(memory, memory_size, this);
   }
   ~Block() override {
     track::Engine::instance().unregisterServedMemory(memory);
@@ -372,14 +379,7 @@ class ReplayRegion final : public track::ArenaRegion {
     block_->endRun(served_ - freed_by_runner_);
   }
 
-  // After the region: what did not match, and whether the block is still in use.
-  void finish() {
-    endRun();
-    if (next_ < plan_.sizes.size()) {
-      mismatch("the run made " + std::to_string(next_) + " allocations; the recording made " +
-               std::to_string(plan_.sizes.size()));
-    }
-  }
+  std::uint32_t allocationsMade() const { return next_; }
 
   void mismatch(std::string message) {
     ++fallbacks_;
@@ -568,6 +568,9 @@ void PlannedArena::runUnderKey(const std::string& key, c10::function_ref<void()>
       entry = &found->second;
       entry->last_used = ++impl.tick;
       if (const std::shared_ptr<const Plan>& plan = entry->plan) {
+        // Room for the block to come back without allocating: returning it cannot fail then.
+        entry->free_blocks.reserve(entry->free_blocks.size() +
+                                   static_cast<std::size_t>(entry->blocks_in_use) + 1);
         if (!entry->free_blocks.empty()) {
           block = entry->free_blocks.back();
           entry->free_blocks.pop_back();
@@ -621,13 +624,29 @@ void PlannedArena::runUnderKey(const std::string& key, c10::function_ref<void()>
     impl.retire(block);  // its tensors may be anywhere in the unwinding code
     throw;
   }
-  replay.finish();
+  replay.endRun();
+  // Read before the block may go: a retired block dies with its last tensor, on any thread.
+  const std::size_t allocations_recorded = block->plan->sizes.size();
+  const bool made_fewer = replay.allocationsMade() < allocations_recorded;
   std::lock_guard<std::mutex> lock(impl.mutex);
+  // The block and the counts first: what follows composes messages, which may throw.
+  --entry->blocks_in_use;
+  std::int64_t still_alive = block->liveTensors();
+  if (still_alive > 0) {
+    // A tensor planned to die inside the region is still alive: this block must not be reused.
+    ++impl.stats.retired_blocks;
+    impl.retire(block);
+  } else {
+    entry->free_blocks.push_back(block);  // within the capacity reserved when it was taken
+  }
   ++impl.stats.replays;
   impl.stats.served_allocations += replay.served_;
-  impl.stats.fallback_allocations += replay.fallbacks_;
+  impl.stats.fallback_allocations += replay.fallbacks_ + (made_fewer ? 1 : 0);
   impl.stats.output_allocations += replay.outputs_;
-  --entry->blocks_in_use;
+  if (made_fewer) {
+    replay.mismatch("the run made " + std::to_string(replay.allocationsMade()) +
+                    " allocations; the recording made " + std::to_string(allocations_recorded));
+  }
   if (!replay.first_mismatch_.empty()) {
     ++impl.stats.mismatched_runs;
     std::string message = "key " + key + ": " + replay.first_mismatch_ + " (" +
@@ -639,17 +658,10 @@ void PlannedArena::runUnderKey(const std::string& key, c10::function_ref<void()>
       std::cerr << "memseal arena: " << message << "\n";
     }
   }
-  std::int64_t still_alive = block->liveTensors();
   if (still_alive > 0) {
-    // A tensor planned to die inside the region is still alive: this block must not be reused.
-    ++impl.stats.retired_blocks;
-    std::string message = "key " + key + ": " + std::to_string(still_alive) +
-                          " tensor(s) planned to be freed inside the region are still alive at its "
-                          "end; their block is retired until they are freed";
-    impl.note(message);
-    impl.retire(block);
-  } else {
-    entry->free_blocks.push_back(block);
+    impl.note("key " + key + ": " + std::to_string(still_alive) +
+              " tensor(s) planned to be freed inside the region are still alive at its end; "
+              "their block is retired until they are freed");
   }
 }
 

@@ -145,6 +145,41 @@ TEST(PlannedArena, AnotherShapeUnderTheSameKeyFallsBackAndSaysWhy) {
       << arena.mismatches().back();
 }
 
+TEST(PlannedArena, FewerOrMoreAllocationsThanRecordedAreCountedAndSaid) {
+  c10::InferenceMode inference;
+  PlannedArena arena(quietArena());
+  torch::Tensor input = torch::arange(256, torch::kFloat);
+  torch::Tensor output = torch::empty({256});
+  int extra_ops = 1;
+  auto region = [&] {
+    torch::Tensor t = input.exp();
+    for (int i = 0; i < extra_ops; ++i) t = t.sqrt();
+    output.copy_(t);
+  };
+  arena.run("k", region);  // records exp and one sqrt: two planned allocations
+  ASSERT_EQ(arena.plan("k")->planned_allocations, 2u);
+  extra_ops = 0;
+  arena.run("k", region);
+  EXPECT_TRUE(torch::equal(output, input.exp()));
+  ASSERT_EQ(arena.mismatches().size(), 1u);
+  EXPECT_NE(arena.mismatches().back().find("the run made 1 allocations; the recording made 2"),
+            std::string::npos)
+      << arena.mismatches().back();
+  extra_ops = 3;
+  arena.run("k", region);
+  EXPECT_TRUE(torch::allclose(output, input.exp().sqrt().sqrt().sqrt()));
+  ASSERT_EQ(arena.mismatches().size(), 2u);
+  EXPECT_NE(arena.mismatches().back().find("is beyond the 2 allocations recorded"),
+            std::string::npos)
+      << arena.mismatches().back();
+  ArenaStats stats = arena.stats();
+  EXPECT_EQ(stats.mismatched_runs, 2);
+  EXPECT_EQ(stats.fallback_allocations, 1 + 2);  // the missing one, then the two beyond the plan
+  EXPECT_EQ(stats.served_allocations, 1 + 2);
+  EXPECT_EQ(stats.retired_blocks, 0);  // mismatched runs still give their block back
+  EXPECT_EQ(stats.reserved_bytes, arena.plan("k")->block_bytes);
+}
+
 TEST(PlannedArena, ATensorPlannedToDieThatEscapesRetiresItsBlock) {
   c10::InferenceMode inference;
   PlannedArena arena(quietArena());
