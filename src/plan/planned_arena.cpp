@@ -399,18 +399,15 @@ class ReplayRegion final : public track::ArenaRegion {
   bool run_ended_ = false;
 };
 
-// Sets and clears this thread's region, also when the region throws. The allocator hook itself is
-// held by the arena for its whole life: installing it per run would cost two SetCPUAllocator calls.
+// Sets and clears this thread's region, also when the region throws (nesting is refused earlier,
+// by InRunGuard). The allocator hook itself is held by the arena for its whole life: installing it
+// per run would cost two SetCPUAllocator calls.
 class RegionGuard {
  public:
-  explicit RegionGuard(track::ArenaRegion* region) {
-    track::ThreadState& state = track::threadState();
-    if (state.arena_region != nullptr) {
-      throw std::logic_error("memseal: PlannedArena::run regions do not nest");
-    }
-    state.arena_region = region;
-  }
+  explicit RegionGuard(track::ArenaRegion* region) { track::threadState().arena_region = region; }
   ~RegionGuard() { track::threadState().arena_region = nullptr; }
+  RegionGuard(const RegionGuard&) = delete;
+  RegionGuard& operator=(const RegionGuard&) = delete;
 };
 
 }  // namespace
@@ -516,9 +513,7 @@ thread_local bool t_in_run = false;
 class InRunGuard {
  public:
   InRunGuard() {
-    if (t_in_run || track::threadState().arena_region != nullptr) {
-      throw std::logic_error("memseal: PlannedArena::run regions do not nest");
-    }
+    if (t_in_run) throw std::logic_error("memseal: PlannedArena::run regions do not nest");
     t_in_run = true;
   }
   ~InRunGuard() { t_in_run = false; }
