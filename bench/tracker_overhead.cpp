@@ -5,13 +5,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "interleaved.h"
 #include "loops/example_loops.h"
 #include "memseal/leak_detector.h"
 #include "memseal/tracker.h"
 #include "models/example_models.h"
-#include "track/engine.h"
+#include "track/live_table.h"
 #include "track/stack_capture.h"
 
 using namespace memseal;
@@ -43,62 +45,63 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
                             *tracker = std::make_unique<Tracker>(options);
                             (*tracker)->start();
                           },
-                          iteration, [tracker] { tracker->reset(); }};
+                          steppedIteration(iteration), [tracker] { tracker->reset(); }};
+  };
+  auto tracked = [](StackMode stacks, OpWatching ops) {
+    TrackerOptions options;
+    options.stacks = stacks;
+    options.observe_ops = ops;
+    return options;
   };
   std::vector<bench::Variant> variants;
   variants.push_back({"off", nullptr, steppedIteration(iteration), nullptr});
   if (!detector) {
-    variants.push_back(withTracker("tracker, stacks off", TrackerOptions{StackMode::kOff}));
-    TrackerOptions no_metadata{StackMode::kOff};
+    variants.push_back(
+        withTracker("tracker, stacks off", tracked(StackMode::kOff, OpWatching::everyStep())));
+    TrackerOptions no_metadata = tracked(StackMode::kOff, OpWatching::everyStep());
     no_metadata.record_tensor_metadata = false;
     variants.push_back(withTracker("tracker, stacks off, no metadata", no_metadata));
-    TrackerOptions allocations_only{StackMode::kOff};
-    allocations_only.observe_ops = false;
-    variants.push_back(withTracker("tracker, allocations only", allocations_only));
-    struct SampledOps {
-      StackMode stacks;
-      std::uint32_t every;
-    };
-    for (SampledOps setting : {SampledOps{StackMode::kOff, 8}, SampledOps{StackMode::kOff, 16},
-                               SampledOps{StackMode::kOn, 8}}) {
-      // Steps numbered by setStep, as the leak detector does; the "off" loop calls it too.
-      TrackerOptions sampled_ops{setting.stacks};
-      sampled_ops.observe_ops_every = setting.every;
-      std::string name = std::string("tracker, stacks ") +
-                         (setting.stacks == StackMode::kOn ? "on" : "off") + ", ops 1 step in " +
-                         std::to_string(setting.every);
-      bench::Variant variant = withTracker(name, sampled_ops);
-      variant.iteration = steppedIteration(iteration);
-      variants.push_back(std::move(variant));
+    variants.push_back(withTracker("tracker, allocations only (ops off)",
+                                   tracked(StackMode::kOff, OpWatching::off())));
+    for (std::uint32_t every : {8u, 16u}) {
+      variants.push_back(withTracker("tracker, stacks off, ops 1 step in " + std::to_string(every),
+                                     tracked(StackMode::kOff, OpWatching::oneStepIn(every))));
     }
-    variants.push_back(
-        withTracker("tracker, stacks sampled 1/64", TrackerOptions{StackMode::kSampled, 64}));
+    variants.push_back(withTracker("tracker, stacks on, ops 1 step in 8",
+                                   tracked(StackMode::kOn, OpWatching::oneStepIn(8))));
+    variants.push_back(withTracker("tracker, stacks on, ops auto",
+                                   tracked(StackMode::kOn, OpWatching::automatic())));
+    TrackerOptions sampled = tracked(StackMode::kSampled, OpWatching::everyStep());
+    sampled.stack_sample_every = 64;
+    variants.push_back(withTracker("tracker, stacks sampled 1/64", sampled));
     // Named by the unwinder actually in use: libunwind falls back to glibc where it is missing.
     std::string unwinder = track::unwinderName(track::selectUnwinder(track::Unwinder::kLibunwind));
-    variants.push_back(
-        withTracker("tracker, stacks on, " + unwinder, TrackerOptions{StackMode::kOn}));
+    variants.push_back(withTracker("tracker, stacks on, " + unwinder,
+                                   tracked(StackMode::kOn, OpWatching::everyStep())));
     variants.push_back(withTracker("tracker, stacks on, glibc backtrace",
-                                   TrackerOptions{StackMode::kOn}, track::Unwinder::kGlibc));
+                                   tracked(StackMode::kOn, OpWatching::everyStep()),
+                                   track::Unwinder::kGlibc));
     return variants;
   }
   struct DetectorVariant {
-    StackMode stacks;
-    std::uint32_t observe_ops_every;
+    std::string name;
+    std::optional<StackMode> stacks;  // unset: the detector's default (on)
+    std::optional<OpWatching> ops;    // unset: the detector's default (auto)
   };
-  for (DetectorVariant setting :
-       {DetectorVariant{StackMode::kOff, 1}, DetectorVariant{StackMode::kOn, 1},
-        DetectorVariant{StackMode::kOff, 8}}) {
+  for (const DetectorVariant& setting :
+       {DetectorVariant{"detector default (stacks on, ops auto)", std::nullopt, std::nullopt},
+        DetectorVariant{"detector, stacks off, ops auto", StackMode::kOff, std::nullopt},
+        DetectorVariant{"detector, stacks on, ops every step", StackMode::kOn,
+                        OpWatching::everyStep()},
+        DetectorVariant{"detector, stacks off, ops every step", StackMode::kOff,
+                        OpWatching::everyStep()}}) {
     DetectorOptions options;
     options.on_leak = LeakPolicy::kNone;
-    options.warmup = 1000000;  // never blame: this measures the cost of watching
+    options.warmup =
+        5;  // as a user runs it: warm-up, then the verdict's watched steps, then sampling
     options.tracker.stacks = setting.stacks;
-    options.tracker.observe_ops_every = setting.observe_ops_every;
-    std::string name = std::string("detector + step(), stacks ") +
-                       (setting.stacks == StackMode::kOn ? "on" : "off");
-    if (setting.observe_ops_every > 1) {
-      name += ", ops 1 step in " + std::to_string(setting.observe_ops_every);
-    }
-    variants.push_back({name,
+    options.tracker.observe_ops = setting.ops;
+    variants.push_back({setting.name,
                         [detect, options] {
                           track::selectUnwinder(track::Unwinder::kLibunwind);
                           *detect = std::make_unique<LeakDetector>(options);
@@ -113,6 +116,11 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
                         }});
   }
   return variants;
+}
+
+bool selected(const char* section) {
+  const char* only = std::getenv("MEMSEAL_BENCH_ONLY");  // e.g. "b-detector"
+  return only == nullptr || std::string(section).find(only) != std::string::npos;
 }
 
 }  // namespace
@@ -143,26 +151,37 @@ int main() {
 
   std::printf("memseal tracker benchmark, torch %s, %d intra-op thread\n", TORCH_VERSION,
               at::get_num_threads());
-  auto a = trackerVariants(inference, false);
-  bench::runInterleaved("(a) conv net inference 8x3x64x64: tracker", a, repetitions, 4);
-  auto b = trackerVariants(training, false);
-  bench::runInterleaved("(b) MLP training step, Adam: tracker", b, repetitions, 200);
-  auto da = trackerVariants(inference, true);
-  bench::runInterleaved("(a) conv net inference: leak detector", da, repetitions, 4);
-  auto db = trackerVariants(training, true);
-  bench::runInterleaved("(b) MLP training step: leak detector", db, repetitions, 200);
+  if (selected("a-tracker")) {
+    auto a = trackerVariants(inference, false);
+    bench::runInterleaved("(a) conv net inference 8x3x64x64: tracker", a, repetitions, 4);
+  }
+  if (selected("b-tracker")) {
+    auto b = trackerVariants(training, false);
+    bench::runInterleaved("(b) MLP training step, Adam: tracker", b, repetitions, 200);
+  }
+  if (selected("a-detector")) {
+    auto da = trackerVariants(inference, true);
+    bench::runInterleaved("(a) conv net inference: leak detector, 40 steps from its start", da,
+                          repetitions, 40);
+  }
+  if (selected("b-detector")) {
+    auto db = trackerVariants(training, true);
+    bench::runInterleaved("(b) MLP training step: leak detector, 400 steps from its start", db,
+                          repetitions, 400);
+  }
+  if (!selected("memory")) return 0;
 
   // The tracker's own memory per live allocation: live-table slots only (sites and stacks are per
   // distinct site, not per allocation).
   {
     Tracker tracker;
     tracker.start();
-    std::size_t before = track::Engine::instance().live().memoryBytes();
+    std::size_t before = track::liveAllocations().memoryBytes();
     std::vector<torch::Tensor> alive;
     constexpr int kAlive = 200000;
     alive.reserve(kAlive);
     for (int i = 0; i < kAlive; ++i) alive.push_back(torch::empty({4}));
-    std::size_t after = track::Engine::instance().live().memoryBytes();
+    std::size_t after = track::liveAllocations().memoryBytes();
     std::printf(
         "\ntracker memory: %zu bytes of live table for %d live allocations = %.1f bytes each "
         "(record %zu bytes, table load 35-70%%)\n",

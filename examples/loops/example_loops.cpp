@@ -90,11 +90,13 @@ std::vector<ExampleLoop> buildLoops() {
          auto metric = std::make_shared<torch::Tensor>(torch::rand({8}));
          return [history, metric](int) { history->push_back(metric->sum()); };
        }});
-  loops.push_back(
-      {"untracked-growth", "log_buffers.emplace_back(1 << 20, 1);", "untracked-growth", false, [] {
-         auto buffers = std::make_shared<std::vector<std::vector<char>>>();
-         return [buffers](int) { buffers->emplace_back(1 << 20, 1); };
-       }});
+  loops.push_back({"untracked-growth", "log_buffers.emplace_back(1 << 20, 1);", "untracked-growth",
+                   false,
+                   [] {
+                     auto buffers = std::make_shared<std::vector<std::vector<char>>>();
+                     return [buffers](int) { buffers->emplace_back(1 << 20, 1); };
+                   },
+                   0, true});
 
   // ---- healthy: memory rises, then levels off ----
   loops.push_back(
@@ -170,6 +172,7 @@ std::vector<ExampleLoop> buildLoops() {
            *last = (*model)->forward(torch::randn({32, 64}));
          };
        }});
+  addDiagnosisLoops(loops);
   return loops;
 }
 

@@ -28,22 +28,57 @@ enum class LeakCategory {
   kParametersCreatedPerStep,  // "parameters-created-per-step"
   kTensorsRetained,           // "tensors-retained"
   kUntrackedGrowth,           // "untracked-growth"
+  kCreateGraphCycle,          // "create-graph-cycle"
 };
 MEMSEAL_API const char* categoryId(LeakCategory category);
+
+// The shapes of a finding's retained tensors when they are not all alike (a cache keyed by input
+// size): per dimension the smallest and largest size, and how many distinct shapes (counted up to
+// 64). Empty when every retained tensor had the same shape, or ranks differ.
+struct ShapeRange {
+  std::vector<std::int64_t> min;
+  std::vector<std::int64_t> max;
+  std::uint32_t distinct = 0;
+};
+
+// One site's share of what a finding holds (one layer's activations behind a kept output, one
+// parameter of a module built every step).
+struct LeakPart {
+  std::string retained;  // "tensor storage" or "autograd graph nodes"
+  AllocationSite site;
+  TensorInfo tensor;  // one example
+  ShapeRange shapes;
+  double bytes_per_step = 0;
+  double count_per_step = 0;
+  std::int64_t survivors = 0;
+  std::int64_t survivor_bytes = 0;
+  std::uint32_t steps_with_survivors = 0;
+  // The steps survivors were looked for in: those after warm-up, or for graph nodes the ones whose
+  // ops were watched.
+  std::uint32_t steps_observed = 0;
+};
 
 struct LeakFinding {
   LeakCategory category = LeakCategory::kTensorsRetained;
   // What is retained: "tensor storage", "autograd graph nodes" or "resident memory".
   std::string retained;
-  double bytes_per_step =
-      0;  // for graph nodes and resident memory: resident-memory growth per step
+  // Tensor storage: bytes retained per step, all parts together. Graph nodes and resident memory:
+  // resident-memory growth per step.
+  double bytes_per_step = 0;
   double count_per_step = 0;
   std::int64_t survivors = 0;  // retained allocations (or sampled nodes) at the last step
   std::int64_t survivor_bytes = 0;
-  std::uint32_t steps_with_survivors = 0;  // of the steps after warm-up
-  AllocationSite site;
-  TensorInfo tensor;  // one example
-  std::string hint;   // the cause and its fix, in words
+  std::uint32_t steps_with_survivors = 0;  // of steps_observed
+  std::uint32_t steps_observed = 0;        // see LeakPart::steps_observed
+  AllocationSite site;                     // where the cause is: the kept root, or the largest part
+  TensorInfo tensor;                       // one example
+  ShapeRange shapes;
+  // What one cause keeps alive, site by site, largest first (one part when a single site).
+  std::vector<LeakPart> parts;
+  // untracked-growth: the resident growth per step that retained tensors and graphs explain, which
+  // bytes_per_step does not include.
+  double explained_bytes_per_step = 0;
+  std::string hint;  // the cause and its fix, in words
 };
 
 // Totals at one step boundary (after the step ran).
@@ -64,10 +99,21 @@ struct MEMSEAL_API LeakReport {
   std::vector<LeakFinding> findings;  // largest first
   std::vector<StepSample> per_step;
   bool backward_ran = false;  // whether the loop ran autograd backward after warm-up
+  // What this run could not see, in words (ops not watched, so no graph nodes; ...).
+  std::vector<std::string> notes;
 
   std::string toText() const;
-  std::string toJson() const;  // schema "memseal.check/1"
+  // Schema "memseal.check/1" (kCheckReportSchema), keys in a fixed order with "schema" first.
+  std::string toJson() const;
+  // Reads what toJson wrote (also by an older memseal of the same schema). Throws
+  // std::invalid_argument saying what is wrong: not JSON, another schema, a newer version than
+  // this memseal reads, a field missing or of the wrong type.
+  static LeakReport fromJson(const std::string& json);
 };
+
+// The JSON report's schema name and the version this memseal writes and reads.
+MEMSEAL_API extern const char* const kCheckReportSchema;  // "memseal.check"
+MEMSEAL_API extern const int kCheckReportVersion;         // 1
 
 enum class LeakPolicy {
   kWarn,      // print the report to stderr
@@ -81,8 +127,13 @@ struct DetectorOptions {
   std::uint32_t steps = 30;  // for check(): steps to run in all, warm-up included
   LeakPolicy on_leak = LeakPolicy::kWarn;
   std::function<void(const LeakReport&)> on_leak_callback;
-  TrackerOptions tracker{StackMode::kOn};
-  bool watch_graph_nodes = true;      // autograd nodes that survive steps
+  // Unset options come from the environment, else the detector's defaults: stacks on, ops watched
+  // automatically (every step through warm-up and the first steps after it, then one step in 16
+  // while the loop repeats itself).
+  TrackerOptions tracker;
+  // Autograd nodes that survive steps. Needs ops watched and tensor metadata: where the options
+  // turn those off, graph nodes are not watched and the report says so.
+  bool watch_graph_nodes = true;
   bool watch_resident_memory = true;  // growth outside tensor storage
 };
 

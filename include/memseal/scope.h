@@ -63,8 +63,9 @@ enum class ScopePolicy {
 struct ScopeOptions {
   ScopePolicy on_survivors = ScopePolicy::kThrow;
   std::function<void(const ScopeReport&)> on_survivors_callback;
-  // Used to start a tracker when none runs (stacks make survivors' sites precise).
-  TrackerOptions tracker{StackMode::kOn};
+  // Used to start a tracker when none runs. Unset options come from the environment, else stacks
+  // on (they make survivors' sites precise) and ops watched on every step.
+  TrackerOptions tracker;
 };
 
 // Counts allocations made on its thread while active (libtorch's CPU autograd runs backward on the

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,28 +20,67 @@ enum class StackMode {
   kSampled,  // a stack for every Nth allocation (TrackerOptions::stack_sample_every)
 };
 
-struct MEMSEAL_API TrackerOptions {
-  StackMode stacks = StackMode::kOff;
-  std::uint32_t stack_sample_every = 64;
-  // Reads the tensor that owns each new storage (shape, dtype, grad_fn) when the op returns.
-  // This asks libtorch to hand over every op's outputs, which costs a little per op.
-  bool record_tensor_metadata = true;
-  // Watches every ATen op (at::RecordFunction) to name the op behind each allocation. Off: sites
-  // are told apart by stack and scope only, and there is no tensor metadata.
-  bool observe_ops = true;
-  // Watches ops on one step in N only (steps as set by setStep, which the leak detector calls):
-  // libtorch's RecordFunction costs about 0.3 us on every op while watched, which dominates loops
-  // of small ops. On the steps in between, each thread's allocations are attributed by replaying
-  // the last watched step: the i-th allocation of the step gets the site and tensor signature of
-  // the i-th allocation of that step when its size and MEMSEAL_SCOPE match. From the first
-  // mismatch on, the rest of that thread's step goes to the site "<op not watched on this step>".
-  // 1: every step. Needs observe_ops.
-  std::uint32_t observe_ops_every = 1;
+// On which steps ATen ops are watched (at::RecordFunction) to name the op behind each allocation.
+// Watching costs libtorch about 0.3 us on every op, which dominates loops of small ops. On a step
+// whose ops are not watched, each thread's allocations are attributed by replaying the last watched
+// step: the i-th allocation of the step gets the site (op, stack) and tensor signature of the i-th
+// allocation of that step when its size and MEMSEAL_SCOPE match; from the first mismatch on, the
+// rest of that thread's step goes to the site "<op not watched on this step>", never a guess.
+// Steps are numbered by setStep, which LeakDetector::step() calls.
+struct MEMSEAL_API OpWatching {
+  enum class Mode : std::uint8_t {
+    kOff,        // never: sites are told apart by stack and scope only, no tensor metadata
+    kEveryStep,  // every op of every step
+    kOneStepIn,  // the steps that are multiples of `every`
+    kAuto,       // every step until the allocation sequence is stable, then one step in `every`;
+                 // back to every step for a while when a step stops matching (backing off)
+  };
+  Mode mode = Mode::kEveryStep;
+  std::uint32_t every = 1;
 
-  // Options from MEMSEAL_STACKS (off | on | sample:N), MEMSEAL_TENSOR_METADATA (0 | 1) and
-  // MEMSEAL_OBSERVE_OPS (all | off | every:N).
-  // Throws std::invalid_argument on a value it does not understand.
+  static OpWatching off() { return {Mode::kOff, 0}; }
+  static OpWatching everyStep() { return {Mode::kEveryStep, 1}; }
+  static OpWatching oneStepIn(std::uint32_t n) { return {Mode::kOneStepIn, n}; }
+  static OpWatching automatic(std::uint32_t n = 16) { return {Mode::kAuto, n}; }
+  // The option's text: "off", "all", "every:N" or "auto" (see TrackerOptions::set).
+  std::string text() const;
+  bool operator==(const OpWatching& other) const {
+    return mode == other.mode &&
+           (mode == Mode::kOff || mode == Mode::kEveryStep || every == other.every);
+  }
+  bool operator!=(const OpWatching& other) const { return !(*this == other); }
+};
+
+// Every option may be left unset: it then comes from the environment (MEMSEAL_STACKS,
+// MEMSEAL_TENSOR_METADATA, MEMSEAL_OBSERVE_OPS), else from the default of the entry point that
+// starts tracking (Tracker: stacks off and ops watched on every step; LeakDetector: stacks on and
+// ops watched automatically; LifetimeScope: stacks on). What code sets always wins.
+struct MEMSEAL_API TrackerOptions {
+  std::optional<StackMode> stacks = std::nullopt;
+  std::optional<std::uint32_t> stack_sample_every = std::nullopt;  // for kSampled; 64 when unset
+  // Reads the tensor that owns each new storage (shape, dtype, grad_fn) when the op returns.
+  // This asks libtorch to hand over every op's outputs, which costs a little per watched op.
+  std::optional<bool> record_tensor_metadata = std::nullopt;
+  std::optional<OpWatching> observe_ops = std::nullopt;
+
+  // One grammar for every option, shared by the environment (MEMSEAL_<NAME>), `memseal check`
+  // (--<name>, '_' written '-') and the Python module:
+  //   stacks            off | on | sample:N
+  //   tensor_metadata   on | off   (also 1 | 0)
+  //   observe_ops       all | off | every:N | auto
+  // N is a positive decimal integer below 2^32. Throws std::invalid_argument naming the option,
+  // the value and what it accepts.
+  void set(const std::string& name, const std::string& value);
+  // The values `name` accepts, in words ("off, on or sample:N"); empty for an unknown name.
+  static std::string expectedValues(const std::string& name);
+  // The options the environment sets (only those). Throws std::invalid_argument naming the
+  // variable when a value is not understood.
   static TrackerOptions fromEnvironment();
+  // Every option decided: as set here, else from the environment, else from `defaults`, else
+  // built in (stacks off, sample every 64, tensor metadata on, ops watched on every step).
+  // Throws std::invalid_argument for combinations that cannot work.
+  TrackerOptions resolved(const TrackerOptions& defaults) const;
+  TrackerOptions resolved() const;
 };
 
 // Counters for one device type. Bytes are the sizes libtorch asked for.
@@ -89,7 +129,7 @@ struct LiveAllocation {
   std::uint32_t step = 0;  // the step it was made in (see setStep)
   bool grad_mode = false;
   bool inference_mode = false;
-  std::int64_t time_ns = 0;  // steady clock
+  std::int64_t time_ns = 0;  // steady clock, coarse (a few milliseconds)
   TensorInfo tensor;
 };
 
@@ -107,9 +147,9 @@ struct Snapshot {
   std::vector<SiteSnapshot> sites;  // sites with live allocations, most live bytes first
 };
 
-// Starts tracking on construction with start() and stops on stop() or destruction. One tracker
-// runs at a time in a process; starting a second throws std::logic_error. Allocations made while it
-// runs may be freed at any time later, from any thread, also after it stopped or was destroyed.
+// Starts tracking on start() and stops on stop() or destruction. One tracker runs at a time in a
+// process; starting a second throws std::logic_error. Allocations made while it runs may be freed
+// at any time later, from any thread, also after it stopped or was destroyed.
 class MEMSEAL_API Tracker {
  public:
   explicit Tracker(TrackerOptions options = {});
@@ -117,6 +157,7 @@ class MEMSEAL_API Tracker {
   Tracker(const Tracker&) = delete;
   Tracker& operator=(const Tracker&) = delete;
 
+  // Throws std::invalid_argument when the options (or the environment) cannot work.
   void start();
   void stop();
   bool running() const;
@@ -125,6 +166,7 @@ class MEMSEAL_API Tracker {
   // Live allocations grouped by site; `max_examples_per_site` bounds the allocations listed.
   Snapshot snapshot(std::size_t max_examples_per_site = 4) const;
 
+  // As given; resolved() against the environment and the defaults when start() runs.
   const TrackerOptions& options() const { return options_; }
 
  private:

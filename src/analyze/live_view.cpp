@@ -6,18 +6,19 @@
 #include <c10/core/ScalarType.h>
 
 #include "analyze/symbolize.h"
+#include "track/live_table.h"
+#include "track/session.h"
+#include "track/site_table.h"
+#include "track/tensor_reference.h"
 #include "track/thread_state.h"
 
 namespace memseal::analyze {
 
 std::vector<LiveItem> collectLive(const std::function<bool(const track::LiveRecord&)>& keep) {
-  track::Engine& engine = track::Engine::instance();
-  std::uint32_t session = engine.session();
+  std::uint32_t session = track::sessionId();
   std::vector<LiveItem> items;
-  track::ThreadState& state = track::threadState();
-  bool was_in_tracker = state.in_tracker;
-  state.in_tracker = true;  // the vector's own growth is not a tensor, but keep the guard honest
-  engine.live().forEach([&](const track::LiveRecord& record) {
+  track::TrackerWork work;  // the vector's own growth is not a tensor, but keep the guard honest
+  track::liveAllocations().forEach([&](const track::LiveRecord& record) {
     if (record.session != session) return;
     if (keep && !keep(record)) return;
     LiveItem item;
@@ -25,8 +26,20 @@ std::vector<LiveItem> collectLive(const std::function<bool(const track::LiveReco
     if (record.tensor != nullptr) item.tensor = track::lockWeakTensorReference(record.tensor);
     items.push_back(std::move(item));
   });
-  state.in_tracker = was_in_tracker;
   return items;
+}
+
+void forEachLiveRecord(const std::function<void(const track::LiveRecord&)>& visit) {
+  std::uint32_t session = track::sessionId();
+  track::TrackerWork work;
+  track::liveAllocations().forEach([&](const track::LiveRecord& record) {
+    if (record.session == session) visit(record);
+  });
+}
+
+bool newerThan(const track::LiveRecord& a, const track::LiveRecord& b) {
+  if (a.time_ns != b.time_ns) return a.time_ns > b.time_ns;
+  return a.thread_serial > b.thread_serial;
 }
 
 std::string dtypeName(std::int8_t scalar_type) {
@@ -34,22 +47,14 @@ std::string dtypeName(std::int8_t scalar_type) {
   return c10::toString(static_cast<c10::ScalarType>(scalar_type));
 }
 
-TensorInfo describeTensor(const LiveItem& item) {
+std::string internedString(std::uint32_t id) { return track::siteTable().string(id); }
+
+bool readableHere(const LiveItem& item) {
+  return item.tensor.defined() && item.record.thread_slot == track::threadState().slot;
+}
+
+TensorInfo describeSignature(const track::TensorSignature& signature) {
   TensorInfo info;
-  track::Engine& engine = track::Engine::instance();
-  track::TensorSignature signature = item.record.signature;
-  // A tensor is read live only on the thread that made it: libtorch tensors are not safe to read
-  // while their owner thread changes them (make_variable, requires_grad_), and that thread may be
-  // running now. Other threads see the signature the owner recorded when the op returned.
-  bool own_thread = item.record.thread_slot == track::threadState().slot;
-  if (item.tensor.defined() && own_thread) {
-    at::TensorBase tensor(item.tensor);
-    try {
-      signature = engine.signatureOf(tensor);
-    } catch (...) {
-      // Keep the signature from when the op returned.
-    }
-  }
   if (signature.dims < 0) return info;
   info.known = true;
   for (int i = 0; i < signature.dims && i < track::kMaxCachedDims; ++i) {
@@ -58,8 +63,22 @@ TensorInfo describeTensor(const LiveItem& item) {
   info.dtype = dtypeName(signature.scalar_type);
   info.requires_grad = signature.requires_grad;
   info.is_leaf = signature.is_leaf;
-  info.grad_fn = engine.string(signature.grad_fn_name);
+  info.grad_fn = track::siteTable().string(signature.grad_fn_name);
   return info;
+}
+
+TensorInfo describeTensor(const LiveItem& item) {
+  track::TensorSignature signature = item.record.signature;
+  // Other threads see the signature the owner recorded when the op returned.
+  if (readableHere(item)) {
+    at::TensorBase tensor(item.tensor);
+    try {
+      signature = track::signatureOf(tensor);
+    } catch (...) {
+      // Keep the signature from when the op returned.
+    }
+  }
+  return describeSignature(signature);
 }
 
 LiveAllocation describeAllocation(const LiveItem& item) {
@@ -74,20 +93,20 @@ LiveAllocation describeAllocation(const LiveItem& item) {
 }
 
 AllocationSite describeSite(std::uint32_t site_id) {
-  track::Engine& engine = track::Engine::instance();
+  track::SiteTable& sites = track::siteTable();
   AllocationSite site;
   site.id = site_id;
-  const track::SiteEntry& entry = engine.site(site_id);
-  if (entry.key.inner_op == UINT32_MAX) {
+  if (sites.isOverflowSite(site_id)) {
     site.op = "<other sites: the site table is full>";
     return site;
   }
-  site.op = entry.key.inner_op != 0 ? engine.string(entry.key.inner_op) : "<no op>";
-  site.outer_op = engine.string(entry.key.outer_op);
-  site.scope = engine.scopePathText(entry.key.scope_path);
+  const track::SiteEntry& entry = sites.site(site_id);
+  site.op = entry.key.inner_op != 0 ? sites.string(entry.key.inner_op) : "<no op>";
+  site.outer_op = sites.string(entry.key.outer_op);
+  site.scope = sites.scopePathText(entry.key.scope_path);
   std::uint32_t stack_id =
       entry.key.stack != 0 ? entry.key.stack : entry.example_stack.load(std::memory_order_acquire);
-  if (const track::StackEntry* stack = engine.stack(stack_id)) {
+  if (const track::StackEntry* stack = sites.stack(stack_id)) {
     site.frames = symbolizeStack(stack->frames, stack->depth);
   }
   return site;

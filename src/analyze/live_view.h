@@ -1,6 +1,6 @@
 // A consistent view of the live table for analysis: the records of one tracking session, with a
 // strong reference on each tensor still alive so its metadata can be read after the table's locks
-// are released. Shared by Tracker::snapshot, the leak detector and lifetime scopes.
+// are released. Shared by snapshots, the leak detector and lifetime scopes.
 #pragma once
 
 #include <functional>
@@ -10,7 +10,7 @@
 #include <c10/core/UndefinedTensorImpl.h>
 
 #include "memseal/tracker.h"
-#include "track/engine.h"
+#include "track/live_record.h"
 
 namespace memseal::analyze {
 
@@ -23,13 +23,24 @@ struct LiveItem {
 // vector keeps those tensors alive: drop it before expecting frees.
 std::vector<LiveItem> collectLive(
     const std::function<bool(const track::LiveRecord&)>& keep = nullptr);
+// Visits the current session's records under the table's locks, taking no tensor reference.
+// `visit` must not free tensors or allocate tracked memory.
+void forEachLiveRecord(const std::function<void(const track::LiveRecord&)>& visit);
 
-// The tensor as it is now if alive and made on this thread, else as it was when the op that made
-// it returned.
+// Newest first: by time, then by the thread's own allocation order.
+bool newerThan(const track::LiveRecord& a, const track::LiveRecord& b);
+
+// Whether the tensor may be read now: alive, and made on this thread (libtorch tensors are not safe
+// to read while their owner thread changes them).
+bool readableHere(const LiveItem& item);
+// The tensor as it is now if readable here, else as it was when the op that made it returned.
 TensorInfo describeTensor(const LiveItem& item);
+TensorInfo describeSignature(const track::TensorSignature& signature);
 LiveAllocation describeAllocation(const LiveItem& item);
 // The site's op, scope and symbolized stack (the site's own, or its sampled example).
 AllocationSite describeSite(std::uint32_t site_id);
 std::string dtypeName(std::int8_t scalar_type);
+// The interned string with this id ("" for 0), e.g. a grad_fn type name.
+std::string internedString(std::uint32_t id);
 
 }  // namespace memseal::analyze

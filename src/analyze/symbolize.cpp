@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#include "report/format.h"
+#include "common/text.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -35,7 +35,7 @@ bool isInternalLibrary(const std::string& path) {
                                           "libstdc++",  "libgcc_s", "libmemseal", "ld-linux",
                                           "libpthread", "libshm",   "libcaffe2",  "libm.so",
                                           "libasan",    "libubsan", "libtsan"};
-  std::string name = report::baseName(path);
+  std::string name = common::baseName(path);
   for (const char* prefix : kInternal) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
@@ -83,17 +83,21 @@ std::string mainProgramPath() {
 // libtorch's frames, not the user's.
 bool isInternalSource(const StackFrame& frame) {
   static const char* const kInternalPaths[] = {"/torch/include/", "/include/ATen/", "/include/c10/",
-                                               "/include/torch/", "/include/c++/",  "/memseal/"};
+                                               "/include/torch/", "/include/c++/"};
   for (const char* path : kInternalPaths) {
     if (frame.file.find(path) != std::string::npos) return true;
   }
-  // memseal's own code (the CLI that runs a case, the detector's loop helper) is not the user's
-  // either; its example loops are, they stand for user code. Told by namespace, not by path:
-  // debug info may name another checkout's paths when objects come from a shared compiler cache.
+  // memseal's own code (the CLI that runs a case, the detector's loop helper, inline code of its
+  // public headers) is not the user's either; its example loops are, they stand for user code.
+  // Told by namespace, never by path: a user's checkout may well live in a folder named memseal,
+  // and debug info may name another checkout's paths when objects come from a shared cache.
   if (frame.function.rfind("memseal::", 0) == 0 &&
       frame.function.rfind("memseal::examples::", 0) != 0) {
     return true;
   }
+  // A line in a user's file is the user's, whatever it was inlined into: a lambda inlined into
+  // std::function's invoker is named after the invoker.
+  if (!frame.file.empty()) return false;
   return frame.function == "_start" || frame.function.rfind("__libc_start", 0) == 0 ||
          frame.function.rfind("std::", 0) == 0;
 }

@@ -1,19 +1,18 @@
 // `memseal check CASE.so`: loads a shared library exporting `extern "C" void step(int)` (and
 // optionally `setup()`), runs it under the leak detector, prints the report and writes JSON.
 // Exit: 0 no leak, 1 leak, 2 usage or load error.
-#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "cli/case_loader.h"
 #include "cli/command_list.h"
 #include "cli/commands.h"
 #include "memseal/leak_detector.h"
-#include "track/option_values.h"
 
 namespace memseal::cli {
 
@@ -24,26 +23,44 @@ struct CheckOptions {
   std::uint32_t steps = 30;
   std::uint32_t warmup = 5;
   std::string json_path;
-  std::string stacks = "on";
-  std::string observe_ops = "all";
+  // Tracker options as the user spelled them; unset ones come from the environment, then from
+  // the detector's defaults (TrackerOptions::resolved).
+  std::optional<std::string> stacks;
+  std::optional<std::string> observe_ops;
+  std::optional<std::string> tensor_metadata;
   bool quiet = false;
 };
 
-// "all" or "every:N": on which steps ops are watched (TrackerOptions::observe_ops_every).
-std::uint32_t parseObserveOps(const std::string& value) {
-  if (value == "all") return 1;
-  if (std::optional<std::uint32_t> every = track::countAfterPrefix(value, "every:")) return *every;
-  throw CLI::ValidationError("--observe-ops", "expected all or every:N, got '" + value + "'");
+// Sets one tracker option from its flag, in the one grammar TrackerOptions::set reads.
+void setTrackerOption(TrackerOptions& tracker, const char* name, const char* flag,
+                      const std::optional<std::string>& value) {
+  if (!value) return;
+  try {
+    tracker.set(name, *value);
+  } catch (const std::invalid_argument&) {
+    throw CLI::ValidationError(
+        flag, "'" + *value + "': expected " + TrackerOptions::expectedValues(name));
+  }
 }
 
-StackMode parseStacks(const std::string& value, std::uint32_t* every) {
-  if (value == "on") return StackMode::kOn;
-  if (value == "off") return StackMode::kOff;
-  if (std::optional<std::uint32_t> sample_every = track::countAfterPrefix(value, "sample:")) {
-    *every = *sample_every;
-    return StackMode::kSampled;
+// Writes beside the target and renames, so a failed write never leaves half a file.
+bool writeFileAtomically(const std::string& path, const std::string& content) {
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << content;
+    if (!out) {
+      std::cerr << "memseal check: cannot write " << temporary << "\n";
+      std::remove(temporary.c_str());
+      return false;
+    }
   }
-  throw CLI::ValidationError("--stacks", "expected on, off or sample:N, got '" + value + "'");
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::cerr << "memseal check: cannot write " << path << "\n";
+    std::remove(temporary.c_str());
+    return false;
+  }
+  return true;
 }
 
 int runCheck(const CheckOptions& options) {
@@ -56,8 +73,17 @@ int runCheck(const CheckOptions& options) {
   detector.steps = options.steps;
   detector.warmup = options.warmup;
   detector.on_leak = LeakPolicy::kNone;
-  detector.tracker.stacks = parseStacks(options.stacks, &detector.tracker.stack_sample_every);
-  detector.tracker.observe_ops_every = parseObserveOps(options.observe_ops);
+  setTrackerOption(detector.tracker, "stacks", "--stacks", options.stacks);
+  setTrackerOption(detector.tracker, "observe_ops", "--observe-ops", options.observe_ops);
+  setTrackerOption(detector.tracker, "tensor_metadata", "--tensor-metadata",
+                   options.tensor_metadata);
+  // The environment is read now, so a bad MEMSEAL_* value stops us before the case runs.
+  try {
+    detector.tracker.resolved();
+  } catch (const std::invalid_argument& error) {
+    std::cerr << "memseal check: " << error.what() << "\n";
+    return kExitUsage;
+  }
   // Refuse to overwrite a directory or write where we cannot, before running anything.
   if (!options.json_path.empty()) {
     struct stat info {};
@@ -75,23 +101,8 @@ int runCheck(const CheckOptions& options) {
   if (loaded.setup != nullptr) loaded.setup();
   LeakReport report = check([&](int i) { loaded.step(i); }, detector);
   if (!options.quiet || report.leak) std::cout << report.toText();
-  if (!options.json_path.empty()) {
-    // Write beside the target and rename, so a failed write never leaves half a file.
-    std::string temporary = options.json_path + ".tmp";
-    {
-      std::ofstream out(temporary, std::ios::trunc);
-      out << report.toJson();
-      if (!out) {
-        std::cerr << "memseal check: cannot write " << temporary << "\n";
-        std::remove(temporary.c_str());
-        return kExitUsage;
-      }
-    }
-    if (std::rename(temporary.c_str(), options.json_path.c_str()) != 0) {
-      std::cerr << "memseal check: cannot write " << options.json_path << "\n";
-      std::remove(temporary.c_str());
-      return kExitUsage;
-    }
+  if (!options.json_path.empty() && !writeFileAtomically(options.json_path, report.toJson())) {
+    return kExitUsage;
   }
   return report.leak ? kExitLeak : kExitOk;
 }
@@ -112,10 +123,14 @@ void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_option("--warmup", options->warmup, "Warm-up steps never blamed (default 5)");
   command->add_option("--json", options->json_path, "Write the report as JSON (memseal.check/1)");
   command->add_option("--stacks", options->stacks,
-                      "Native stacks: on, off or sample:N (default on)");
+                      "Native stacks: on, off or sample:N (default on; env MEMSEAL_STACKS)");
   command->add_option("--observe-ops", options->observe_ops,
-                      "Watch ops on every step (all) or one step in N (every:N), attributing the "
-                      "others by replay: less overhead on loops of small ops (default all)");
+                      "Steps whose ops are watched: all, off, every:N, or auto (default: every "
+                      "step until the loop repeats itself, then one in 16; env "
+                      "MEMSEAL_OBSERVE_OPS)");
+  command->add_option("--tensor-metadata", options->tensor_metadata,
+                      "Read shape, dtype and grad_fn of new tensors: on or off (default on; env "
+                      "MEMSEAL_TENSOR_METADATA)");
   command->add_flag("--quiet", options->quiet, "Print the report only when a leak is found");
   entries.push_back({command, [options] { return runCheck(*options); }});
 }

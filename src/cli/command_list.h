@@ -13,8 +13,8 @@ struct CommandEntry {
   std::function<int()> run;
 };
 
-void addDemoCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addPlanCommand(CLI::App& app, std::vector<CommandEntry>& entries);
+void addReportCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 
 }  // namespace memseal::cli

@@ -17,9 +17,9 @@ std::vector<CommandEntry>& entries() {
 }  // namespace
 
 void registerCommands(CLI::App& app) {
-  addDemoCommand(app, entries());
   addCheckCommand(app, entries());
   addPlanCommand(app, entries());
+  addReportCommand(app, entries());
 }
 
 int runSelected(CLI::App& app) {

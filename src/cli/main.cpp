@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 #include "memseal/version.h"
@@ -24,7 +25,8 @@ int main(int argc, char** argv) {
   try {
     return memseal::cli::runSelected(app);
   } catch (const std::exception& error) {
-    std::cerr << "memseal: " << error.what() << "\n";
+    std::string what = error.what();
+    std::cerr << (what.rfind("memseal", 0) == 0 ? "" : "memseal: ") << what << "\n";
     return memseal::cli::kExitUsage;
   }
 }

@@ -4,24 +4,66 @@
 
 #include <sstream>
 
+#include "common/text.h"
+
 namespace memseal::detect {
 
 namespace {
 
-std::string shapeText(const TensorInfo& tensor) {
-  std::ostringstream text;
-  text << "[";
-  for (std::size_t i = 0; i < tensor.shape.size(); ++i) text << (i ? ", " : "") << tensor.shape[i];
-  text << "]";
-  return text.str();
+std::string shapeText(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return text + "]";
 }
 
-std::string madeBy(const LeakFinding& finding) {
-  std::string op = finding.site.outer_op.empty() ? finding.site.op : finding.site.outer_op;
+std::string madeBy(const AllocationSite& site) {
+  std::string op = site.outer_op.empty() ? site.op : site.outer_op;
   return op.empty() ? std::string("an allocation") : op;
 }
 
+// " of shape [16, 64]" or " of shapes [1..57, 64] (23 distinct shapes)"; empty when unknown.
+std::string shapesOf(const LeakFinding& finding) {
+  if (!finding.shapes.min.empty() && finding.shapes.distinct > 1) {
+    return " of shapes " + shapeRangeText(finding.shapes);
+  }
+  if (!finding.tensor.known) return "";
+  return " of shape " + shapeText(finding.tensor.shape);
+}
+
+// "weight [64, 64], bias [64]" style list of the parts' tensors (at most four).
+std::string partShapes(const LeakFinding& finding) {
+  std::string text;
+  std::size_t shown = 0;
+  for (const LeakPart& part : finding.parts) {
+    if (part.retained != "tensor storage" || !part.tensor.known) continue;
+    if (shown == 4) {
+      text += ", ...";
+      break;
+    }
+    text += (shown++ ? ", " : "") + shapeText(part.tensor.shape);
+  }
+  return text;
+}
+
 }  // namespace
+
+std::string shapeRangeText(const ShapeRange& shapes) {
+  if (shapes.min.empty() || shapes.min.size() != shapes.max.size()) return "";
+  std::string text = "[";
+  for (std::size_t i = 0; i < shapes.min.size(); ++i) {
+    text += i ? ", " : "";
+    text += std::to_string(shapes.min[i]);
+    if (shapes.max[i] != shapes.min[i]) text += ".." + std::to_string(shapes.max[i]);
+  }
+  text += "]";
+  if (shapes.distinct > 1) {
+    text += " (" + std::to_string(shapes.distinct) + (shapes.distinct >= 64 ? " or more" : "") +
+            " distinct shapes)";
+  }
+  return text;
+}
 
 LeakCategory categorize(const TensorInfo& tensor, bool backward_ran) {
   if (tensor.known && tensor.requires_grad && tensor.is_leaf) {
@@ -38,37 +80,56 @@ std::string hintFor(const LeakFinding& finding) {
   const TensorInfo& tensor = finding.tensor;
   std::string grad_fn =
       tensor.grad_fn.empty() ? std::string() : " (grad_fn " + tensor.grad_fn + ")";
+  std::size_t storage_parts = 0;
+  for (const LeakPart& part : finding.parts) storage_parts += part.retained == "tensor storage";
   switch (finding.category) {
     case LeakCategory::kAutogradGraphRetained:
-      return "A result with autograd history" + grad_fn + ", made by " + madeBy(finding) +
+      return "A result with autograd history" + grad_fn + ", made by " + madeBy(finding.site) +
              ", is kept from one step to the next, so every step's autograd graph stays alive "
              "behind it (`total_loss += loss`, `losses.push_back(loss)`). Keep a plain number "
              "instead: `total_loss += loss.item<float>()`, or a tensor without history: "
              "`loss.detach()`. Python: `total_loss += loss.item()`.";
     case LeakCategory::kGradEnabledInference:
       return "This loop never runs backward, yet its outputs carry autograd history" + grad_fn +
-             ", made by " + madeBy(finding) +
-             ", and each kept output holds the activations of its whole forward pass. Run "
-             "inference with gradients off: `c10::InferenceMode guard;` or "
+             ", made by " + madeBy(finding.site) + ", and each kept output holds the " +
+             (storage_parts > 1 ? "activations of " + std::to_string(storage_parts) +
+                                      " ops listed above (its whole forward pass)"
+                                : std::string("activations of its whole forward pass")) +
+             ". Run inference with gradients off: `c10::InferenceMode guard;` or "
              "`torch::NoGradGuard no_grad;` around the forward pass (Python: "
              "`with torch.inference_mode():` or `torch.no_grad()`), or keep `output.detach()`.";
-    case LeakCategory::kParametersCreatedPerStep:
-      return "New parameters (leaf tensors with requires_grad, shape " + shapeText(tensor) +
-             ") are created by " + madeBy(finding) +
+    case LeakCategory::kParametersCreatedPerStep: {
+      std::string shapes = partShapes(finding);
+      return "New parameters (leaf tensors with requires_grad: " +
+             (shapes.empty() ? shapeText(tensor.shape) : shapes) + ") are created by " +
+             madeBy(finding.site) +
              " every step and kept: a module is being constructed inside the loop. Build "
              "modules once, before the loop, and reuse them; if a fresh module is really "
              "needed, drop the old one (and its optimizer) before making the next.";
+    }
     case LeakCategory::kTensorsRetained:
-      return "Tensors of shape " + shapeText(tensor) + " made by " + madeBy(finding) +
-             " are kept across steps and never freed: a container or a cache keyed by input "
-             "keeps growing. Bound it (a fixed-capacity cache that evicts), clear it every step, "
-             "or keep only what you need (`t.item<float>()`, or `t.clone()` of a small slice).";
+      return "Tensors" + shapesOf(finding) + " made by " + madeBy(finding.site) +
+             " are kept across steps and never freed: a container or a cache keyed by input " +
+             (finding.shapes.distinct > 1 ? "size (a new shape keeps adding entries)" : "") +
+             (finding.shapes.distinct > 1 ? "" : "keeps growing") +
+             ". Bound it (a fixed-capacity cache that evicts), clear it every step, or keep "
+             "only what you need (`t.item<float>()`, or `t.clone()` of a small slice).";
     case LeakCategory::kUntrackedGrowth:
-      return "Resident memory grows every step but tensor memory does not: the leak is outside "
-             "tensor storage (C++ containers, Python objects, a native library's own buffers). "
-             "memseal sees libtorch's CPU tensor allocator only. Run the loop under heaptrack or "
-             "`valgrind --tool=massif` (Python: tracemalloc or memray) to find the allocating "
-             "code.";
+      return "Resident memory grows every step beyond what tracked tensors and autograd graphs "
+             "explain: the leak is outside tensor storage (C++ containers, Python objects, a "
+             "native library's own buffers). memseal sees libtorch's CPU tensor allocator "
+             "only. Run the loop under heaptrack or `valgrind --tool=massif` (Python: "
+             "tracemalloc or memray) to find the allocating code.";
+    case LeakCategory::kCreateGraphCycle:
+      return "Parameters' gradients carry autograd history" + grad_fn +
+             ": `backward(create_graph=true)` accumulated into `.grad`, which makes the cycle "
+             "parameter -> .grad -> grad_fn -> ... -> AccumulateGrad -> parameter that "
+             "reference counting never frees, and every step's graph stays alive inside it. Take "
+             "higher-order gradients with `torch::autograd::grad({loss}, params, {}, "
+             "/*retain_graph=*/true, /*create_graph=*/true)` instead (Python: "
+             "`torch.autograd.grad(..., create_graph=True)`), or reset the gradients after use: "
+             "`p.mutable_grad().reset()` for every parameter (Python: `p.grad = None`, or "
+             "`optimizer.zero_grad(set_to_none=True)`).";
   }
   return "";
 }

@@ -6,6 +6,23 @@
 
 namespace memseal::detect {
 
+namespace {
+
+// The maximum of each of `parts` equal segments of `values`.
+std::vector<std::int64_t> segmentMaxima(const std::vector<std::int64_t>& values,
+                                        std::size_t parts) {
+  std::vector<std::int64_t> maxima;
+  for (std::size_t part = 0; part < parts; ++part) {
+    std::size_t begin = values.size() * part / parts;
+    std::size_t end = values.size() * (part + 1) / parts;
+    maxima.push_back(*std::max_element(values.begin() + static_cast<std::ptrdiff_t>(begin),
+                                       values.begin() + static_cast<std::ptrdiff_t>(end)));
+  }
+  return maxima;
+}
+
+}  // namespace
+
 bool survivorsKeepGrowing(const std::vector<std::uint32_t>& alive_steps, std::uint32_t first_step,
                           std::uint32_t last_step) {
   if (last_step < first_step) return false;
@@ -19,21 +36,58 @@ bool survivorsKeepGrowing(const std::vector<std::uint32_t>& alive_steps, std::ui
   return early && recent;
 }
 
+bool survivorsSpanTheRun(const std::vector<std::uint32_t>& alive_steps, std::uint32_t first_step,
+                         std::uint32_t last_step) {
+  if (last_step < first_step) return false;
+  std::uint32_t observed = last_step - first_step + 1;
+  if (observed < 8) return false;
+  std::uint32_t needed = std::max<std::uint32_t>(3, (observed + 3) / 4);
+  if (alive_steps.size() < needed) return false;
+  bool quarter_seen[4] = {false, false, false, false};
+  for (std::uint32_t step : alive_steps) {
+    if (step < first_step || step > last_step) continue;
+    quarter_seen[static_cast<std::uint64_t>(step - first_step) * 4 / observed] = true;
+  }
+  return quarter_seen[0] && quarter_seen[1] && quarter_seen[2] && quarter_seen[3];
+}
+
+double steadyTensorGrowthPerStep(const std::vector<std::uint32_t>& steps,
+                                 const std::vector<std::int64_t>& values) {
+  if (values.size() < 8 || steps.size() != values.size()) return 0;
+  std::vector<std::int64_t> maxima = segmentMaxima(values, 4);
+  for (std::size_t i = 1; i < maxima.size(); ++i) {
+    if (maxima[i] <= maxima[i - 1]) return 0;
+  }
+  std::int64_t growth = maxima.back() - *std::min_element(values.begin(), values.end());
+  if (maxima.back() - values.back() > growth / 8) return 0;  // fell back at the end
+  return std::max(0.0, slopeOf(steps, values));
+}
+
 double slopePerStep(const std::vector<std::int64_t>& samples) {
-  std::size_t n = samples.size();
+  std::vector<std::uint32_t> steps(samples.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) steps[i] = static_cast<std::uint32_t>(i);
+  return slopeOf(steps, samples);
+}
+
+double slopeOf(const std::vector<std::uint32_t>& steps, const std::vector<std::int64_t>& values) {
+  std::size_t n = std::min(steps.size(), values.size());
   if (n < 2) return 0;
-  double mean_x = static_cast<double>(n - 1) / 2.0;
+  double mean_x = 0;
   double mean_y = 0;
-  for (std::int64_t y : samples) mean_y += static_cast<double>(y);
+  for (std::size_t i = 0; i < n; ++i) {
+    mean_x += steps[i];
+    mean_y += static_cast<double>(values[i]);
+  }
+  mean_x /= static_cast<double>(n);
   mean_y /= static_cast<double>(n);
   double numerator = 0;
   double denominator = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    double dx = static_cast<double>(i) - mean_x;
-    numerator += dx * (static_cast<double>(samples[i]) - mean_y);
+    double dx = steps[i] - mean_x;
+    numerator += dx * (static_cast<double>(values[i]) - mean_y);
     denominator += dx * dx;
   }
-  return numerator / denominator;
+  return denominator > 0 ? numerator / denominator : 0;
 }
 
 double steadyGrowthPerStep(const std::vector<std::int64_t>& samples, double min_bytes_per_step) {
@@ -49,6 +103,34 @@ double steadyGrowthPerStep(const std::vector<std::int64_t>& samples, double min_
   // Levelling off shows as a flat second half.
   if (slopePerStep(second) < slope / 2) return 0;
   return slope;
+}
+
+double unboundedGrowthPerStep(const std::vector<std::uint32_t>& steps,
+                              const std::vector<std::int64_t>& values, double min_total_bytes) {
+  constexpr std::uint32_t kMinSteps = 200;
+  constexpr std::size_t kSegments = 8;
+  if (values.size() < 2 * kSegments || steps.size() != values.size()) return 0;
+  if (steps.back() - steps.front() + 1 < kMinSteps) return 0;
+  std::vector<std::int64_t> maxima = segmentMaxima(values, kSegments);
+  std::size_t climbs = 0;
+  for (std::size_t i = 1; i < kSegments; ++i) climbs += maxima[i] > maxima[i - 1] ? 1 : 0;
+  if (climbs < kSegments - 2) return 0;
+  if (maxima[kSegments - 1] <= maxima[kSegments - 2] ||
+      maxima[kSegments - 2] <= maxima[kSegments - 3]) {
+    return 0;  // levelled off
+  }
+  if (static_cast<double>(maxima.back() - maxima.front()) < min_total_bytes) return 0;
+  std::size_t half = values.size() / 2;
+  auto half_slope = [&](std::size_t begin, std::size_t end) {
+    return slopeOf(std::vector<std::uint32_t>(steps.begin() + static_cast<std::ptrdiff_t>(begin),
+                                              steps.begin() + static_cast<std::ptrdiff_t>(end)),
+                   std::vector<std::int64_t>(values.begin() + static_cast<std::ptrdiff_t>(begin),
+                                             values.begin() + static_cast<std::ptrdiff_t>(end)));
+  };
+  double first = half_slope(0, half);
+  double second = half_slope(half, values.size());
+  if (second <= 0 || (first > 0 && second < first / 3)) return 0;
+  return std::max(0.0, slopeOf(steps, values));
 }
 
 }  // namespace memseal::detect

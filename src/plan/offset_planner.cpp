@@ -547,6 +547,28 @@ OffsetPlan planOffsetsWith(const std::vector<PlannedAllocation>& allocations,
   return Planner(allocations, alignment).run(strategy);
 }
 
+std::vector<std::vector<std::uint32_t>> sharedBytePredecessors(
+    const std::vector<PlannedAllocation>& allocations, const OffsetPlan& plan) {
+  std::vector<std::vector<std::uint32_t>> predecessors(allocations.size());
+  std::vector<AllocationId> by_offset;
+  for (std::size_t i = 0; i < allocations.size(); ++i) {
+    if (allocations[i].size > 0) by_offset.push_back(static_cast<AllocationId>(i));
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [&](AllocationId a, AllocationId b) { return plan.offsets[a] < plan.offsets[b]; });
+  for (std::size_t i = 0; i < by_offset.size(); ++i) {
+    AllocationId a = by_offset[i];
+    std::size_t a_end = plan.offsets[a] + allocations[a].size;
+    // Every later b in this order starts at or after a; it overlaps a while it starts before a
+    // ends.
+    for (std::size_t j = i + 1; j < by_offset.size() && plan.offsets[by_offset[j]] < a_end; ++j) {
+      AllocationId b = by_offset[j];
+      predecessors[std::max(a, b)].push_back(std::min(a, b));
+    }
+  }
+  return predecessors;
+}
+
 std::string validatePlan(const std::vector<PlannedAllocation>& allocations, const OffsetPlan& plan,
                          std::size_t alignment) {
   const PreparedInput input = prepareInput(allocations, alignment);

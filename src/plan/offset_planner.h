@@ -77,6 +77,12 @@ OffsetPlan planOffsets(const std::vector<PlannedAllocation>& allocations,
 OffsetPlan planOffsetsWith(const std::vector<PlannedAllocation>& allocations,
                            OffsetStrategy strategy, std::size_t alignment = kDefaultAlignment);
 
+// For each allocation, the earlier ones (by index) whose bytes in `plan` overlap its own (so their
+// lifetimes do not): those must have been freed before it may be placed. Zero-size allocations
+// overlap nothing. A sweep in offset order visits only overlapping pairs, not all n^2 of them.
+std::vector<std::vector<std::uint32_t>> sharedBytePredecessors(
+    const std::vector<PlannedAllocation>& allocations, const OffsetPlan& plan);
+
 // Checks a plan without trusting the planner: returns "" when every offset is aligned, every
 // allocation fits inside block_size, and no two allocations with overlapping lifetimes share a
 // byte; otherwise describes the first violation found. O(n log n) sweep over events. Invalid

@@ -1,5 +1,5 @@
-// One thread's allocations of the last watched step, in order, for op observation on one step in N
-// (TrackerOptions::observe_ops_every): the steps in between are attributed by replaying it instead
+// One thread's allocations of the last watched step, in order, for ops watched on some steps only
+// (OpWatching): the steps in between are attributed by replaying it instead
 // of paying at::RecordFunction on every op.
 #pragma once
 

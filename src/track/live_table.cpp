@@ -13,6 +13,11 @@ namespace {
 constexpr std::size_t kInitialShardCapacity = 64;
 }
 
+LiveTable& liveAllocations() {
+  static auto* table = new LiveTable();
+  return *table;
+}
+
 LiveTable::~LiveTable() {
   for (Shard& shard : shards_) std::free(shard.slots);
 }

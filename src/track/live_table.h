@@ -72,4 +72,8 @@ void LiveTable::forEach(Visit&& visit) const {
   }
 }
 
+// The live allocations of every session (records carry their session), never destroyed: tensors
+// may be freed at any time, even during static destruction.
+LiveTable& liveAllocations();
+
 }  // namespace memseal::track

@@ -18,7 +18,7 @@ struct OpFrame {
 
 struct ThreadState {
   bool in_tracker;     // set while the tracker works, so nothing it does is tracked itself
-  std::uint32_t slot;  // 1-based id of this thread, given on its first allocation
+  std::uint32_t slot;  // 1-based id of this thread, given on its first tracked allocation
   std::uint64_t allocation_serial;
   std::uint32_t sample_counter;
   std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
@@ -31,8 +31,8 @@ struct ThreadState {
   // allocation served from a planned arena does not count.
   std::uint64_t system_allocations;
   ArenaRegion* arena_region;  // the planned-arena region running on this thread, if any
-  // Ops watched on one step in N (TrackerOptions::observe_ops_every): where this thread is in the
-  // step its allocations are recorded in (a watched step) or attributed by replay (the others).
+  // Ops watched on some steps only (OpWatching): where this thread is in the step its allocations
+  // are recorded in (a watched step) or attributed by replay (the others).
   std::uint32_t sequence_step;
   std::uint32_t sequence_session;
   std::uint64_t sequence_first_serial;  // the thread's first allocation serial in that step
@@ -41,5 +41,19 @@ struct ThreadState {
 };
 
 ThreadState& threadState();
+
+// Runs the tracker's own work with the recursion guard set, restoring it afterwards: nothing the
+// tracker allocates meanwhile (a vector in a report, an interned string) is tracked.
+class TrackerWork {
+ public:
+  TrackerWork() : state_(threadState()), was_(state_.in_tracker) { state_.in_tracker = true; }
+  ~TrackerWork() { state_.in_tracker = was_; }
+  TrackerWork(const TrackerWork&) = delete;
+  TrackerWork& operator=(const TrackerWork&) = delete;
+
+ private:
+  ThreadState& state_;
+  bool was_;
+};
 
 }  // namespace memseal::track

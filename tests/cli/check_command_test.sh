@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `memseal check` as a user runs it: exit codes 0/1/2, the report, the JSON file, and clear
-# messages for every bad input; and `memseal plan` when a Python with torch is given.
+# `memseal check` as a user runs it: exit codes 0/1/2, the report, the JSON file, options from the
+# command line and the environment, clear messages for every bad input; `memseal report` reading
+# saved reports back; and `memseal plan` when a Python with torch is given.
 # Usage: check_command_test.sh MEMSEAL CASES_DIR [PYTHON]
 set -uo pipefail
 memseal="$1"; cases="$2"; python="${3:-}"
@@ -35,12 +36,56 @@ expect no-step 2 "does not export .extern \"C\" void step\(int\)" -- "$memseal" 
 expect too-few-steps 2 "must exceed --warmup" -- "$memseal" check --steps 5 --warmup 3 "$cases/healthy_case.so"
 expect ops-one-step-in-4 1 "autograd-graph-retained" -- \
   "$memseal" check --steps 30 --warmup 3 --observe-ops every:4 "$cases/leaky_loss_case.so"
-expect bad-observe-ops 2 "all or every:N" -- \
+expect bad-observe-ops 2 "--observe-ops: 'every:0': expected all, off, every:N or auto" -- \
   "$memseal" check --observe-ops every:0 "$cases/healthy_case.so"
-expect bad-stacks 2 "on, off or sample:N" -- "$memseal" check --stacks sometimes "$cases/healthy_case.so"
+expect bad-stacks 2 "--stacks: 'sometimes': expected off, on or sample:N" -- \
+  "$memseal" check --stacks sometimes "$cases/healthy_case.so"
+expect bad-tensor-metadata 2 "expected on, off, 1 or 0" -- \
+  "$memseal" check --tensor-metadata maybe "$cases/healthy_case.so"
+# One grammar: what the environment accepts, the command line accepts (ops off, stacks sampled).
+expect ops-off-is-a-value 0 "no leak" -- \
+  "$memseal" check --steps 12 --warmup 3 --observe-ops off "$cases/healthy_case.so"
+expect ops-auto 1 "autograd-graph-retained" -- \
+  "$memseal" check --steps 15 --warmup 3 --observe-ops auto "$cases/leaky_loss_case.so"
+# The environment is honoured where the command line says nothing...
+expect env-stacks-off 1 "autograd-graph-retained" -- env MEMSEAL_STACKS=off \
+  "$memseal" check --steps 15 --warmup 3 --json "$work/nostacks.json" "$cases/leaky_loss_case.so"
+expect env-stacks-off-means-no-frames 0 "" -- python3 -c "import json; d=json.load(open('$work/nostacks.json')); \
+assert all(f['frames']==[] for f in d['findings']), d['findings'][0]['frames']"
+# ... and the command line wins over it.
+expect flag-beats-env 1 "autograd-graph-retained" -- env MEMSEAL_STACKS=off \
+  "$memseal" check --stacks on --steps 15 --warmup 3 --json "$work/stacks.json" "$cases/leaky_loss_case.so"
+expect flag-beats-env-frames 0 "" -- python3 -c "import json; d=json.load(open('$work/stacks.json')); \
+assert any(f['frames'] for f in d['findings'])"
+expect bad-env 2 "MEMSEAL_OBSERVE_OPS=sometimes: expected all, off, every:N or auto" -- \
+  env MEMSEAL_OBSERVE_OPS=sometimes "$memseal" check "$cases/healthy_case.so"
 expect json-into-directory 2 "is a directory" -- "$memseal" check --json "$work" "$cases/healthy_case.so"
 expect no-subcommand 2 "subcommand" -- "$memseal"
 expect unknown-option 2 "" -- "$memseal" check --frobnicate "$cases/healthy_case.so"
+# `memseal report`: a saved report printed again, its verdict as the exit code.
+"$memseal" check --steps 15 --warmup 3 --json "$work/again.json" "$cases/leaky_loss_case.so" \
+  > "$work/printed.txt" 2>/dev/null
+expect report-leak-exits-1 1 "autograd-graph-retained" -- "$memseal" report "$work/again.json"
+expect report-same-text 0 "" -- bash -c 'diff <("$0" report "$1") "$2"' \
+  "$memseal" "$work/again.json" "$work/printed.txt"
+"$memseal" check --steps 12 --warmup 3 --json "$work/healthy.json" "$cases/healthy_case.so" >/dev/null
+expect report-healthy-exits-0 0 "no leak" -- "$memseal" report "$work/healthy.json"
+expect json-schema-first 0 "" -- python3 -c "import json; d=json.load(open('$work/healthy.json')); \
+assert list(d)[0]=='schema', list(d)"
+sed 's#"memseal.check/1"#"memseal.check/2"#' "$work/healthy.json" > "$work/newer.json"
+expect report-newer-version 2 "newer memseal \(memseal.check/2\); this memseal reads memseal.check/1" -- \
+  "$memseal" report "$work/newer.json"
+sed 's#"memseal.check/1"#"memseal.plan/1"#' "$work/healthy.json" > "$work/other.json"
+expect report-other-schema 2 "schema is memseal.plan/1; this memseal reads memseal.check/1" -- \
+  "$memseal" report "$work/other.json"
+head -c 200 "$work/healthy.json" > "$work/truncated.json"
+expect report-malformed 2 "not valid JSON" -- "$memseal" report "$work/truncated.json"
+echo '{"verdict": "leak"}' > "$work/noschema.json"
+expect report-no-schema 2 "no \"schema\"" -- "$memseal" report "$work/noschema.json"
+python3 -c "import json; d=json.load(open('$work/again.json')); del d['findings'][0]['category']; \
+json.dump(d, open('$work/nocategory.json','w'))"
+expect report-missing-field 2 "findings\[0\] has no \"category\"" -- "$memseal" report "$work/nocategory.json"
+expect report-missing-file 2 "" -- "$memseal" report "$work/none.json"
 expect version 0 "memseal [0-9]+\.[0-9]+\.[0-9]+ \(libtorch 2\.11" -- "$memseal" --version
 expect help 0 "check" -- "$memseal" --help
 if [ -n "$python" ]; then

@@ -93,7 +93,7 @@ TEST(TrackerConcurrency, SnapshotsWhileOtherThreadsAllocate) {
 // run ops (an op that started watched must still end watched) and allocate by replay.
 TEST(TrackerConcurrency, StepsTurnOpWatchingOnAndOffWhileThreadsRunOps) {
   TrackerOptions options;
-  options.observe_ops_every = 2;
+  options.observe_ops = OpWatching::oneStepIn(2);
   Tracker tracker(options);
   tracker.start();
   DeviceStats before = tracker.stats();

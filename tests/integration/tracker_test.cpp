@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 
+#include "memseal/leak_detector.h"
 #include "memseal/tracker.h"
 
 // Outside namespace memseal: frames in memseal:: count as memseal's own, not the user's.
@@ -258,7 +261,7 @@ constexpr const char* kUnwatched = "<op not watched on this step>";
 
 TEST(Tracker, OpsWatchedOnOneStepInNAttributeTheOtherStepsByReplay) {
   TrackerOptions options;
-  options.observe_ops_every = 4;
+  options.observe_ops = OpWatching::oneStepIn(4);
   Tracker tracker(options);
   tracker.start();
   std::vector<torch::Tensor> kept;
@@ -295,7 +298,7 @@ TEST(Tracker, OpsWatchedOnOneStepInNAttributeTheOtherStepsByReplay) {
 
 TEST(Tracker, AStepThatAllocatesOtherwiseThanTheWatchedOneIsNotGuessed) {
   TrackerOptions options;
-  options.observe_ops_every = 4;
+  options.observe_ops = OpWatching::oneStepIn(4);
   Tracker tracker(options);
   tracker.start();
   std::vector<torch::Tensor> kept;
@@ -337,44 +340,154 @@ TEST(Tracker, AStepThatAllocatesOtherwiseThanTheWatchedOneIsNotGuessed) {
   EXPECT_EQ(unwatched_bytes, 120 + 40 + 40);
 }
 
-TEST(Tracker, RejectsOpsWatchedEveryZeroStepsOrWithoutOps) {
+TEST(Tracker, RejectsOpsWatchedOnOneStepInZero) {
   TrackerOptions zero;
-  zero.observe_ops_every = 0;
+  zero.observe_ops = OpWatching::oneStepIn(0);
   Tracker tracker(zero);
   EXPECT_THROW(tracker.start(), std::invalid_argument);
   EXPECT_FALSE(tracker.running());
-  TrackerOptions without_ops;
-  without_ops.observe_ops = false;
-  without_ops.observe_ops_every = 4;
-  Tracker other(without_ops);
+  TrackerOptions zero_sampling;
+  zero_sampling.stacks = StackMode::kSampled;
+  zero_sampling.stack_sample_every = 0;
+  Tracker other(zero_sampling);
   EXPECT_THROW(other.start(), std::invalid_argument);
   EXPECT_FALSE(trackingActive());
 }
 
-TEST(TrackerOptions, ReadsTheEnvironmentAndRejectsNonsense) {
-  setenv("MEMSEAL_STACKS", "sample:16", 1);
-  TrackerOptions options = TrackerOptions::fromEnvironment();
-  EXPECT_EQ(options.stacks, StackMode::kSampled);
-  EXPECT_EQ(options.stack_sample_every, 16u);
-  setenv("MEMSEAL_STACKS", "sometimes", 1);
-  EXPECT_THROW(TrackerOptions::fromEnvironment(), std::invalid_argument);
-  setenv("MEMSEAL_STACKS", "sample:0", 1);
-  EXPECT_THROW(TrackerOptions::fromEnvironment(), std::invalid_argument);
-  unsetenv("MEMSEAL_STACKS");
+// Sets an environment variable for the test's scope and restores what was there.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
 
-  setenv("MEMSEAL_OBSERVE_OPS", "every:8", 1);
-  options = TrackerOptions::fromEnvironment();
-  EXPECT_TRUE(options.observe_ops);
-  EXPECT_EQ(options.observe_ops_every, 8u);
-  setenv("MEMSEAL_OBSERVE_OPS", "off", 1);
-  EXPECT_FALSE(TrackerOptions::fromEnvironment().observe_ops);
-  setenv("MEMSEAL_OBSERVE_OPS", "all", 1);
-  EXPECT_EQ(TrackerOptions::fromEnvironment().observe_ops_every, 1u);
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(TrackerOptions, ReadsTheEnvironmentAndRejectsNonsense) {
+  {
+    ScopedEnvironment stacks("MEMSEAL_STACKS", "sample:16");
+    TrackerOptions options = TrackerOptions::fromEnvironment();
+    EXPECT_EQ(options.stacks, StackMode::kSampled);
+    EXPECT_EQ(options.stack_sample_every, 16u);
+    EXPECT_FALSE(options.observe_ops.has_value());  // only what the environment sets
+  }
+  for (const char* nonsense : {"sometimes", "sample:0", "sample:", "On"}) {
+    ScopedEnvironment stacks("MEMSEAL_STACKS", nonsense);
+    try {
+      TrackerOptions::fromEnvironment();
+      ADD_FAILURE() << nonsense;
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("MEMSEAL_STACKS="), std::string::npos);
+      EXPECT_NE(std::string(error.what()).find("off, on or sample:N"), std::string::npos);
+    }
+  }
+  {
+    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", "every:8");
+    EXPECT_EQ(TrackerOptions::fromEnvironment().observe_ops, OpWatching::oneStepIn(8));
+  }
+  {
+    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", "off");
+    EXPECT_EQ(TrackerOptions::fromEnvironment().observe_ops, OpWatching::off());
+  }
+  {
+    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", "auto");
+    EXPECT_EQ(TrackerOptions::fromEnvironment().observe_ops, OpWatching::automatic());
+  }
   for (const char* nonsense : {"every:0", "every:", "every:-3", "every:4x", "sometimes"}) {
-    setenv("MEMSEAL_OBSERVE_OPS", nonsense, 1);
+    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", nonsense);
     EXPECT_THROW(TrackerOptions::fromEnvironment(), std::invalid_argument) << nonsense;
   }
-  unsetenv("MEMSEAL_OBSERVE_OPS");
+  {
+    ScopedEnvironment metadata("MEMSEAL_TENSOR_METADATA", "0");
+    EXPECT_EQ(TrackerOptions::fromEnvironment().record_tensor_metadata, false);
+  }
+}
+
+// One grammar: what the environment accepts, set() accepts, and the reverse; text() writes it back.
+TEST(TrackerOptions, SetSharesTheGrammarOfTheEnvironment) {
+  for (const char* value : {"all", "off", "every:3", "auto"}) {
+    TrackerOptions from_set;
+    from_set.set("observe_ops", value);
+    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", value);
+    EXPECT_EQ(from_set.observe_ops, TrackerOptions::fromEnvironment().observe_ops) << value;
+    EXPECT_EQ(from_set.observe_ops->text(), value);
+  }
+  TrackerOptions options;
+  options.set("observe-ops", "every:2");  // the CLI's spelling of the name
+  EXPECT_EQ(options.observe_ops, OpWatching::oneStepIn(2));
+  options.set("stacks", "sample:5");
+  EXPECT_EQ(options.stacks, StackMode::kSampled);
+  EXPECT_EQ(options.stack_sample_every, 5u);
+  options.set("tensor_metadata", "off");
+  EXPECT_EQ(options.record_tensor_metadata, false);
+  EXPECT_THROW(options.set("observe_ops", "every:0"), std::invalid_argument);
+  EXPECT_THROW(options.set("stacks", "sometimes"), std::invalid_argument);
+  EXPECT_THROW(options.set("colour", "on"), std::invalid_argument);
+  EXPECT_EQ(TrackerOptions::expectedValues("stacks"), "off, on or sample:N");
+}
+
+// Explicit settings win over the environment, the environment over the entry point's defaults.
+TEST(TrackerOptions, ResolvedTakesCodeThenEnvironmentThenDefaults) {
+  TrackerOptions defaults;
+  defaults.stacks = StackMode::kOn;
+  defaults.observe_ops = OpWatching::automatic();
+  {
+    TrackerOptions resolved = TrackerOptions{}.resolved(defaults);
+    EXPECT_EQ(resolved.stacks, StackMode::kOn);
+    EXPECT_EQ(resolved.observe_ops, OpWatching::automatic());
+    EXPECT_EQ(resolved.record_tensor_metadata, true);
+    EXPECT_EQ(resolved.stack_sample_every, 64u);
+  }
+  ScopedEnvironment stacks("MEMSEAL_STACKS", "sample:8");
+  ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", "all");
+  TrackerOptions from_environment = TrackerOptions{}.resolved(defaults);
+  EXPECT_EQ(from_environment.stacks, StackMode::kSampled);
+  EXPECT_EQ(from_environment.stack_sample_every, 8u);
+  EXPECT_EQ(from_environment.observe_ops, OpWatching::everyStep());
+  TrackerOptions in_code;
+  in_code.stacks = StackMode::kOff;
+  TrackerOptions resolved = in_code.resolved(defaults);
+  EXPECT_EQ(resolved.stacks, StackMode::kOff);
+  EXPECT_EQ(resolved.observe_ops, OpWatching::everyStep());  // still from the environment
+}
+
+TEST(TrackerOptions, TheEnvironmentReachesEveryEntryPoint) {
+  ScopedEnvironment stacks("MEMSEAL_STACKS", "off");
+  {
+    Tracker tracker(TrackerOptions{StackMode::kOn});  // code wins
+    tracker.start();
+    torch::Tensor kept = allocateFromANamedFunction();
+    Snapshot snapshot = tracker.snapshot();
+    const SiteSnapshot* site = findSite(snapshot, "aten::ones");
+    ASSERT_NE(site, nullptr);
+    EXPECT_FALSE(site->site.frames.empty());
+  }
+  {
+    DetectorOptions options;
+    options.on_leak = LeakPolicy::kNone;
+    options.steps = 12;
+    options.warmup = 2;
+    std::vector<torch::Tensor> kept;
+    LeakReport report = check([&](int) { kept.push_back(allocateFromANamedFunction()); }, options);
+    ASSERT_TRUE(report.leak);
+    EXPECT_TRUE(report.findings.front().site.frames.empty()) << report.toText();
+  }
+  ScopedEnvironment nonsense("MEMSEAL_OBSERVE_OPS", "sometimes");
+  EXPECT_THROW(LeakDetector detector, std::invalid_argument);
+  Tracker tracker;
+  EXPECT_THROW(tracker.start(), std::invalid_argument);
+  EXPECT_FALSE(trackingActive());
 }
 
 }  // namespace

@@ -1,19 +1,19 @@
-// Small text helpers shared by memseal's reports.
+// Text pieces shared by memseal's text reports (leaks, scopes): wrapped hints, stacks for people,
+// tensors in one line.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "memseal/tracker.h"
 
 namespace memseal::report {
 
-// "1.5 KiB", "12 B", "3.2 MiB"
-std::string bytesText(std::int64_t bytes);
-std::string hexAddress(std::uintptr_t address);
-std::string baseName(const std::string& path);
-// Wraps at `width` columns; continuation lines start with `indent`.
+using common::bytesText;
+
+// Wraps at `width` columns; continuation lines start with `indent`. Code spans stay on one line.
 std::string wrap(const std::string& text, std::size_t width, const std::string& indent);
 
 // A stack for people: the user's frames first, runs of internal frames (libtorch, the C++ runtime,
@@ -21,5 +21,7 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
 std::vector<std::string> stackLines(const std::vector<StackFrame>& frames);
 // "[32, 64] Float  requires_grad=true  grad_fn=ReluBackward0"
 std::string tensorText(const TensorInfo& tensor);
+// "[32, 64]"
+std::string shapeText(const std::vector<std::int64_t>& shape);
 
 }  // namespace memseal::report

@@ -1,5 +1,5 @@
-// Small text helpers shared by memseal's reports.
-#include "report/format.h"
+// Text pieces shared by memseal's text reports.
+#include "report/text_format.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,34 +7,6 @@
 #include <sstream>
 
 namespace memseal::report {
-
-std::string bytesText(std::int64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(std::llabs(bytes));
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[64];
-  if (unit == 0) {
-    std::snprintf(text, sizeof(text), "%s%lld B", bytes < 0 ? "-" : "", std::llabs(bytes));
-  } else {
-    std::snprintf(text, sizeof(text), "%s%.1f %s", bytes < 0 ? "-" : "", value, kUnits[unit]);
-  }
-  return text;
-}
-
-std::string hexAddress(std::uintptr_t address) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "0x%lx", static_cast<unsigned long>(address));
-  return text;
-}
-
-std::string baseName(const std::string& path) {
-  std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 std::string wrap(const std::string& text, std::size_t width, const std::string& indent) {
   // Code spans (`total_loss += loss`) stay on one line: a break inside one misreads as code.
@@ -70,7 +42,11 @@ namespace {
 constexpr int kUserFramesShown = 4;
 
 std::string frameText(const StackFrame& frame) {
-  std::string text = frame.function.empty() ? hexAddress(frame.address) : frame.function;
+  std::string text = frame.function.empty() ? common::hexAddress(frame.address) : frame.function;
+  // A lambda inlined into std::function's invoker carries the invoker's long name.
+  if (text.rfind("std::_Function_handler<", 0) == 0 || text.rfind("std::__invoke", 0) == 0) {
+    text = "(lambda)";
+  }
   if (text.size() > 90) text = text.substr(0, 87) + "...";
   if (!frame.file.empty()) text += "  " + frame.file + ":" + std::to_string(frame.line);
   return text;
@@ -98,7 +74,7 @@ std::vector<std::string> stackLines(const std::vector<StackFrame>& frames) {
   };
   for (const StackFrame& frame : frames) {
     if (frame.is_internal) {
-      std::string library = baseName(frame.library);
+      std::string library = common::baseName(frame.library);
       if (std::find(folded_libraries.begin(), folded_libraries.end(), library) ==
           folded_libraries.end()) {
         folded_libraries.push_back(library);
@@ -116,12 +92,19 @@ std::vector<std::string> stackLines(const std::vector<StackFrame>& frames) {
   return lines;
 }
 
+std::string shapeText(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
 std::string tensorText(const TensorInfo& tensor) {
   if (!tensor.known) return "(no tensor metadata)";
   std::ostringstream text;
-  text << "[";
-  for (std::size_t i = 0; i < tensor.shape.size(); ++i) text << (i ? ", " : "") << tensor.shape[i];
-  text << "] " << tensor.dtype << "  requires_grad=" << (tensor.requires_grad ? "true" : "false");
+  text << shapeText(tensor.shape) << " " << tensor.dtype
+       << "  requires_grad=" << (tensor.requires_grad ? "true" : "false");
   if (!tensor.grad_fn.empty()) text << "  grad_fn=" << tensor.grad_fn;
   return text.str();
 }

@@ -1,0 +1,90 @@
+// Saved tensors have no generic accessor in C++ (Python's `_saved_*` attributes are generated per
+// node type), but every node type libtorch ships implements compiled_args(), with which compiled
+// autograd collects what a node holds: a CompiledNodeArgs gathers each node's saved variables
+// (unpacked) into the call's tensor_args.inputs. Nodes without it (or whose saved tensors were
+// released by a backward, or changed in place) throw; what was gathered before stays, and the walk
+// goes on.
+#include "analyze/retained_graphs.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "analyze/live_view.h"
+#include "track/tensor_reference.h"
+
+namespace memseal::analyze {
+
+namespace {
+
+namespace compiled = torch::dynamo::autograd;
+
+const void* storageOf(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage()) return nullptr;
+  return tensor.storage().data_ptr().get();
+}
+
+std::vector<std::int64_t> shapeOf(const at::Tensor& tensor) {
+  return std::vector<std::int64_t>(tensor.sizes().begin(), tensor.sizes().end());
+}
+
+}  // namespace
+
+RetainedGraphs inspectRetainedGraphs(
+    const std::vector<std::shared_ptr<torch::autograd::Node>>& roots, std::size_t max_nodes) {
+  RetainedGraphs graphs;
+  std::unordered_set<const torch::autograd::Node*> seen;
+  std::vector<std::shared_ptr<torch::autograd::Node>> pending;
+  for (const auto& root : roots) {
+    if (root && seen.insert(root.get()).second) pending.push_back(root);
+  }
+  std::unordered_map<const c10::TensorImpl*, GradHistoryLeaf> leaves;
+  compiled::AutogradCompilerCall call(compiled::SizeInput::STATIC);
+  while (!pending.empty() && graphs.nodes_visited < max_nodes) {
+    std::shared_ptr<torch::autograd::Node> node = std::move(pending.back());
+    pending.pop_back();
+    ++graphs.nodes_visited;
+    if (auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get())) {
+      const at::Tensor& leaf = accumulate->variable;
+      if (const void* storage = storageOf(leaf)) graphs.held_storage.insert(storage);
+      const at::Tensor& grad = leaf.defined() ? leaf.unsafeGetTensorImpl()->grad() : leaf;
+      if (grad.defined() && grad.grad_fn() != nullptr &&
+          leaves.count(leaf.unsafeGetTensorImpl()) == 0) {
+        GradHistoryLeaf found;
+        found.tensor.known = true;
+        found.tensor.shape = shapeOf(leaf);
+        found.tensor.dtype = dtypeName(static_cast<std::int8_t>(leaf.scalar_type()));
+        found.tensor.requires_grad = leaf.requires_grad();
+        found.tensor.is_leaf = true;
+        found.grad_fn = grad.grad_fn()->name();
+        found.bytes = static_cast<std::int64_t>(leaf.nbytes());
+        leaves.emplace(leaf.unsafeGetTensorImpl(), std::move(found));
+      }
+    }
+    try {
+      compiled::NodeCall& node_call = call.node_calls.lookup(node);
+      compiled::CompiledNodeArgs args(call, node_call);
+      node->compiled_args(args);
+    } catch (const std::exception&) {
+      // No compiled_args for this node type, or its saved tensors are gone or changed: keep what
+      // was gathered.
+    }
+    for (const torch::autograd::Edge& edge : node->next_edges()) {
+      if (edge.function && seen.insert(edge.function.get()).second) {
+        pending.push_back(edge.function);
+      }
+    }
+  }
+  for (const at::Tensor& tensor : call.tensor_args.inputs) {
+    if (const void* storage = storageOf(tensor)) graphs.held_storage.insert(storage);
+  }
+  for (auto& [impl, leaf] : leaves) graphs.leaves_with_grad_history.push_back(std::move(leaf));
+  std::sort(graphs.leaves_with_grad_history.begin(), graphs.leaves_with_grad_history.end(),
+            [](const GradHistoryLeaf& a, const GradHistoryLeaf& b) { return a.bytes > b.bytes; });
+  return graphs;
+}
+
+}  // namespace memseal::analyze

@@ -1,0 +1,41 @@
+// What retained autograd graphs hold, read by walking them from their roots (nodes the leak
+// detector found alive long after their step): the tensors their nodes saved for backward, and
+// leaves whose .grad carries history, the cycle leaf -> .grad -> grad_fn -> ... -> AccumulateGrad
+// -> leaf that backward(create_graph=true) leaves behind and that reference counting never frees.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "memseal/tracker.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace memseal::analyze {
+
+struct GradHistoryLeaf {
+  TensorInfo tensor;    // the leaf (a parameter)
+  std::string grad_fn;  // of its .grad, e.g. "AddBackward0"
+  std::int64_t bytes = 0;
+};
+
+struct RetainedGraphs {
+  std::vector<GradHistoryLeaf> leaves_with_grad_history;  // largest first
+  // Storage (data pointers) of the tensors the graphs' nodes hold: saved for backward, and the
+  // leaves their AccumulateGrad nodes accumulate into.
+  std::unordered_set<const void*> held_storage;
+  std::size_t nodes_visited = 0;
+};
+
+// Walks the graphs behind `roots` through next_edges, visiting at most `max_nodes` nodes. Must run
+// where no backward runs through those graphs at the same time (the detector's step boundary).
+RetainedGraphs inspectRetainedGraphs(
+    const std::vector<std::shared_ptr<torch::autograd::Node>>& roots, std::size_t max_nodes);
+
+}  // namespace memseal::analyze

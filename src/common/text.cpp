@@ -1,0 +1,38 @@
+// Formatting with snprintf into stack buffers: these run while reports are made, never on the hot
+// path, but they must not depend on stream state.
+#include "common/text.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace memseal::common {
+
+std::string bytesText(std::int64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(std::llabs(bytes));
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[64];
+  if (unit == 0) {
+    std::snprintf(text, sizeof(text), "%s%lld B", bytes < 0 ? "-" : "", std::llabs(bytes));
+  } else {
+    std::snprintf(text, sizeof(text), "%s%.1f %s", bytes < 0 ? "-" : "", value, kUnits[unit]);
+  }
+  return text;
+}
+
+std::string hexAddress(std::uintptr_t address) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%lx", static_cast<unsigned long>(address));
+  return text;
+}
+
+std::string baseName(const std::string& path) {
+  std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace memseal::common

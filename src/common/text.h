@@ -1,0 +1,16 @@
+// Text helpers every layer may use (sizes, addresses, file names); nothing here knows memseal's
+// data types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace memseal::common {
+
+// "1.5 KiB", "12 B", "3.2 MiB"
+std::string bytesText(std::int64_t bytes);
+std::string hexAddress(std::uintptr_t address);
+// The last component of a path: "libtorch_cpu.so" for "/x/lib/libtorch_cpu.so".
+std::string baseName(const std::string& path);
+
+}  // namespace memseal::common

@@ -1,0 +1,133 @@
+// Resident growth is explained first by what the other evidence retains: tracked tensor bytes
+// (subtracted sample by sample), plus the native memory behind each retained tensor (TensorImpl,
+// StorageImpl, autograd metadata) and each retained graph's nodes, estimated generously. Only what
+// remains is untracked growth, so a graph leak is never also reported as a native one.
+#include "detect/evidence.h"
+
+#include <algorithm>
+
+#include "detect/growth_criterion.h"
+#include "detect/resident_memory.h"
+
+namespace memseal::detect {
+
+namespace {
+
+// Resident growth below this per step, judged over recent steps, is noise from malloc arenas and
+// page-granular accounting; slower growth must hold over a long run (unboundedGrowthPerStep).
+constexpr double kMinFastResidentBytesPerStep = 64 * 1024;
+constexpr std::size_t kResidentWindow = 256;
+constexpr double kMinSlowResidentTotalBytes = 1024 * 1024;
+// Native memory behind one retained tensor and one retained graph node: generous estimates, so
+// what a leak of tensors or graphs costs outside tensor storage is never taken for another leak.
+constexpr double kNativeBytesPerRetainedTensor = 1024;
+constexpr double kNativeBytesPerGraphNode = 1024;
+constexpr std::size_t kMaxGrowthContributors = 8;
+
+}  // namespace
+
+LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
+  LeakEvidence evidence;
+  if (inputs.current_step <= inputs.warmup) return evidence;
+  evidence.first_step = inputs.warmup;
+  evidence.last_step = inputs.current_step - 1;
+  evidence.observed = evidence.last_step - evidence.first_step + 1;
+  evidence.backward_ran = inputs.backward_ran;
+  std::vector<std::uint32_t> steps;
+  std::vector<std::int64_t> live;
+  std::vector<std::int64_t> resident;
+  for (const StepSample& sample : *inputs.per_step) {
+    if (sample.step < evidence.first_step || sample.step > evidence.last_step) continue;
+    steps.push_back(sample.step);
+    live.push_back(sample.live_bytes);
+    resident.push_back(sample.resident_bytes);
+  }
+
+  // Tensor storage: groups whose survivors keep coming; while tracked memory as a whole grows
+  // steadily, also groups that retain on some steps only.
+  double tensor_growth = steadyTensorGrowthPerStep(steps, live);
+  analyze::SurvivorCensus census =
+      analyze::takeSurvivorCensus(evidence.first_step, evidence.last_step);
+  for (auto& [key, group] : census.groups) {
+    bool grows = survivorsKeepGrowing(group.steps, evidence.first_step, evidence.last_step) ||
+                 (tensor_growth > 0 &&
+                  survivorsSpanTheRun(group.steps, evidence.first_step, evidence.last_step));
+    if (grows) evidence.storage.push_back({key, group});
+  }
+  std::sort(evidence.storage.begin(), evidence.storage.end(),
+            [](const StorageEvidence& a, const StorageEvidence& b) { return a.key < b.key; });
+  if (tensor_growth > 0 && evidence.storage.empty()) {
+    // Growth no group explains: name the groups holding most of what was kept.
+    for (auto& [key, group] : census.groups) evidence.growth_contributors.push_back({key, group});
+    std::sort(evidence.growth_contributors.begin(), evidence.growth_contributors.end(),
+              [](const StorageEvidence& a, const StorageEvidence& b) {
+                return a.group.bytes > b.group.bytes;
+              });
+    if (evidence.growth_contributors.size() > kMaxGrowthContributors) {
+      evidence.growth_contributors.resize(kMaxGrowthContributors);
+    }
+    if (!evidence.growth_contributors.empty()) evidence.unexplained_tensor_growth = tensor_growth;
+  }
+
+  // Graph nodes, judged against the steps whose samples are kept (thinned on long runs).
+  if (inputs.nodes != nullptr) {
+    NodeEvidence nodes =
+        inputs.nodes->evidence(evidence.first_step, evidence.last_step, inputs.keep_graph_roots);
+    const std::vector<std::uint32_t>& sampled = nodes.sampled_steps;
+    evidence.graph_sampled_steps = static_cast<std::uint32_t>(sampled.size());
+    for (auto& [site, group] : nodes.groups_by_root_site) {
+      std::vector<std::uint32_t> positions;
+      for (std::uint32_t step : group.steps) {
+        auto found = std::lower_bound(sampled.begin(), sampled.end(), step);
+        if (found != sampled.end() && *found == step) {
+          positions.push_back(static_cast<std::uint32_t>(found - sampled.begin()));
+        }
+      }
+      if (!sampled.empty() &&
+          survivorsKeepGrowing(positions, 0, static_cast<std::uint32_t>(sampled.size() - 1))) {
+        evidence.graph_roots.emplace(site, std::move(group));
+      }
+    }
+    for (auto& [site, root] : nodes.roots) {
+      if (evidence.graph_roots.count(site) != 0) evidence.alive_roots.push_back(std::move(root));
+    }
+    evidence.nodes_per_step = inputs.nodes->nodesPerStep();
+    evidence.graph_samples_alive = nodes.alive_samples;
+  }
+
+  if (inputs.watch_resident_memory && kResidentMemoryMeaningful && !resident.empty()) {
+    evidence.resident_slope = std::max(0.0, slopeOf(steps, resident));
+    double overhead = 0;
+    for (const StorageEvidence& storage : evidence.storage) {
+      overhead += kNativeBytesPerRetainedTensor * static_cast<double>(storage.group.count) /
+                  evidence.observed;
+    }
+    if (!evidence.graph_roots.empty()) {
+      overhead += kNativeBytesPerGraphNode * static_cast<double>(evidence.nodes_per_step);
+    }
+    std::vector<std::int64_t> residual(resident.size());
+    for (std::size_t i = 0; i < resident.size(); ++i) {
+      residual[i] = resident[i] - live[i] -
+                    static_cast<std::int64_t>(overhead * (steps[i] - evidence.first_step));
+    }
+    std::size_t recent = residual.size() > kResidentWindow ? residual.size() - kResidentWindow : 0;
+    double fast = steadyGrowthPerStep(
+        std::vector<std::int64_t>(residual.begin() + static_cast<std::ptrdiff_t>(recent),
+                                  residual.end()),
+        kMinFastResidentBytesPerStep);
+    bool other_findings = !evidence.storage.empty() || !evidence.graph_roots.empty() ||
+                          evidence.unexplained_tensor_growth > 0;
+    if (other_findings) {
+      // Their real native cost may exceed the estimate: only growth beyond it is another leak.
+      evidence.untracked_growth =
+          fast >= std::max(kMinFastResidentBytesPerStep, overhead) ? fast : 0;
+    } else {
+      evidence.untracked_growth =
+          std::max(fast, unboundedGrowthPerStep(steps, residual, kMinSlowResidentTotalBytes));
+    }
+    evidence.explained_growth = std::max(0.0, slopeOf(steps, live)) + overhead;
+  }
+  return evidence;
+}
+
+}  // namespace memseal::detect

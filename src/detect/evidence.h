@@ -1,0 +1,60 @@
+// What the leak detector has found out at a step boundary, before it is put into words: the
+// survivor groups and graph roots that keep growing, and resident growth left unexplained.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "analyze/survivors.h"
+#include "detect/graph_nodes.h"
+#include "memseal/leak_detector.h"
+
+namespace memseal::detect {
+
+struct StorageEvidence {
+  analyze::SurvivorKey key;
+  analyze::SurvivorGroup group;
+};
+
+struct LeakEvidence {
+  std::uint32_t first_step = 0;  // the steps after warm-up completed so far
+  std::uint32_t last_step = 0;
+  std::uint32_t observed = 0;  // 0: none yet
+  bool backward_ran = false;
+  std::vector<StorageEvidence> storage;            // groups that keep growing
+  std::map<std::uint32_t, NodeGroup> graph_roots;  // root sites whose graphs keep surviving
+  // The alive root nodes of those graphs (only when asked for: they are kept alive by this).
+  std::vector<std::shared_ptr<torch::autograd::Node>> alive_roots;
+  // Tracked tensor memory grows steadily but no group explains it (survivors spread thinly over
+  // sites): the groups holding most of what was retained after warm-up.
+  double unexplained_tensor_growth = 0;
+  std::vector<StorageEvidence> growth_contributors;
+  double resident_slope = 0;    // bytes per step after warm-up, for graph findings
+  double untracked_growth = 0;  // resident growth beyond what tensors and graphs explain
+  double explained_growth = 0;  // what they explain
+  std::int64_t nodes_per_step = 0;
+  std::uint32_t graph_sampled_steps = 0;  // observed steps whose graph nodes were sampled
+  std::int64_t graph_samples_alive = 0;   // sampled nodes of the observed steps still alive
+
+  bool leak() const {
+    return !storage.empty() || !graph_roots.empty() || unexplained_tensor_growth > 0 ||
+           untracked_growth > 0;
+  }
+};
+
+struct EvidenceInputs {
+  std::uint32_t warmup = 0;
+  std::uint32_t current_step = 0;  // the step now running; steps before it are complete
+  const std::vector<StepSample>* per_step = nullptr;
+  GraphNodeSampler* nodes = nullptr;  // null: graph nodes not watched
+  bool backward_ran = false;
+  bool watch_resident_memory = true;
+  bool keep_graph_roots = false;  // for a report: the retained graphs are walked then
+};
+
+// Applies the growth rules to the survivors, the sampled graph nodes and resident memory.
+LeakEvidence gatherEvidence(const EvidenceInputs& inputs);
+
+}  // namespace memseal::detect

@@ -1,0 +1,343 @@
+// Parts are grouped by cause: the same category and the same line of the user's code (the first
+// frame of the site's stack that is not libtorch's, the runtime's or memseal's). A kept output and
+// the activations its graph saved are made under the same line (`outputs.push_back(model(x))`), so
+// are a module's parameters (`heads.push_back(Linear(64, 64))`). Without stacks every graph part
+// of a category is one cause, and every retained-tensor site its own.
+#include "detect/findings.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "analyze/live_view.h"
+#include "analyze/retained_graphs.h"
+#include "common/text.h"
+#include "detect/diagnosis.h"
+
+namespace memseal::detect {
+
+namespace {
+
+struct Candidate {
+  LeakPart part;
+  LeakCategory category;
+  std::string cause;  // the user's line that made it; empty when no stack names one
+  bool graph_root = false;
+};
+
+std::string causeLine(const AllocationSite& site) {
+  for (const StackFrame& frame : site.frames) {
+    if (frame.is_internal) continue;
+    if (!frame.file.empty()) return frame.file + ":" + std::to_string(frame.line);
+    return frame.function.empty() ? common::hexAddress(frame.address) : frame.function;
+  }
+  return "";
+}
+
+ShapeRange shapeRangeOf(const analyze::ShapeSummary& shapes) {
+  ShapeRange range;
+  if (shapes.dims < 0 || shapes.distinct.size() <= 1) return range;
+  range.min = shapes.minShape();
+  range.max = shapes.maxShape();
+  range.distinct = static_cast<std::uint32_t>(shapes.distinct.size());
+  return range;
+}
+
+bool graphCategory(LeakCategory category) {
+  return category == LeakCategory::kAutogradGraphRetained ||
+         category == LeakCategory::kGradEnabledInference;
+}
+
+constexpr std::size_t kStoragesPerGroup = 256;
+constexpr std::size_t kMaxGraphNodesWalked = 20000;
+
+struct GroupSurvivors {
+  TensorInfo example;
+  std::vector<const void*> storages;  // of up to kStoragesPerGroup survivors
+};
+
+// One example survivor per flagged group: the newest whose tensor is still referenced (its
+// metadata is read live: requires_grad set after the op, as modules do, shows), else the newest;
+// and where the group's survivors are.
+std::map<analyze::SurvivorKey, GroupSurvivors> groupSurvivors(
+    const std::vector<StorageEvidence>& groups, std::uint32_t first, std::uint32_t last) {
+  std::map<analyze::SurvivorKey, GroupSurvivors> survivors;
+  std::map<analyze::SurvivorKey, const analyze::LiveItem*> best;
+  std::vector<analyze::SurvivorKey> keys;
+  for (const StorageEvidence& evidence : groups) keys.push_back(evidence.key);
+  std::sort(keys.begin(), keys.end());
+  std::vector<analyze::LiveItem> items = analyze::collectLive([&](const track::LiveRecord& record) {
+    return record.step >= first && record.step <= last &&
+           std::binary_search(keys.begin(), keys.end(), analyze::survivorKeyOf(record));
+  });
+  for (const analyze::LiveItem& item : items) {
+    analyze::SurvivorKey key = analyze::survivorKeyOf(item.record);
+    std::vector<const void*>& storages = survivors[key].storages;
+    if (storages.size() < kStoragesPerGroup) storages.push_back(item.record.data);
+    const analyze::LiveItem*& chosen = best[key];
+    if (chosen == nullptr) {
+      chosen = &item;
+      continue;
+    }
+    bool has = item.tensor.defined();
+    bool chosen_has = chosen->tensor.defined();
+    if (has != chosen_has ? has : analyze::newerThan(item.record, chosen->record)) chosen = &item;
+  }
+  for (const auto& [key, item] : best) survivors[key].example = analyze::describeTensor(*item);
+  return survivors;
+}
+
+// Most of the group's survivors are held by the retained graphs (saved for their backward).
+bool heldByGraphs(const GroupSurvivors& group, const analyze::RetainedGraphs& graphs) {
+  if (group.storages.empty() || graphs.held_storage.empty()) return false;
+  std::size_t held = 0;
+  for (const void* storage : group.storages) held += graphs.held_storage.count(storage);
+  return held * 2 >= group.storages.size();
+}
+
+Candidate storageCandidate(const StorageEvidence& evidence, const TensorInfo& example,
+                           const LeakEvidence& context) {
+  Candidate candidate;
+  LeakPart& part = candidate.part;
+  double observed = std::max<std::uint32_t>(1, context.observed);
+  part.retained = "tensor storage";
+  part.site = analyze::describeSite(evidence.key.site);
+  part.tensor = example;
+  part.shapes = shapeRangeOf(evidence.group.shapes);
+  part.bytes_per_step = static_cast<double>(evidence.group.bytes) / observed;
+  part.count_per_step = static_cast<double>(evidence.group.count) / observed;
+  part.survivors = evidence.group.count;
+  part.survivor_bytes = evidence.group.bytes;
+  part.steps_with_survivors = static_cast<std::uint32_t>(evidence.group.steps.size());
+  part.steps_observed = context.observed;
+  candidate.category = categorize(part.tensor, context.backward_ran);
+  candidate.cause = causeLine(part.site);
+  return candidate;
+}
+
+Candidate graphCandidate(std::uint32_t root_site, const NodeGroup& group,
+                         const LeakEvidence& context) {
+  Candidate candidate;
+  LeakPart& part = candidate.part;
+  // Graphs are sampled on the steps whose ops are watched: rates are per such step.
+  double sampled = std::max<std::uint32_t>(1, context.graph_sampled_steps);
+  part.retained = "autograd graph nodes";
+  part.site = analyze::describeSite(root_site);
+  part.tensor = analyze::describeSignature(group.signature);
+  part.count_per_step = static_cast<double>(group.count) / sampled;
+  part.survivors = group.count;
+  part.steps_with_survivors = static_cast<std::uint32_t>(group.steps.size());
+  part.steps_observed = context.graph_sampled_steps;
+  candidate.category = context.backward_ran ? LeakCategory::kAutogradGraphRetained
+                                            : LeakCategory::kGradEnabledInference;
+  candidate.cause = causeLine(part.site);
+  candidate.graph_root = true;
+  return candidate;
+}
+
+// One finding from the parts of one cause.
+LeakFinding findingOf(LeakCategory category, std::vector<Candidate> parts,
+                      const LeakEvidence& context) {
+  // The root first (a kept output's graph), then storage by bytes.
+  std::stable_sort(parts.begin(), parts.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.graph_root != b.graph_root) return a.graph_root;
+    return a.part.bytes_per_step > b.part.bytes_per_step;
+  });
+  LeakFinding finding;
+  finding.category = category;
+  const Candidate* root = parts.front().graph_root ? &parts.front() : nullptr;
+  std::size_t storage_parts = 0;
+  for (const Candidate& candidate : parts) {
+    const LeakPart& part = candidate.part;
+    if (part.steps_with_survivors >= finding.steps_with_survivors) {
+      finding.steps_with_survivors = part.steps_with_survivors;
+      finding.steps_observed = part.steps_observed;
+    }
+    if (candidate.graph_root) continue;
+    ++storage_parts;
+    finding.bytes_per_step += part.bytes_per_step;
+    finding.count_per_step += part.count_per_step;
+    finding.survivors += part.survivors;
+    finding.survivor_bytes += part.survivor_bytes;
+  }
+  finding.retained = storage_parts > 0 ? "tensor storage" : "autograd graph nodes";
+  if (storage_parts == 0) {
+    finding.bytes_per_step = context.resident_slope;
+    finding.count_per_step = root->part.count_per_step;
+    finding.survivors = root->part.survivors;
+  }
+  // Where the cause is: the kept root, else the largest part; its tensor is the example.
+  const Candidate& primary = root != nullptr ? *root : parts.front();
+  finding.site = primary.part.site;
+  finding.tensor = primary.part.tensor;
+  if (storage_parts == 1) {
+    for (const Candidate& candidate : parts) {
+      if (!candidate.graph_root) finding.shapes = candidate.part.shapes;
+    }
+  }
+  for (Candidate& candidate : parts) finding.parts.push_back(std::move(candidate.part));
+  return finding;
+}
+
+// Findings of a create_graph cycle's categories become one create-graph-cycle finding when the
+// retained graphs reach parameters whose gradients carry history.
+void nameCreateGraphCycle(std::vector<LeakFinding>& findings,
+                          const std::vector<analyze::GradHistoryLeaf>& leaves) {
+  auto in_cycle = [](const LeakFinding& finding) {
+    return graphCategory(finding.category) ||
+           finding.category == LeakCategory::kParametersCreatedPerStep;
+  };
+  if (leaves.empty() || std::none_of(findings.begin(), findings.end(), [](const LeakFinding& f) {
+        return graphCategory(f.category);
+      })) {
+    return;
+  }
+  LeakFinding cycle;
+  cycle.category = LeakCategory::kCreateGraphCycle;
+  cycle.retained = "tensor storage";
+  std::vector<LeakFinding> rest;
+  bool first = true;
+  for (LeakFinding& finding : findings) {
+    if (!in_cycle(finding)) {
+      rest.push_back(std::move(finding));
+      continue;
+    }
+    if (first) {
+      cycle.site = finding.site;
+      cycle.retained = finding.retained;
+      first = false;
+    }
+    cycle.bytes_per_step += finding.bytes_per_step;
+    cycle.count_per_step += finding.count_per_step;
+    cycle.survivors += finding.survivors;
+    cycle.survivor_bytes += finding.survivor_bytes;
+    if (finding.steps_with_survivors >= cycle.steps_with_survivors) {
+      cycle.steps_with_survivors = finding.steps_with_survivors;
+      cycle.steps_observed = finding.steps_observed;
+    }
+    for (LeakPart& part : finding.parts) cycle.parts.push_back(std::move(part));
+  }
+  cycle.tensor = leaves.front().tensor;
+  LeakFinding named = cycle;
+  named.tensor.grad_fn = leaves.front().grad_fn;  // of the parameter's .grad, for the hint
+  cycle.hint = hintFor(named);
+  std::string parameters;
+  for (std::size_t i = 0; i < leaves.size() && i < 4; ++i) {
+    parameters += (i ? ", " : "") + std::string("[");
+    for (std::size_t d = 0; d < leaves[i].tensor.shape.size(); ++d) {
+      parameters += (d ? ", " : "") + std::to_string(leaves[i].tensor.shape[d]);
+    }
+    parameters += "]";
+  }
+  cycle.hint += " Parameters whose .grad has history: " + parameters +
+                (leaves.size() > 4 ? ", ..." : "") + ".";
+  rest.push_back(std::move(cycle));
+  findings.swap(rest);
+}
+
+}  // namespace
+
+std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
+  std::vector<LeakFinding> findings;
+  analyze::RetainedGraphs graphs =
+      analyze::inspectRetainedGraphs(evidence.alive_roots, kMaxGraphNodesWalked);
+  std::map<analyze::SurvivorKey, GroupSurvivors> survivors =
+      groupSurvivors(evidence.storage, evidence.first_step, evidence.last_step);
+  std::vector<Candidate> candidates;
+  for (const auto& [site, group] : evidence.graph_roots) {
+    candidates.push_back(graphCandidate(site, group, evidence));
+  }
+  // The lines whose graphs are retained: what else those lines retain, and what the graphs saved
+  // for their backward (an input of the forward pass), belongs to the same cause.
+  std::set<std::string> graph_lines;
+  const Candidate* first_graph = nullptr;
+  for (const Candidate& candidate : candidates) {
+    if (!candidate.cause.empty()) graph_lines.insert(candidate.cause);
+    if (first_graph == nullptr) first_graph = &candidate;
+  }
+  std::vector<Candidate> storage_candidates;
+  for (const StorageEvidence& storage : evidence.storage) {
+    const GroupSurvivors& group = survivors[storage.key];
+    Candidate candidate = storageCandidate(storage, group.example, evidence);
+    if (candidate.category == LeakCategory::kTensorsRetained && first_graph != nullptr) {
+      if (graph_lines.count(candidate.cause) != 0) {
+        candidate.category = first_graph->category;
+      } else if (heldByGraphs(group, graphs)) {
+        candidate.category = first_graph->category;
+        candidate.cause = first_graph->cause;
+      }
+    }
+    storage_candidates.push_back(std::move(candidate));
+  }
+  for (Candidate& candidate : storage_candidates) candidates.push_back(std::move(candidate));
+  // Group by cause. Retained tensors without a user line are each their own cause.
+  std::map<std::tuple<int, std::string, std::uint32_t>, std::vector<Candidate>> causes;
+  for (Candidate& candidate : candidates) {
+    std::uint32_t apart =
+        candidate.category == LeakCategory::kTensorsRetained && candidate.cause.empty()
+            ? candidate.part.site.id
+            : 0;
+    causes[{static_cast<int>(candidate.category), candidate.cause, apart}].push_back(
+        std::move(candidate));
+  }
+  for (auto& [cause, parts] : causes) {
+    findings.push_back(
+        findingOf(static_cast<LeakCategory>(std::get<0>(cause)), std::move(parts), evidence));
+  }
+  for (LeakFinding& finding : findings) finding.hint = hintFor(finding);
+  nameCreateGraphCycle(findings, graphs.leaves_with_grad_history);
+
+  if (evidence.unexplained_tensor_growth > 0 && !evidence.growth_contributors.empty()) {
+    std::map<analyze::SurvivorKey, GroupSurvivors> contributors =
+        groupSurvivors(evidence.growth_contributors, evidence.first_step, evidence.last_step);
+    std::vector<Candidate> parts;
+    for (const StorageEvidence& storage : evidence.growth_contributors) {
+      parts.push_back(storageCandidate(storage, contributors[storage.key].example, evidence));
+    }
+    LeakCategory category = parts.front().category;
+    LeakFinding finding = findingOf(category, std::move(parts), evidence);
+    finding.bytes_per_step = evidence.unexplained_tensor_growth;
+    finding.hint = "Tracked tensor memory grows steadily (+" +
+                   common::bytesText(static_cast<std::int64_t>(finding.bytes_per_step)) +
+                   "/step) without levelling off, but no single site retains tensors in most "
+                   "steps: the " +
+                   std::to_string(finding.parts.size()) +
+                   " sites listed hold most of what was kept after warm-up. " + hintFor(finding);
+    findings.push_back(std::move(finding));
+  }
+
+  bool graph_retained = std::any_of(findings.begin(), findings.end(), [](const LeakFinding& f) {
+    return graphCategory(f.category) || f.category == LeakCategory::kCreateGraphCycle;
+  });
+  for (LeakFinding& finding : findings) {
+    if (graph_retained && finding.category == LeakCategory::kTensorsRetained) {
+      finding.hint +=
+          " It may also be an input saved by the autograd graph retained above "
+          "(a graph keeps the inputs its backward needs): fix that finding first.";
+    }
+  }
+  if (evidence.untracked_growth > 0) {
+    LeakFinding finding;
+    finding.category = LeakCategory::kUntrackedGrowth;
+    finding.retained = "resident memory";
+    finding.bytes_per_step = evidence.untracked_growth;
+    finding.explained_bytes_per_step = evidence.explained_growth;
+    finding.steps_with_survivors = evidence.observed;
+    finding.steps_observed = evidence.observed;
+    finding.site.op = "<outside tensor storage>";
+    finding.hint = hintFor(finding);
+    findings.push_back(std::move(finding));
+  }
+  // Largest first; resident growth last, as the weakest evidence (it names no site).
+  std::stable_sort(findings.begin(), findings.end(),
+                   [](const LeakFinding& a, const LeakFinding& b) {
+                     bool a_untracked = a.category == LeakCategory::kUntrackedGrowth;
+                     bool b_untracked = b.category == LeakCategory::kUntrackedGrowth;
+                     if (a_untracked != b_untracked) return b_untracked;
+                     return a.bytes_per_step > b.bytes_per_step;
+                   });
+  return findings;
+}
+
+}  // namespace memseal::detect

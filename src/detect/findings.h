@@ -1,0 +1,17 @@
+// Puts evidence into findings a person reads: one finding per cause. Parts that one retained root
+// keeps alive (the graph behind a kept output, the parameters of one module built per step) are
+// grouped into one finding that lists them; a create_graph cycle is named as such.
+#pragma once
+
+#include <vector>
+
+#include "detect/evidence.h"
+#include "memseal/leak_detector.h"
+
+namespace memseal::detect {
+
+// Largest first; resident growth last, as the weakest evidence (it names no site). Reads example
+// tensors of the flagged groups (on this thread's tensors only) and symbolizes their stacks.
+std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence);
+
+}  // namespace memseal::detect

@@ -1,0 +1,92 @@
+// The newest alive node of a step is what keeps the rest of that step's graph alive: everything
+// older in the step hangs off it through next_edges.
+#include "detect/graph_nodes.h"
+
+#include <torch/csrc/autograd/function.h>
+
+#include <algorithm>
+
+#include "track/session.h"
+
+namespace memseal::detect {
+
+void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
+                                const std::shared_ptr<torch::autograd::Node>& node,
+                                std::uint32_t site) {
+  std::uint32_t step = track::currentStep();
+  if (step < first_step_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (steps_.empty() || steps_.back().step != step) {
+    steps_.emplace_back();
+    steps_.back().step = step;
+    thin();
+  }
+  StepSamples& samples = steps_.back();
+  ++samples.made;
+  if (samples.last_node == node.get()) return;  // an op returning its input's node again
+  samples.last_node = node.get();
+  Sample& slot = samples.samples[samples.next];
+  slot.node = node;
+  slot.site = site;
+  slot.signature = output;
+  samples.next = (samples.next + 1) % kSamplesPerStep;
+  if (samples.count < kSamplesPerStep) ++samples.count;
+}
+
+void GraphNodeSampler::thin() {
+  // Bounded memory: past kMaxSteps steps, drop every other step of the older half.
+  if (steps_.size() <= kMaxSteps) return;
+  std::deque<StepSamples> kept;
+  std::size_t half = steps_.size() / 2;
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    if (i >= half || i % 2 == 0) kept.push_back(std::move(steps_[i]));
+  }
+  steps_.swap(kept);
+}
+
+NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last, bool keep_roots) {
+  NodeEvidence evidence;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (StepSamples& samples : steps_) {
+    if (samples.step < first || samples.step > last) continue;
+    evidence.sampled_steps.push_back(samples.step);
+    if (samples.dead) continue;
+    const Sample* root = nullptr;
+    for (int i = 0; i < samples.count; ++i) {
+      // From oldest to newest, so `root` ends at the newest alive sample.
+      int index = (samples.next - samples.count + i + kSamplesPerStep) % kSamplesPerStep;
+      const Sample& sample = samples.samples[index];
+      if (!sample.node.expired()) {
+        root = &sample;
+        ++evidence.alive_samples;
+      }
+    }
+    if (root == nullptr) {
+      // A node that died never comes back: release the step's samples.
+      samples.dead = true;
+      for (Sample& sample : samples.samples) sample.node.reset();
+      samples.count = 0;
+      samples.last_node = nullptr;
+      continue;
+    }
+    if (keep_roots) {
+      if (std::shared_ptr<torch::autograd::Node> node = root->node.lock()) {
+        evidence.roots.emplace_back(root->site, std::move(node));
+      }
+    }
+    NodeGroup& group = evidence.groups_by_root_site[root->site];
+    group.steps.push_back(samples.step);
+    group.count += 1;
+    group.signature = root->signature;
+  }
+  return evidence;
+}
+
+std::int64_t GraphNodeSampler::nodesPerStep() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::int64_t most = 0;
+  for (const StepSamples& samples : steps_) most = std::max(most, samples.made);
+  return most;
+}
+
+}  // namespace memseal::detect

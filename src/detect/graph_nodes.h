@@ -1,0 +1,74 @@
+// Autograd graphs that outlive their step: the newest nodes made in each step after warm-up are
+// sampled through weak references; a step whose newest surviving node is still alive later keeps
+// (part of) its graph alive. Memory: a fixed ring of samples per step, for a bounded number of
+// steps (older steps are thinned), released as soon as a step's samples have all died.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "track/grad_fn_observer.h"
+#include "track/live_record.h"
+
+namespace memseal::detect {
+
+struct NodeGroup {
+  std::vector<std::uint32_t> steps;  // steps whose root node was made at this site
+  std::int64_t count = 0;
+  track::TensorSignature signature;  // of the newest root's output
+};
+
+struct NodeEvidence {
+  std::map<std::uint32_t, NodeGroup> groups_by_root_site;
+  // The newest alive node of each step, when asked for (they are then kept alive by this).
+  std::vector<std::pair<std::uint32_t, std::shared_ptr<torch::autograd::Node>>> roots;  // site
+  std::vector<std::uint32_t> sampled_steps;  // steps in the range that had samples, sorted
+  std::int64_t alive_samples = 0;
+};
+
+class GraphNodeSampler final : public track::GradFnObserver {
+ public:
+  // Nodes made before `first_step` (warm-up) are not sampled.
+  explicit GraphNodeSampler(std::uint32_t first_step) : first_step_(first_step) {}
+
+  void onGradFn(const track::TensorSignature& output,
+                const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) override;
+
+  // The steps in [first, last] (all completed) grouped by the site of their newest surviving node;
+  // with `keep_roots`, those nodes too.
+  NodeEvidence evidence(std::uint32_t first, std::uint32_t last, bool keep_roots = false);
+  // The most nodes made in one sampled step: what one retained step's graph holds at least.
+  std::int64_t nodesPerStep() const;
+
+ private:
+  static constexpr int kSamplesPerStep = 16;
+  static constexpr std::size_t kMaxSteps = 512;
+
+  struct Sample {
+    std::weak_ptr<torch::autograd::Node> node;
+    std::uint32_t site = 0;
+    track::TensorSignature signature;
+  };
+  struct StepSamples {
+    std::uint32_t step = 0;
+    // The newest samples of the step, in creation order (a ring: `next` is the oldest once full).
+    Sample samples[kSamplesPerStep];
+    int count = 0;
+    int next = 0;
+    std::int64_t made = 0;  // nodes made in the step, sampled or not
+    bool dead = false;      // every sample died: never alive again, samples released
+    const torch::autograd::Node* last_node = nullptr;
+  };
+  void thin();  // with mutex_ held
+
+  std::uint32_t first_step_;
+  mutable std::mutex mutex_;
+  std::deque<StepSamples> steps_;
+};
+
+}  // namespace memseal::detect

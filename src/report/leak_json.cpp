@@ -1,0 +1,301 @@
+// LeakReport as JSON for tools, and back. Keys are written in a fixed order with "schema" first
+// (nlohmann::ordered_json), from one schema constant. The reader accepts this version and older
+// ones of the same schema, where fields were only ever added (missing newer fields take their
+// defaults), and rejects other schemas and newer versions with a message saying what it got.
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+#include <string>
+
+#include "memseal/leak_detector.h"
+
+namespace memseal {
+
+const char* const kCheckReportSchema = "memseal.check";
+const int kCheckReportVersion = 1;
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json tensorJson(const TensorInfo& tensor) {
+  if (!tensor.known) return nullptr;
+  return {{"shape", tensor.shape},
+          {"dtype", tensor.dtype},
+          {"requires_grad", tensor.requires_grad},
+          {"is_leaf", tensor.is_leaf},
+          {"grad_fn", tensor.grad_fn.empty() ? Json(nullptr) : Json(tensor.grad_fn)}};
+}
+
+Json shapesJson(const ShapeRange& shapes) {
+  if (shapes.min.empty()) return nullptr;
+  return {{"min", shapes.min}, {"max", shapes.max}, {"distinct", shapes.distinct}};
+}
+
+Json framesJson(const std::vector<StackFrame>& frames) {
+  Json json = Json::array();
+  for (const StackFrame& frame : frames) {
+    json.push_back({{"function", frame.function},
+                    {"file", frame.file},
+                    {"line", frame.line},
+                    {"library", frame.library},
+                    {"internal", frame.is_internal}});
+  }
+  return json;
+}
+
+Json partJson(const LeakPart& part) {
+  return {{"retained", part.retained},
+          {"bytes_per_step", part.bytes_per_step},
+          {"count_per_step", part.count_per_step},
+          {"survivors", part.survivors},
+          {"survivor_bytes", part.survivor_bytes},
+          {"steps_with_survivors", part.steps_with_survivors},
+          {"steps_observed", part.steps_observed},
+          {"op", part.site.op},
+          {"outer_op", part.site.outer_op},
+          {"scope", part.site.scope},
+          {"frames", framesJson(part.site.frames)},
+          {"tensor", tensorJson(part.tensor)},
+          {"shapes", shapesJson(part.shapes)}};
+}
+
+// ---- reading ----
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("memseal report: " + what);
+}
+
+const Json& field(const Json& object, const char* name, const std::string& where) {
+  if (!object.is_object()) fail(where + " is not an object");
+  auto found = object.find(name);
+  if (found == object.end()) fail(where + " has no \"" + name + "\"");
+  return *found;
+}
+
+template <typename T>
+T read(const Json& object, const char* name, const std::string& where) {
+  const Json& value = field(object, name, where);
+  try {
+    return value.get<T>();
+  } catch (const nlohmann::json::exception&) {
+    fail(where + "." + name + " has the wrong type (" + value.type_name() + ")");
+  }
+}
+
+template <typename T>
+T readOr(const Json& object, const char* name, const std::string& where, T fallback) {
+  if (!object.contains(name) || object.at(name).is_null()) return fallback;
+  return read<T>(object, name, where);
+}
+
+LeakCategory categoryFromId(const std::string& id, const std::string& where) {
+  for (LeakCategory category :
+       {LeakCategory::kAutogradGraphRetained, LeakCategory::kGradEnabledInference,
+        LeakCategory::kParametersCreatedPerStep, LeakCategory::kTensorsRetained,
+        LeakCategory::kUntrackedGrowth, LeakCategory::kCreateGraphCycle}) {
+    if (id == categoryId(category)) return category;
+  }
+  fail(where + ".category '" + id + "' is not a category this memseal knows");
+}
+
+TensorInfo readTensor(const Json& object, const std::string& where) {
+  TensorInfo tensor;
+  if (!object.contains("tensor") || object.at("tensor").is_null()) return tensor;
+  const Json& json = object.at("tensor");
+  std::string here = where + ".tensor";
+  tensor.known = true;
+  tensor.shape = read<std::vector<std::int64_t>>(json, "shape", here);
+  tensor.dtype = read<std::string>(json, "dtype", here);
+  tensor.requires_grad = read<bool>(json, "requires_grad", here);
+  bool no_history = !json.contains("grad_fn") || json.at("grad_fn").is_null();
+  tensor.is_leaf = readOr<bool>(json, "is_leaf", here, no_history);
+  tensor.grad_fn = readOr<std::string>(json, "grad_fn", here, "");
+  return tensor;
+}
+
+ShapeRange readShapes(const Json& object, const std::string& where) {
+  ShapeRange shapes;
+  if (!object.contains("shapes") || object.at("shapes").is_null()) return shapes;
+  std::string here = where + ".shapes";
+  const Json& json = object.at("shapes");
+  shapes.min = read<std::vector<std::int64_t>>(json, "min", here);
+  shapes.max = read<std::vector<std::int64_t>>(json, "max", here);
+  shapes.distinct = read<std::uint32_t>(json, "distinct", here);
+  return shapes;
+}
+
+AllocationSite readSite(const Json& object, const std::string& where) {
+  AllocationSite site;
+  site.op = read<std::string>(object, "op", where);
+  site.outer_op = read<std::string>(object, "outer_op", where);
+  site.scope = read<std::string>(object, "scope", where);
+  const Json& frames = field(object, "frames", where);
+  if (!frames.is_array()) fail(where + ".frames is not an array");
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    std::string here = where + ".frames[" + std::to_string(i) + "]";
+    StackFrame frame;
+    frame.function = read<std::string>(frames[i], "function", here);
+    frame.file = read<std::string>(frames[i], "file", here);
+    frame.line = read<int>(frames[i], "line", here);
+    frame.library = read<std::string>(frames[i], "library", here);
+    frame.is_internal = read<bool>(frames[i], "internal", here);
+    site.frames.push_back(std::move(frame));
+  }
+  return site;
+}
+
+LeakPart readPart(const Json& json, const std::string& where) {
+  LeakPart part;
+  part.retained = read<std::string>(json, "retained", where);
+  part.bytes_per_step = read<double>(json, "bytes_per_step", where);
+  part.count_per_step = read<double>(json, "count_per_step", where);
+  part.survivors = read<std::int64_t>(json, "survivors", where);
+  part.survivor_bytes = read<std::int64_t>(json, "survivor_bytes", where);
+  part.steps_with_survivors = read<std::uint32_t>(json, "steps_with_survivors", where);
+  part.steps_observed = readOr<std::uint32_t>(json, "steps_observed", where, 0);
+  part.site = readSite(json, where);
+  part.tensor = readTensor(json, where);
+  part.shapes = readShapes(json, where);
+  return part;
+}
+
+}  // namespace
+
+std::string LeakReport::toJson() const {
+  Json json;
+  json["schema"] = std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion);
+  json["verdict"] = leak ? "leak" : "no_leak";
+  json["steps"] = steps;
+  json["warmup"] = warmup;
+  json["detected_at_step"] = detected_at_step ? Json(*detected_at_step) : Json(nullptr);
+  json["backward_ran"] = backward_ran;
+  json["notes"] = notes;
+  json["findings"] = Json::array();
+  for (const LeakFinding& finding : findings) {
+    Json parts = Json::array();
+    for (const LeakPart& part : finding.parts) parts.push_back(partJson(part));
+    json["findings"].push_back({{"category", categoryId(finding.category)},
+                                {"retained", finding.retained},
+                                {"bytes_per_step", finding.bytes_per_step},
+                                {"count_per_step", finding.count_per_step},
+                                {"survivors", finding.survivors},
+                                {"survivor_bytes", finding.survivor_bytes},
+                                {"steps_with_survivors", finding.steps_with_survivors},
+                                {"steps_observed", finding.steps_observed},
+                                {"op", finding.site.op},
+                                {"outer_op", finding.site.outer_op},
+                                {"scope", finding.site.scope},
+                                {"frames", framesJson(finding.site.frames)},
+                                {"tensor", tensorJson(finding.tensor)},
+                                {"shapes", shapesJson(finding.shapes)},
+                                {"explained_bytes_per_step", finding.explained_bytes_per_step},
+                                {"parts", parts},
+                                {"hint", finding.hint}});
+  }
+  Json live = Json::array();
+  Json per_step_json = Json::array();
+  for (const StepSample& sample : per_step) {
+    live.push_back(sample.live_bytes);
+    per_step_json.push_back({{"step", sample.step},
+                             {"live_bytes", sample.live_bytes},
+                             {"live_count", sample.live_count},
+                             {"resident_bytes", sample.resident_bytes},
+                             {"graph_nodes_alive", sample.graph_nodes_alive}});
+  }
+  json["live_bytes"] = live;
+  json["per_step"] = per_step_json;
+  return json.dump(2) + "\n";
+}
+
+LeakReport LeakReport::fromJson(const std::string& text) {
+  Json json;
+  try {
+    json = Json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    fail(std::string("not valid JSON (") + error.what() + ")");
+  }
+  if (!json.is_object() || !json.contains("schema") || !json["schema"].is_string()) {
+    fail("not a memseal report: no \"schema\" (this memseal reads " +
+         std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion) + ")");
+  }
+  std::string schema = json["schema"].get<std::string>();
+  std::string reads = std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion);
+  std::size_t slash = schema.rfind('/');
+  std::string name = slash == std::string::npos ? schema : schema.substr(0, slash);
+  std::string version_text = slash == std::string::npos ? "" : schema.substr(slash + 1);
+  if (name != kCheckReportSchema) {
+    fail("the file's schema is " + schema + "; this memseal reads " + reads);
+  }
+  if (version_text.empty() || version_text.find_first_not_of("0123456789") != std::string::npos ||
+      version_text.size() > 6) {
+    fail("the file's schema version '" + version_text + "' is not a number; this memseal reads " +
+         reads);
+  }
+  if (std::stoi(version_text) > kCheckReportVersion) {
+    fail("the file was written by a newer memseal (" + schema + "); this memseal reads " + reads +
+         " and older");
+  }
+  LeakReport report;
+  std::string verdict = read<std::string>(json, "verdict", "report");
+  if (verdict != "leak" && verdict != "no_leak")
+    fail("verdict '" + verdict + "' is not leak or no_leak");
+  report.leak = verdict == "leak";
+  report.steps = read<std::uint32_t>(json, "steps", "report");
+  report.warmup = read<std::uint32_t>(json, "warmup", "report");
+  if (json.contains("detected_at_step") && !json["detected_at_step"].is_null()) {
+    report.detected_at_step = read<std::uint32_t>(json, "detected_at_step", "report");
+  }
+  report.backward_ran = readOr<bool>(json, "backward_ran", "report", false);
+  report.notes = readOr<std::vector<std::string>>(json, "notes", "report", {});
+  const Json& findings = field(json, "findings", "report");
+  if (!findings.is_array()) fail("report.findings is not an array");
+  for (std::size_t i = 0; i < findings.size(); ++i) {
+    std::string where = "findings[" + std::to_string(i) + "]";
+    const Json& item = findings[i];
+    LeakFinding finding;
+    finding.category = categoryFromId(read<std::string>(item, "category", where), where);
+    finding.retained = read<std::string>(item, "retained", where);
+    finding.bytes_per_step = read<double>(item, "bytes_per_step", where);
+    finding.count_per_step = read<double>(item, "count_per_step", where);
+    finding.survivors = read<std::int64_t>(item, "survivors", where);
+    finding.survivor_bytes = read<std::int64_t>(item, "survivor_bytes", where);
+    finding.steps_with_survivors = read<std::uint32_t>(item, "steps_with_survivors", where);
+    // Older writers counted every finding over the steps after warm-up.
+    finding.steps_observed =
+        readOr<std::uint32_t>(item, "steps_observed", where,
+                              report.steps > report.warmup ? report.steps - report.warmup : 0);
+    finding.site = readSite(item, where);
+    finding.tensor = readTensor(item, where);
+    finding.shapes = readShapes(item, where);
+    finding.explained_bytes_per_step = readOr<double>(item, "explained_bytes_per_step", where, 0);
+    if (item.contains("parts")) {
+      if (!item["parts"].is_array()) fail(where + ".parts is not an array");
+      for (std::size_t p = 0; p < item["parts"].size(); ++p) {
+        finding.parts.push_back(
+            readPart(item["parts"][p], where + ".parts[" + std::to_string(p) + "]"));
+      }
+    }
+    finding.hint = read<std::string>(item, "hint", where);
+    report.findings.push_back(std::move(finding));
+  }
+  if (report.leak != !report.findings.empty()) {
+    fail("verdict '" + verdict + "' disagrees with " + std::to_string(report.findings.size()) +
+         " findings");
+  }
+  const Json& per_step = field(json, "per_step", "report");
+  if (!per_step.is_array()) fail("report.per_step is not an array");
+  for (std::size_t i = 0; i < per_step.size(); ++i) {
+    std::string where = "per_step[" + std::to_string(i) + "]";
+    StepSample sample;
+    sample.step = read<std::uint32_t>(per_step[i], "step", where);
+    sample.live_bytes = read<std::int64_t>(per_step[i], "live_bytes", where);
+    sample.live_count = read<std::int64_t>(per_step[i], "live_count", where);
+    sample.resident_bytes = read<std::int64_t>(per_step[i], "resident_bytes", where);
+    sample.graph_nodes_alive = readOr<std::int64_t>(per_step[i], "graph_nodes_alive", where, 0);
+    report.per_step.push_back(sample);
+  }
+  return report;
+}
+
+}  // namespace memseal

@@ -1,0 +1,119 @@
+// LeakReport as text for people: the verdict, then one card per finding (what grows, where it is
+// made, an example tensor, what the cause holds, and the fix).
+#include <cstdio>
+#include <sstream>
+
+#include "detect/diagnosis.h"
+#include "memseal/leak_detector.h"
+#include "report/text_format.h"
+
+namespace memseal {
+
+namespace {
+
+constexpr std::size_t kPartsShown = 12;
+constexpr const char* kIndent = "              ";
+
+std::string opText(const AllocationSite& site) {
+  std::string text = site.op;
+  if (!site.outer_op.empty() && site.outer_op != site.op) text += " (inside " + site.outer_op + ")";
+  return text;
+}
+
+std::string rateText(const LeakFinding& finding) {
+  char rate[256];
+  std::string per_step = report::bytesText(static_cast<std::int64_t>(finding.bytes_per_step));
+  if (finding.category == LeakCategory::kUntrackedGrowth) {
+    std::snprintf(
+        rate, sizeof(rate),
+        "resident memory +%s/step beyond what tracked tensors and graphs explain "
+        "(+%s/step)",
+        per_step.c_str(),
+        report::bytesText(static_cast<std::int64_t>(finding.explained_bytes_per_step)).c_str());
+  } else if (finding.retained == "autograd graph nodes") {
+    std::snprintf(rate, sizeof(rate),
+                  "%.2g autograd graph/step kept alive (%u of %u watched steps), resident memory "
+                  "+%s/step",
+                  finding.count_per_step, finding.steps_with_survivors, finding.steps_observed,
+                  per_step.c_str());
+  } else {
+    std::snprintf(rate, sizeof(rate), "+%s/step, %.3g tensor%s/step (%lld retained, %s)",
+                  per_step.c_str(), finding.count_per_step,
+                  finding.count_per_step == 1.0 ? "" : "s",
+                  static_cast<long long>(finding.survivors),
+                  report::bytesText(finding.survivor_bytes).c_str());
+  }
+  return rate;
+}
+
+std::string partText(const LeakPart& part) {
+  std::string text;
+  if (part.retained == "autograd graph nodes") {
+    char rate[64];
+    std::snprintf(rate, sizeof(rate), "%.2g graph/step", part.count_per_step);
+    text = std::string(rate) + "  kept by the output of " + opText(part.site);
+  } else {
+    text = "+" + report::bytesText(static_cast<std::int64_t>(part.bytes_per_step)) + "/step  " +
+           opText(part.site);
+  }
+  if (part.tensor.known) {
+    std::string shape = detect::shapeRangeText(part.shapes);
+    text += "  " + (shape.empty() ? report::shapeText(part.tensor.shape) : shape) + " " +
+            part.tensor.dtype;
+    if (!part.tensor.grad_fn.empty()) text += " " + part.tensor.grad_fn;
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string LeakReport::toText() const {
+  std::ostringstream out;
+  std::uint32_t observed = steps > warmup ? steps - warmup : 0;
+  if (!leak) {
+    out << "memseal: no leak in " << observed << " steps after " << warmup << " warm-up steps";
+    if (!per_step.empty()) {
+      out << " (tensor memory " << report::bytesText(per_step.back().live_bytes)
+          << " live at the end)";
+    }
+    out << "\n";
+    for (const std::string& note : notes)
+      out << "note: " << report::wrap(note, 94, "      ") << "\n";
+    return out.str();
+  }
+  out << "memseal: LEAK: " << findings.size() << " finding" << (findings.size() == 1 ? "" : "s")
+      << " in " << observed << " steps after " << warmup << " warm-up steps";
+  if (detected_at_step) out << " (clear from step " << *detected_at_step << " on)";
+  out << "\n";
+  int index = 0;
+  for (const LeakFinding& finding : findings) {
+    out << "\n[" << ++index << "] " << categoryId(finding.category) << "\n";
+    out << "    grows     " << rateText(finding) << "\n";
+    if (finding.category != LeakCategory::kUntrackedGrowth) {
+      out << "    made by   " << opText(finding.site);
+      if (!finding.site.scope.empty()) out << "  in scope " << finding.site.scope;
+      out << "\n";
+      std::vector<std::string> lines = report::stackLines(finding.site.frames);
+      for (std::size_t i = 0; i < lines.size(); ++i) {
+        out << (i == 0 ? "    at        " : kIndent) << lines[i] << "\n";
+      }
+      out << "    tensor    " << report::tensorText(finding.tensor) << "\n";
+      std::string shapes = detect::shapeRangeText(finding.shapes);
+      if (!shapes.empty()) out << "    shapes    " << shapes << "\n";
+      if (finding.parts.size() > 1) {
+        for (std::size_t i = 0; i < finding.parts.size() && i < kPartsShown; ++i) {
+          out << (i == 0 ? "    holds     " : kIndent) << partText(finding.parts[i]) << "\n";
+        }
+        if (finding.parts.size() > kPartsShown) {
+          out << kIndent << "... " << finding.parts.size() - kPartsShown << " more\n";
+        }
+      }
+    }
+    out << "    fix       " << report::wrap(finding.hint, 88, kIndent) << "\n";
+  }
+  if (!notes.empty()) out << "\n";
+  for (const std::string& note : notes) out << "note: " << report::wrap(note, 94, "      ") << "\n";
+  return out.str();
+}
+
+}  // namespace memseal

@@ -1,0 +1,218 @@
+// The tracker's hot path. Order on every allocation, as in heaptrack: recursion guard, enabled
+// flag, capture into fixed buffers, and only then shared state (one sharded lock, two atomics).
+// Nothing here allocates through the allocator being tracked; tables grow with calloc, rarely.
+#include "track/cpu_allocator_hook.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+#include "track/arena_region.h"
+#include "track/device_counters.h"
+#include "track/live_table.h"
+#include "track/op_sampling.h"
+#include "track/served_memory.h"
+#include "track/session.h"
+#include "track/site_table.h"
+#include "track/tensor_reference.h"
+
+namespace memseal::track {
+
+namespace {
+
+thread_local ThreadState t_thread_state{};
+
+// Ordering allocations needs no precision finer than the thread's own serial number gives; the
+// coarse clock costs a fraction of the precise one.
+std::int64_t coarseNowNs() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+// Adopted DataPtrs (arena recordings): data -> their real context and deleter.
+LiveTable& adoptedAllocations() {
+  static auto* table = new LiveTable();  // never destroyed, see session.h
+  return *table;
+}
+
+c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t bytes);
+
+// Forwards to whatever CPU allocator was installed before, and records what it hands out while a
+// session is active.
+class InterposingCpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(std::size_t bytes) override {
+    ThreadState& state = t_thread_state;
+    c10::Allocator* system = previous.load(std::memory_order_acquire);
+    // Zero-byte requests get no memory (libtorch's allocator returns a null pointer): not an
+    // allocation to count, track, record or plan.
+    if (bytes == 0) return system->allocate(0);
+    ArenaRegion* region = state.in_tracker ? nullptr : state.arena_region;
+    if (region != nullptr) {
+      // From a planned block (already a simple DataPtr): neither a system allocator call nor
+      // tracked.
+      c10::DataPtr served = region->serve(bytes);
+      if (served) return served;
+    }
+    ++state.system_allocations;
+    c10::DataPtr inner = system->allocate(bytes);
+    if (region != nullptr) inner = adoptAllocation(region->observe(std::move(inner), bytes));
+    if (state.in_tracker || !sessionActive()) return inner;
+    return trackAllocation(state, std::move(inner), bytes);
+  }
+  // raw_allocate/raw_deallocate work: tracked pointers carry data == context, and trackedFree
+  // hands pointers it does not know to the previous allocator's raw deleter.
+  c10::DeleterFnPtr raw_deleter() const override { return &trackedFree; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  std::atomic<c10::Allocator*> previous{nullptr};
+};
+
+InterposingCpuAllocator& interposer() {
+  static auto* allocator = new InterposingCpuAllocator();  // never destroyed, see session.h
+  return *allocator;
+}
+
+struct HookInstallation {
+  std::mutex mutex;
+  int users = 0;
+  bool high_priority = false;
+};
+
+HookInstallation& installation() {
+  static auto* state = new HookInstallation();
+  return *state;
+}
+
+c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t bytes) {
+  void* data = inner.get();
+  if (data == nullptr) return inner;
+  TrackerWork work;
+  DeviceCounters& counters = cpuCounters();
+  LiveRecord record;
+  record.data = data;
+  record.original_deleter = inner.get_deleter();
+  record.original_context = inner.get_context();
+  record.bytes = bytes;
+  record.time_ns = coarseNowNs();
+  record.thread_serial = ++state.allocation_serial;
+  record.step = currentStep();
+  record.session = sessionId();
+  record.lifetime_scope = state.lifetime_scope;
+  record.flags = static_cast<std::uint8_t>((c10::GradMode::is_enabled() ? kGradMode : 0) |
+                                           (c10::InferenceMode::is_enabled() ? kInferenceMode : 0));
+  record.thread_slot = counters.threadSlot(state);
+  attributeAllocation(state, record);
+  c10::Device device = inner.device();
+  if (!liveAllocations().insert(record)) {
+    return inner;  // could not grow the table: this allocation goes untracked, still correct
+  }
+  inner.release_context();
+  counters.onAllocate(state, static_cast<std::int64_t>(bytes));
+  ++state.allocations_in_thread;
+  state.bytes_in_thread += bytes;
+  SiteEntry& site = siteTable().site(record.site);
+  site.allocated_bytes_total.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+  site.allocations_total.fetch_add(1, std::memory_order_relaxed);
+  return c10::DataPtr(data, data, &trackedFree, device);
+}
+
+}  // namespace
+
+ThreadState& threadState() { return t_thread_state; }
+
+void acquireAllocatorHook() {
+  HookInstallation& hook_state = installation();
+  std::lock_guard<std::mutex> lock(hook_state.mutex);
+  if (hook_state.users++ > 0) return;
+  InterposingCpuAllocator& hook = interposer();
+  c10::Allocator* current = c10::GetCPUAllocator();
+  if (current == &hook) return;
+  hook.previous.store(current, std::memory_order_release);
+  c10::SetCPUAllocator(&hook, 0);
+  hook_state.high_priority = false;
+  if (c10::GetCPUAllocator() != &hook) {
+    // Someone registered theirs with a priority above the default; we still wrap it.
+    c10::SetCPUAllocator(&hook, UINT8_MAX);
+    hook_state.high_priority = true;
+  }
+}
+
+void releaseAllocatorHook() {
+  HookInstallation& hook_state = installation();
+  std::lock_guard<std::mutex> lock(hook_state.mutex);
+  if (hook_state.users == 0 || --hook_state.users > 0) return;
+  InterposingCpuAllocator& hook = interposer();
+  // Restore only if nobody replaced us meanwhile; `previous` stays set so late frees still work.
+  if (c10::GetCPUAllocator() == &hook) {
+    c10::SetCPUAllocator(hook.previous.load(), hook_state.high_priority ? UINT8_MAX : 0);
+  }
+}
+
+void setThreadArenaRegion(ArenaRegion* region) { t_thread_state.arena_region = region; }
+
+c10::DataPtr servedDataPtr(void* data) {
+  return c10::DataPtr(data, data, &trackedFree, c10::Device(c10::DeviceType::CPU));
+}
+
+c10::DataPtr adoptAllocation(c10::DataPtr inner) {
+  void* data = inner.get();
+  // Already simple: the system allocator's own DataPtr (raw_deallocate reaches its raw deleter
+  // through trackedFree's fallback), or one of ours.
+  if (data == nullptr || inner.get_context() == data) return inner;
+  LiveRecord record;
+  record.data = data;
+  record.original_context = inner.get_context();
+  record.original_deleter = inner.get_deleter();
+  bool inserted = false;
+  {
+    TrackerWork work;
+    inserted = adoptedAllocations().insert(record);
+  }
+  if (!inserted) return inner;
+  c10::Device device = inner.device();
+  inner.release_context();
+  return c10::DataPtr(data, data, &trackedFree, device);
+}
+
+void trackedFree(void* data) {
+  if (data == nullptr) return;  // raw_deallocate(nullptr), as oneDNN does for empty buffers
+  ThreadState& state = t_thread_state;
+  // Planned-arena memory freed inside its region, the common case: no lock, no table.
+  if (ArenaRegion* region = state.arena_region) {
+    if (region->releaseOnThisThread(data)) return;
+  }
+  LiveRecord record;
+  if (!liveAllocations().remove(data, &record)) {
+    if (adoptedAllocations().remove(data, &record)) {
+      record.original_deleter(record.original_context);
+      return;
+    }
+    if (releaseServedAnywhere(data)) return;
+    // Only raw_deallocate of memory we never tracked gets here.
+    c10::Allocator* system = interposer().previous.load(std::memory_order_acquire);
+    c10::DeleterFnPtr previous = system != nullptr ? system->raw_deleter() : nullptr;
+    if (previous != nullptr) {
+      previous(data);
+    } else {
+      std::fprintf(stderr, "memseal: free of unknown pointer %p; leaking it rather than guessing\n",
+                   data);
+    }
+    return;
+  }
+  if (record.session == sessionId()) {
+    cpuCounters().onFree(state, static_cast<std::int64_t>(record.bytes));
+  }
+  if (record.tensor != nullptr) dropWeakTensorReference(record.tensor);
+  record.original_deleter(record.original_context);
+}
+
+}  // namespace memseal::track

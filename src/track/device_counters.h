@@ -1,0 +1,56 @@
+// Counters of tracked CPU memory. Live bytes and their peak are shared atomics: the peak needs one
+// order of all allocations and frees. Counts and totals are kept per thread, in a slot only that
+// thread writes (a plain load and store, no read-modify-write), and summed when read.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "memseal/tracker.h"
+#include "track/thread_state.h"
+
+namespace memseal::track {
+
+class DeviceCounters {
+ public:
+  // Threads beyond this share one slot, counted with atomic read-modify-writes.
+  static constexpr std::uint32_t kThreadSlots = 1024;
+
+  // The thread's 1-based slot, given on its first call and kept for the thread's life.
+  std::uint32_t threadSlot(ThreadState& state) {
+    if (state.slot == 0) state.slot = next_slot_.fetch_add(1, std::memory_order_relaxed) + 1;
+    return state.slot;
+  }
+  void onAllocate(ThreadState& state, std::int64_t bytes);
+  void onFree(ThreadState& state, std::int64_t bytes);
+  // Counts start from zero for the session that starts now.
+  void beginSession();
+  DeviceStats read(const char* device) const;
+
+ private:
+  struct alignas(64) ThreadSlot {
+    std::atomic<std::int64_t> allocations{0};
+    std::atomic<std::int64_t> allocated_bytes{0};
+    std::atomic<std::int64_t> frees{0};
+  };
+  struct Totals {
+    std::int64_t allocations = 0;
+    std::int64_t allocated_bytes = 0;
+    std::int64_t frees = 0;
+  };
+  ThreadSlot& slotOf(ThreadState& state);
+  Totals sum() const;
+
+  std::atomic<std::int64_t> live_bytes_{0};
+  std::atomic<std::int64_t> peak_bytes_{0};
+  std::atomic<std::uint32_t> next_slot_{0};
+  // Sums when the session began (atomics: stats may be read while a session starts).
+  std::atomic<std::int64_t> baseline_allocations_{0};
+  std::atomic<std::int64_t> baseline_allocated_bytes_{0};
+  std::atomic<std::int64_t> baseline_frees_{0};
+  ThreadSlot slots_[kThreadSlots + 1];  // the last one is shared
+};
+
+DeviceCounters& cpuCounters();
+
+}  // namespace memseal::track

@@ -1,0 +1,32 @@
+// What the leak detector (detect/) sees of autograd from the hot path: every op output that has
+// autograd history, and how many backward functions ran. The detector implements the observer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "track/live_record.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace memseal::track {
+
+// Called on the thread that ran the op, from inside the op observer, for outputs with a grad_fn
+// made while grad mode is on and ops are watched. `site` is the op's allocation site.
+class GradFnObserver {
+ public:
+  virtual ~GradFnObserver() = default;
+  virtual void onGradFn(const TensorSignature& output,
+                        const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) = 0;
+};
+
+// One observer at a time. Setting nullptr waits until no thread is inside the old one, so it can
+// be destroyed afterwards.
+void setGradFnObserver(GradFnObserver* observer);
+
+// Backward functions (autograd nodes) executed, ever: tells whether a loop runs backward.
+std::uint64_t backwardFunctionsRun();
+
+}  // namespace memseal::track

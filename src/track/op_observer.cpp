@@ -1,0 +1,152 @@
+// The callbacks run on every watched op, so they do as little as they can: the start pushes a
+// frame; the end reads outputs only when the op allocated on this thread or the grad_fn observer
+// wants autograd history, and never while the tracker itself is working.
+#include "track/op_observer.h"
+
+#include <ATen/core/TensorBase.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/function.h>
+
+#include <atomic>
+#include <thread>
+
+#include "track/cpu_allocator_hook.h"
+#include "track/grad_fn_observer.h"
+#include "track/live_table.h"
+#include "track/op_sampling.h"
+#include "track/session.h"
+#include "track/site_table.h"
+#include "track/tensor_reference.h"
+
+namespace memseal::track {
+
+namespace {
+
+std::uint64_t g_callback_handle = 0;  // under the session's control lock
+bool g_needs_outputs = false;
+std::atomic<std::uint64_t> g_backward_functions{0};
+std::atomic<GradFnObserver*> g_grad_fn_observer{nullptr};
+std::atomic<std::int64_t> g_grad_fn_observer_calls{0};
+
+// An output of an op that just returned: fills in the signature of storage the op allocated on
+// this thread, and tells the grad_fn observer about autograd history when `grad_site` is not 0.
+void onOpOutput(ThreadState& state, const at::TensorBase& tensor, std::uint64_t start_serial,
+                std::uint32_t grad_site) {
+  if (!tensor.defined()) return;
+  c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  if (state.allocation_serial != start_serial && impl->has_storage() &&
+      impl->device_type() == c10::DeviceType::CPU) {
+    const c10::DataPtr& data_ptr = impl->storage().data_ptr();
+    if (handedOutByHook(data_ptr)) {
+      TensorSignature signature = signatureOf(tensor);
+      c10::TensorImpl* displaced = nullptr;
+      std::uint32_t slot = state.slot;
+      liveAllocations().update(data_ptr.get(), [&](LiveRecord& record) {
+        // Only storage this op allocated on this thread: views of older tensors keep theirs.
+        if (record.thread_slot != slot || record.thread_serial <= start_serial) return;
+        record.signature = signature;
+        recordOutputInSequence(state, record, signature);
+        if (record.tensor != impl) {
+          displaced = record.tensor;
+          takeWeakTensorReference(impl);
+          record.tensor = impl;
+        }
+      });
+      // Dropped outside the shard lock: the last weak reference may destroy the old TensorImpl.
+      if (displaced != nullptr) dropWeakTensorReference(displaced);
+    }
+  }
+  if (grad_site == 0) return;
+  const std::shared_ptr<torch::autograd::Node>& grad_fn = tensor.grad_fn();
+  if (grad_fn == nullptr) return;
+  // Counted before the observer is loaded, so setGradFnObserver(nullptr) can wait for us.
+  g_grad_fn_observer_calls.fetch_add(1, std::memory_order_seq_cst);
+  if (GradFnObserver* observer = g_grad_fn_observer.load(std::memory_order_seq_cst)) {
+    observer->onGradFn(signatureOf(tensor), grad_fn, grad_site);
+  }
+  g_grad_fn_observer_calls.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void visitTensors(ThreadState& state, const c10::IValue& value, std::uint64_t start_serial,
+                  std::uint32_t grad_site) {
+  if (value.isTensor()) {
+    onOpOutput(state, value.toTensor(), start_serial, grad_site);
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& element : value.toTensorList()) {
+      onOpOutput(state, element, start_serial, grad_site);
+    }
+  } else if (value.isTuple()) {
+    for (const c10::IValue& element : value.toTupleRef().elements()) {
+      if (element.isTensor()) onOpOutput(state, element.toTensor(), start_serial, grad_site);
+    }
+  }
+}
+
+std::unique_ptr<at::ObserverContext> onOpStart(const at::RecordFunction& fn) {
+  ThreadState& state = threadState();
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    g_backward_functions.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (state.op_depth < kMaxOpDepth) {
+    state.ops[state.op_depth] = OpFrame{fn.name(), state.allocation_serial, 0};
+  }
+  ++state.op_depth;
+  return nullptr;
+}
+
+void onOpEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+  ThreadState& state = threadState();
+  if (state.op_depth == 0) return;  // the op started before the observer was installed
+  --state.op_depth;
+  if (state.op_depth >= static_cast<std::uint32_t>(kMaxOpDepth)) return;
+  if (state.in_tracker || !sessionActive()) return;
+  const OpFrame& frame = state.ops[state.op_depth];
+  bool allocated_inside = state.allocation_serial != frame.start_serial;
+  bool watch_grad_fns = g_grad_fn_observer.load(std::memory_order_acquire) != nullptr &&
+                        c10::GradMode::is_enabled() &&
+                        fn.scope() != at::RecordScope::BACKWARD_FUNCTION;
+  if (!allocated_inside && !watch_grad_fns) return;
+  if (!fn.needsOutputs()) return;
+  TrackerWork work;
+  try {
+    std::uint32_t grad_site = 0;
+    if (watch_grad_fns) {
+      // The site is that of this op: intern it while its frame is still on the stack.
+      ++state.op_depth;
+      grad_site = siteTable().currentSite(state);
+      --state.op_depth;
+    }
+    for (const c10::IValue& output : fn.outputs()) {
+      visitTensors(state, output, frame.start_serial, grad_site);
+    }
+  } catch (...) {
+    // Metadata is best effort: a tensor kind whose storage cannot be read keeps no signature.
+  }
+}
+
+}  // namespace
+
+void configureOpObserver(bool record_tensor_metadata) { g_needs_outputs = record_tensor_metadata; }
+
+void setOpsWatched(bool watched) {
+  if (watched && g_callback_handle == 0) {
+    auto callback = at::RecordFunctionCallback(&onOpStart, &onOpEnd).needsOutputs(g_needs_outputs);
+    g_callback_handle = at::addGlobalCallback(callback);
+  } else if (!watched && g_callback_handle != 0) {
+    at::removeCallback(g_callback_handle);
+    g_callback_handle = 0;
+  }
+}
+
+void setGradFnObserver(GradFnObserver* observer) {
+  g_grad_fn_observer.store(observer, std::memory_order_seq_cst);
+  if (observer != nullptr) return;
+  // A thread that loaded the old observer may still be inside it: wait it out.
+  while (g_grad_fn_observer_calls.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+}
+
+std::uint64_t backwardFunctionsRun() { return g_backward_functions.load(); }
+
+}  // namespace memseal::track

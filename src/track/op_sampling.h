@@ -1,0 +1,30 @@
+// Ops watched on some steps only (OpWatching): which steps are watched, and the attribution of the
+// allocations of the other steps by replaying the last watched step's allocation sequence.
+#pragma once
+
+#include <cstdint>
+
+#include "memseal/tracker.h"
+#include "track/live_record.h"
+#include "track/thread_state.h"
+
+namespace memseal::track {
+
+// The schedule. With the session's control lock held.
+void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step);
+// kAuto: every step is watched at least until `step`.
+void extendOpScheduleFullPhase(std::uint32_t step);
+// Whether ops are watched on `step`, the step now starting; publishes the answer to the hot path.
+// With kAuto, a replay that stopped matching on the step before sends the schedule back to
+// watching every step for a while, twice as long each time.
+bool opScheduleWatches(std::uint32_t step);
+// True for kOneStepIn and kAuto: steps differ, and setStep must consult the schedule.
+bool opScheduleVaries();
+
+// Hot path: the site of a new allocation (and its tensor signature when replayed).
+void attributeAllocation(ThreadState& state, LiveRecord& record);
+// Hot path, at op end: the signature of an output made on a watched step, for later replays.
+void recordOutputInSequence(ThreadState& state, const LiveRecord& record,
+                            const TensorSignature& signature);
+
+}  // namespace memseal::track

@@ -1,0 +1,78 @@
+// Starting and stopping a session orders its parts so that the hot path never sees half of one:
+// tables and counters are ready before the allocator hook goes in, the active flag is set last on
+// start and cleared first on stop.
+#include "track/session.h"
+
+#include <mutex>
+#include <stdexcept>
+
+#include "track/cpu_allocator_hook.h"
+#include "track/device_counters.h"
+#include "track/op_observer.h"
+#include "track/op_sampling.h"
+#include "track/site_table.h"
+
+namespace memseal::track {
+
+SessionState g_session;
+
+namespace {
+
+std::mutex& controlMutex() {
+  static auto* mutex = new std::mutex();  // never destroyed, see session.h
+  return *mutex;
+}
+
+// With the control mutex held: watch ops on `step` or not, as the schedule says.
+void applySchedule(std::uint32_t step) { setOpsWatched(opScheduleWatches(step)); }
+
+}  // namespace
+
+SessionOptions sessionOptionsFrom(const TrackerOptions& resolved) {
+  SessionOptions options;
+  options.stacks = resolved.stacks.value_or(StackMode::kOff);
+  options.stack_sample_every = resolved.stack_sample_every.value_or(64);
+  options.record_tensor_metadata = resolved.record_tensor_metadata.value_or(true);
+  options.ops = resolved.observe_ops.value_or(OpWatching::everyStep());
+  return options;
+}
+
+void startSession(const SessionOptions& options) {
+  std::lock_guard<std::mutex> lock(controlMutex());
+  if (sessionActive()) {
+    throw std::logic_error("memseal: a tracker is already running in this process; stop it first");
+  }
+  siteTable().configureStacks(options.stacks, options.stack_sample_every);
+  g_session.id.fetch_add(1, std::memory_order_acq_rel);
+  cpuCounters().beginSession();
+  siteTable().resetCounters();
+  acquireAllocatorHook();
+  configureOpObserver(options.record_tensor_metadata);
+  configureOpSchedule(options.ops, currentStep());
+  applySchedule(currentStep());
+  g_session.active.store(true, std::memory_order_release);
+}
+
+void stopSession() {
+  std::lock_guard<std::mutex> lock(controlMutex());
+  if (!sessionActive()) return;
+  g_session.active.store(false, std::memory_order_release);
+  setOpsWatched(false);
+  configureOpSchedule(OpWatching::off(), 0);
+  releaseAllocatorHook();
+}
+
+void setSessionStep(std::uint32_t step) {
+  g_session.step.store(step, std::memory_order_relaxed);
+  if (!opScheduleVaries()) return;
+  std::lock_guard<std::mutex> lock(controlMutex());
+  applySchedule(step);  // stop() may have run meanwhile: the schedule is off then
+}
+
+void watchEveryStepUntil(std::uint32_t step) {
+  std::lock_guard<std::mutex> lock(controlMutex());
+  extendOpScheduleFullPhase(step);
+  applySchedule(currentStep());
+}
+
+}  // namespace memseal::track
