@@ -115,6 +115,27 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
                           detect->reset();
                         }});
   }
+  // The default detector once a long run is past its watched start: 200 untimed steps first.
+  DetectorOptions steady;
+  steady.on_leak = LeakPolicy::kNone;
+  steady.warmup = 5;
+  variants.push_back({"detector default, after its first 200 steps",
+                      [detect, steady, iteration] {
+                        track::selectUnwinder(track::Unwinder::kLibunwind);
+                        *detect = std::make_unique<LeakDetector>(steady);
+                        for (int i = 0; i < 200; ++i) {
+                          iteration();
+                          (*detect)->step();
+                        }
+                      },
+                      [iteration, detect] {
+                        iteration();
+                        (*detect)->step();
+                      },
+                      [detect] {
+                        (*detect)->finish();
+                        detect->reset();
+                      }});
   return variants;
 }
 

@@ -41,7 +41,7 @@ struct MEMSEAL_API OpWatching {
   static OpWatching off() { return {Mode::kOff, 0}; }
   static OpWatching everyStep() { return {Mode::kEveryStep, 1}; }
   static OpWatching oneStepIn(std::uint32_t n) { return {Mode::kOneStepIn, n}; }
-  static OpWatching automatic(std::uint32_t n = 16) { return {Mode::kAuto, n}; }
+  static OpWatching automatic(std::uint32_t n = 32) { return {Mode::kAuto, n}; }
   // The option's text: "off", "all", "every:N" or "auto" (see TrackerOptions::set).
   std::string text() const;
   bool operator==(const OpWatching& other) const {

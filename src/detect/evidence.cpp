@@ -23,6 +23,9 @@ constexpr double kMinSlowResidentTotalBytes = 1024 * 1024;
 constexpr double kNativeBytesPerRetainedTensor = 1024;
 constexpr double kNativeBytesPerGraphNode = 1024;
 constexpr std::size_t kMaxGrowthContributors = 8;
+// The whole-run rules look at this many samples at most (evenly spaced, the last one always), so a
+// step boundary costs the same on the 20th step as on the 20,000th.
+constexpr std::size_t kMaxRunSamples = 512;
 
 }  // namespace
 
@@ -33,11 +36,23 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
   evidence.last_step = inputs.current_step - 1;
   evidence.observed = evidence.last_step - evidence.first_step + 1;
   evidence.backward_ran = inputs.backward_ran;
+  // The observed samples, thinned to kMaxRunSamples for the whole-run rules; the most recent
+  // kResidentWindow of them, all kept, for the fast resident rule.
+  // Samples are in step order: the observed ones are a contiguous range.
+  const std::vector<StepSample>& samples = *inputs.per_step;
+  auto begin = std::lower_bound(
+      samples.begin(), samples.end(), evidence.first_step,
+      [](const StepSample& sample, std::uint32_t step) { return sample.step < step; });
+  auto end = std::upper_bound(
+      begin, samples.end(), evidence.last_step,
+      [](std::uint32_t step, const StepSample& sample) { return step < sample.step; });
+  std::size_t count = static_cast<std::size_t>(end - begin);
+  std::size_t stride = std::max<std::size_t>(1, (count + kMaxRunSamples - 1) / kMaxRunSamples);
   std::vector<std::uint32_t> steps;
   std::vector<std::int64_t> live;
   std::vector<std::int64_t> resident;
-  for (const StepSample& sample : *inputs.per_step) {
-    if (sample.step < evidence.first_step || sample.step > evidence.last_step) continue;
+  for (std::size_t i = (count - 1) % stride; i < count; i += stride) {
+    const StepSample& sample = begin[static_cast<std::ptrdiff_t>(i)];
     steps.push_back(sample.step);
     live.push_back(sample.live_bytes);
     resident.push_back(sample.resident_bytes);
@@ -105,16 +120,20 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
     if (!evidence.graph_roots.empty()) {
       overhead += kNativeBytesPerGraphNode * static_cast<double>(evidence.nodes_per_step);
     }
+    auto residualOf = [&](const StepSample& sample) {
+      return sample.resident_bytes - sample.live_bytes -
+             static_cast<std::int64_t>(overhead * (sample.step - evidence.first_step));
+    };
     std::vector<std::int64_t> residual(resident.size());
     for (std::size_t i = 0; i < resident.size(); ++i) {
       residual[i] = resident[i] - live[i] -
                     static_cast<std::int64_t>(overhead * (steps[i] - evidence.first_step));
     }
-    std::size_t recent = residual.size() > kResidentWindow ? residual.size() - kResidentWindow : 0;
-    double fast = steadyGrowthPerStep(
-        std::vector<std::int64_t>(residual.begin() + static_cast<std::ptrdiff_t>(recent),
-                                  residual.end()),
-        kMinFastResidentBytesPerStep);
+    std::vector<std::int64_t> recent;
+    for (std::size_t i = count > kResidentWindow ? count - kResidentWindow : 0; i < count; ++i) {
+      recent.push_back(residualOf(begin[static_cast<std::ptrdiff_t>(i)]));
+    }
+    double fast = steadyGrowthPerStep(recent, kMinFastResidentBytesPerStep);
     bool other_findings = !evidence.storage.empty() || !evidence.graph_roots.empty() ||
                           evidence.unexplained_tensor_growth > 0;
     if (other_findings) {

@@ -6,14 +6,14 @@
 
 #include <algorithm>
 
-#include "track/session.h"
+#include "memseal/tracker.h"
 
 namespace memseal::detect {
 
 void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
                                 const std::shared_ptr<torch::autograd::Node>& node,
                                 std::uint32_t site) {
-  std::uint32_t step = track::currentStep();
+  std::uint32_t step = memseal::currentStep();
   if (step < first_step_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (steps_.empty() || steps_.back().step != step) {
@@ -23,6 +23,7 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
   }
   StepSamples& samples = steps_.back();
   ++samples.made;
+  most_made_ = std::max(most_made_, samples.made);
   if (samples.last_node == node.get()) return;  // an op returning its input's node again
   samples.last_node = node.get();
   Sample& slot = samples.samples[samples.next];
@@ -84,9 +85,7 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
 
 std::int64_t GraphNodeSampler::nodesPerStep() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::int64_t most = 0;
-  for (const StepSamples& samples : steps_) most = std::max(most, samples.made);
-  return most;
+  return most_made_;
 }
 
 }  // namespace memseal::detect

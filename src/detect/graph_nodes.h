@@ -67,6 +67,7 @@ class GraphNodeSampler final : public track::GradFnObserver {
   void thin();  // with mutex_ held
 
   std::uint32_t first_step_;
+  std::int64_t most_made_ = 0;  // the most nodes made in one step so far
   mutable std::mutex mutex_;
   std::deque<StepSamples> steps_;
 };

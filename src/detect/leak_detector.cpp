@@ -25,6 +25,9 @@ namespace {
 // (which needs 4 of them) is clear within 10 steps; then the loop's repetition is trusted.
 constexpr std::uint32_t kWatchedStepsAfterWarmup = 10;
 constexpr std::size_t kMaxStepSamples = 16384;
+// Past warm-up and its watched steps, a healthy loop's verdict is renewed on one step boundary in
+// this many (a suspected leak's on every one): each renewal costs a pass over the live table.
+constexpr std::uint32_t kVerdictEvery = 4;
 
 // Bounded memory: past kMaxStepSamples, every other sample of the older half goes. Each sample
 // keeps its step number, so rates stay right.
@@ -167,10 +170,15 @@ void LeakDetector::step() {
     state.backward_at_warmup_end = track::backwardFunctionsRun();
   }
   setStep(state.current_step);
+  // Counted where the verdict is renewed; carried over on the boundaries in between.
+  if (!state.per_step.empty()) sample.graph_nodes_alive = state.per_step.back().graph_nodes_alive;
   state.per_step.push_back(sample);
+  thinStepSamples(state.per_step);
+  bool renew = state.current_step <= state.options.warmup + kWatchedStepsAfterWarmup ||
+               state.last_verdict || state.current_step % kVerdictEvery == 0;
+  if (!renew) return;
   detect::LeakEvidence evidence = state.evidence();
   state.per_step.back().graph_nodes_alive = evidence.graph_samples_alive;
-  thinStepSamples(state.per_step);
   bool verdict = evidence.leak();
   if (verdict && !state.last_verdict) state.leak_since = sample.step;
   if (!verdict) state.leak_since.reset();

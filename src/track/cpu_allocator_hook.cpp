@@ -4,8 +4,7 @@
 #include "track/cpu_allocator_hook.h"
 
 #include <c10/core/CPUAllocator.h>
-#include <c10/core/GradMode.h>
-#include <c10/core/InferenceMode.h>
+#include <c10/core/AutogradState.h>
 
 #include <atomic>
 #include <cstdio>
@@ -95,7 +94,7 @@ HookInstallation& installation() {
 c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t bytes) {
   void* data = inner.get();
   if (data == nullptr) return inner;
-  TrackerWork work;
+  TrackerWork work(state);
   DeviceCounters& counters = cpuCounters();
   LiveRecord record;
   record.data = data;
@@ -107,8 +106,10 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
   record.step = currentStep();
   record.session = sessionId();
   record.lifetime_scope = state.lifetime_scope;
-  record.flags = static_cast<std::uint8_t>((c10::GradMode::is_enabled() ? kGradMode : 0) |
-                                           (c10::InferenceMode::is_enabled() ? kInferenceMode : 0));
+  // Both modes from one read of autograd's thread-local state.
+  const c10::AutogradState& autograd = c10::AutogradState::get_tls_state();
+  record.flags = static_cast<std::uint8_t>((autograd.get_grad_mode() ? kGradMode : 0) |
+                                           (autograd.get_inference_mode() ? kInferenceMode : 0));
   record.thread_slot = counters.threadSlot(state);
   attributeAllocation(state, record);
   c10::Device device = inner.device();

@@ -10,7 +10,7 @@
 namespace memseal::track {
 
 namespace {
-constexpr std::size_t kInitialShardCapacity = 64;
+constexpr std::size_t kInitialShardCapacity = 16;  // the census scans every slot of every shard
 }
 
 LiveTable& liveAllocations() {
@@ -58,7 +58,7 @@ bool LiveTable::grow(Shard& shard) {
 bool LiveTable::insert(const LiveRecord& record) {
   std::uint64_t hash = hashPointer(record.data);
   Shard& shard = shardFor(hash);
-  std::lock_guard<std::mutex> lock(shard.mutex);
+  std::lock_guard<SpinLock> lock(shard.mutex);
   // Grow at 70% load to keep probe sequences short.
   // A pointer freed behind our back (raw_deallocate after the hook was removed) leaves a stale
   // record; when the address comes back, the new record replaces it rather than shadowing it.
@@ -78,7 +78,7 @@ bool LiveTable::insert(const LiveRecord& record) {
 bool LiveTable::remove(void* data, LiveRecord* out) {
   std::uint64_t hash = hashPointer(data);
   Shard& shard = shardFor(hash);
-  std::lock_guard<std::mutex> lock(shard.mutex);
+  std::lock_guard<SpinLock> lock(shard.mutex);
   LiveRecord* record = findSlot(shard, data, hash);
   if (record == nullptr) return false;
   *out = *record;
@@ -104,7 +104,7 @@ bool LiveTable::remove(void* data, LiveRecord* out) {
 std::size_t LiveTable::size() const {
   std::size_t total = 0;
   for (const Shard& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard.mutex);
+    std::lock_guard<SpinLock> lock(shard.mutex);
     total += shard.size;
   }
   return total;
@@ -113,7 +113,7 @@ std::size_t LiveTable::size() const {
 std::size_t LiveTable::memoryBytes() const {
   std::size_t total = sizeof(*this);
   for (const Shard& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard.mutex);
+    std::lock_guard<SpinLock> lock(shard.mutex);
     total += shard.capacity * sizeof(LiveRecord);
   }
   return total;

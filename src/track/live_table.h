@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "track/spin_lock.h"
+
 #include "track/live_record.h"
 
 namespace memseal::track {
@@ -37,7 +39,7 @@ class LiveTable {
 
  private:
   struct alignas(64) Shard {
-    mutable std::mutex mutex;
+    mutable SpinLock mutex;
     LiveRecord* slots = nullptr;
     std::size_t capacity = 0;  // a power of two, or 0 before the first insert
     std::size_t size = 0;
@@ -55,7 +57,7 @@ template <typename Update>
 bool LiveTable::update(void* data, Update&& update) {
   std::uint64_t hash = hashPointer(data);
   Shard& shard = shardFor(hash);
-  std::lock_guard<std::mutex> lock(shard.mutex);
+  std::lock_guard<SpinLock> lock(shard.mutex);
   LiveRecord* record = findSlot(shard, data, hash);
   if (record == nullptr) return false;
   update(*record);
@@ -65,7 +67,7 @@ bool LiveTable::update(void* data, Update&& update) {
 template <typename Visit>
 void LiveTable::forEach(Visit&& visit) const {
   for (const Shard& shard : shards_) {
-    std::lock_guard<std::mutex> lock(shard.mutex);
+    std::lock_guard<SpinLock> lock(shard.mutex);
     for (std::size_t i = 0; i < shard.capacity; ++i) {
       if (shard.slots[i].data != nullptr) visit(static_cast<const LiveRecord&>(shard.slots[i]));
     }

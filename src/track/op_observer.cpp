@@ -109,7 +109,7 @@ void onOpEnd(const at::RecordFunction& fn, at::ObserverContext*) {
                         fn.scope() != at::RecordScope::BACKWARD_FUNCTION;
   if (!allocated_inside && !watch_grad_fns) return;
   if (!fn.needsOutputs()) return;
-  TrackerWork work;
+  TrackerWork work(state);
   try {
     std::uint32_t grad_site = 0;
     if (watch_grad_fns) {

@@ -22,14 +22,15 @@ struct Schedule {
   // Under the session's control lock.
   OpWatching watching = OpWatching::off();
   std::uint32_t full_until = 0;
+  std::uint32_t last_step = 0;  // the step the schedule last answered for
   std::uint32_t backoff = kAutoFirstBackoff;
   std::uint32_t unwatched_op_name = 0;
-  // Read by the hot path.
-  std::atomic<bool> varies{false};
+  // Read by the hot path: g_steps_vary.
   std::atomic<std::uint64_t> watched_step{0};  // (step << 1) | watched, for the step now running
   std::atomic<bool> diverged{false};           // a replay stopped matching since the last step
 };
 Schedule g_schedule;
+
 
 // Only touched when steps vary; freed when the thread exits.
 thread_local AllocationSequence t_sequence;
@@ -41,9 +42,12 @@ bool recordsStep(std::uint32_t step) {
 
 }  // namespace
 
+std::atomic<bool> g_steps_vary{false};
+
 void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step) {
   g_schedule.watching = watching;
   g_schedule.full_until = start_step + kAutoFullSteps;
+  g_schedule.last_step = start_step;
   g_schedule.backoff = kAutoFirstBackoff;
   g_schedule.diverged.store(false, std::memory_order_relaxed);
   bool varies =
@@ -51,14 +55,14 @@ void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step) {
   if (varies && g_schedule.unwatched_op_name == 0) {
     g_schedule.unwatched_op_name = siteTable().internString("<op not watched on this step>");
   }
-  g_schedule.varies.store(varies, std::memory_order_release);
+  g_steps_vary.store(varies, std::memory_order_release);
 }
 
 void extendOpScheduleFullPhase(std::uint32_t step) {
   g_schedule.full_until = std::max(g_schedule.full_until, step);
 }
 
-bool opScheduleVaries() { return g_schedule.varies.load(std::memory_order_acquire); }
+bool opScheduleVaries() { return g_steps_vary.load(std::memory_order_acquire); }
 
 bool opScheduleWatches(std::uint32_t step) {
   const OpWatching& watching = g_schedule.watching;
@@ -72,6 +76,9 @@ bool opScheduleWatches(std::uint32_t step) {
       watched = step % watching.every == 0;
       break;
     case OpWatching::Mode::kAuto:
+      // Numbering started again (a loop that counts its own steps from 0 after the tracker
+      // started at a later number): its first steps are watched, as a new session's are.
+      if (step < g_schedule.last_step) g_schedule.full_until = step + kAutoFullSteps;
       if (g_schedule.diverged.exchange(false, std::memory_order_relaxed)) {
         g_schedule.full_until = std::max(g_schedule.full_until, step + g_schedule.backoff);
         g_schedule.backoff = std::min(g_schedule.backoff * 2, kAutoMaxBackoff);
@@ -80,16 +87,13 @@ bool opScheduleWatches(std::uint32_t step) {
           step < g_schedule.full_until || (step - g_schedule.full_until) % watching.every == 0;
       break;
   }
+  g_schedule.last_step = step;
   g_schedule.watched_step.store((std::uint64_t{step} << 1) | (watched ? 1 : 0),
                                 std::memory_order_release);
   return watched;
 }
 
-void attributeAllocation(ThreadState& state, LiveRecord& record) {
-  if (!g_schedule.varies.load(std::memory_order_relaxed)) {
-    record.site = siteTable().currentSite(state);
-    return;
-  }
+void attributeBySequence(ThreadState& state, LiveRecord& record) {
   if (state.sequence_step != record.step || state.sequence_session != record.session) {
     // This thread's first allocation in a new step.
     if (state.sequence_session != record.session) t_sequence.clear();  // another session's

@@ -2,10 +2,12 @@
 // allocations of the other steps by replaying the last watched step's allocation sequence.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "memseal/tracker.h"
 #include "track/live_record.h"
+#include "track/site_table.h"
 #include "track/thread_state.h"
 
 namespace memseal::track {
@@ -21,8 +23,17 @@ bool opScheduleWatches(std::uint32_t step);
 // True for kOneStepIn and kAuto: steps differ, and setStep must consult the schedule.
 bool opScheduleVaries();
 
-// Hot path: the site of a new allocation (and its tensor signature when replayed).
-void attributeAllocation(ThreadState& state, LiveRecord& record);
+// Hot path: the site of a new allocation (and its tensor signature when replayed). Steps differ
+// only with kOneStepIn and kAuto; otherwise the site is simply the current one.
+void attributeBySequence(ThreadState& state, LiveRecord& record);
+extern std::atomic<bool> g_steps_vary;
+inline void attributeAllocation(ThreadState& state, LiveRecord& record) {
+  if (g_steps_vary.load(std::memory_order_relaxed)) {
+    attributeBySequence(state, record);
+  } else {
+    record.site = siteTable().currentSite(state);
+  }
+}
 // Hot path, at op end: the signature of an output made on a watched step, for later replays.
 void recordOutputInSequence(ThreadState& state, const LiveRecord& record,
                             const TensorSignature& signature);

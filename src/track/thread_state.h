@@ -46,7 +46,11 @@ ThreadState& threadState();
 // tracker allocates meanwhile (a vector in a report, an interned string) is tracked.
 class TrackerWork {
  public:
-  TrackerWork() : state_(threadState()), was_(state_.in_tracker) { state_.in_tracker = true; }
+  TrackerWork() : TrackerWork(threadState()) {}
+  // On the hot path, with the thread's state already at hand: one TLS lookup fewer.
+  explicit TrackerWork(ThreadState& state) : state_(state), was_(state.in_tracker) {
+    state_.in_tracker = true;
+  }
   ~TrackerWork() { state_.in_tracker = was_; }
   TrackerWork(const TrackerWork&) = delete;
   TrackerWork& operator=(const TrackerWork&) = delete;

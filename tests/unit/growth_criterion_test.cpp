@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace memseal::detect {
@@ -58,6 +60,87 @@ TEST(SteadyGrowth, PlateauAndSmallGrowthAreNotGrowth) {
   for (int i = 0; i < 20; ++i) small.push_back(i * 4096);
   EXPECT_EQ(steadyGrowthPerStep(small, 64 * 1024), 0.0);
   EXPECT_EQ(steadyGrowthPerStep({1, 2, 3}, 0), 0.0);
+}
+
+TEST(SurvivorsSpanTheRun, ALeakOnEveryOtherStepSpansTheRun) {
+  std::vector<std::uint32_t> even;
+  for (std::uint32_t step = 6; step <= 24; step += 2) even.push_back(step);
+  EXPECT_FALSE(survivorsKeepGrowing(even, 5, 24));  // too few steps for the strict rule
+  EXPECT_TRUE(survivorsSpanTheRun(even, 5, 24));
+}
+
+TEST(SurvivorsSpanTheRun, SurvivorsMissingFromAQuarterDoNotSpanIt) {
+  std::vector<std::uint32_t> early_and_late = {5, 6, 7, 8, 9, 20, 21, 22, 23, 24};
+  EXPECT_FALSE(survivorsSpanTheRun(early_and_late, 5, 24));  // nothing in the middle quarters
+  EXPECT_FALSE(survivorsSpanTheRun({5, 12, 18, 24}, 5, 24));  // fewer than a quarter of the steps
+  EXPECT_FALSE(survivorsSpanTheRun(range(5, 10), 5, 10));     // too few steps observed
+}
+
+std::vector<std::uint32_t> stepsOf(std::size_t count, std::uint32_t first = 5) {
+  return range(first, first + static_cast<std::uint32_t>(count) - 1);
+}
+
+TEST(SteadyTensorGrowth, GrowthOnSomeStepsOnlyIsSteady) {
+  std::vector<std::int64_t> live;
+  for (int i = 0; i < 20; ++i) live.push_back(1000 + (i / 2) * 1024);  // every other step
+  EXPECT_NEAR(steadyTensorGrowthPerStep(stepsOf(20), live), 512, 60);
+}
+
+TEST(SteadyTensorGrowth, MemoryThatLevelsOffOrFallsBackIsNot) {
+  std::vector<std::int64_t> bounded;
+  for (int i = 0; i < 20; ++i) bounded.push_back(std::min(i, 6) * 1024);  // a cache, then full
+  EXPECT_EQ(steadyTensorGrowthPerStep(stepsOf(20), bounded), 0.0);
+  std::vector<std::int64_t> sawtooth;
+  for (int i = 0; i < 20; ++i) sawtooth.push_back((i % 5) * 1024);  // filled and cleared
+  EXPECT_EQ(steadyTensorGrowthPerStep(stepsOf(20), sawtooth), 0.0);
+  std::vector<std::int64_t> dropped;
+  for (int i = 0; i < 20; ++i) dropped.push_back(i < 19 ? i * 1024 : 0);  // cleared at the end
+  EXPECT_EQ(steadyTensorGrowthPerStep(stepsOf(20), dropped), 0.0);
+  EXPECT_EQ(steadyTensorGrowthPerStep(stepsOf(5), {1, 2, 3, 4, 5}), 0.0);  // too few samples
+}
+
+// Resident samples of `steps` steps: a base, plus `slope` per step, plus a deterministic wobble of
+// +-`noise` (a page-granular, allocator-shaped line).
+std::vector<std::int64_t> residentLine(std::size_t steps, double slope, std::int64_t noise) {
+  std::vector<std::int64_t> samples;
+  std::uint32_t state = 12345;
+  for (std::size_t i = 0; i < steps; ++i) {
+    state = state * 1103515245u + 12345u;
+    std::int64_t wobble = static_cast<std::int64_t>((state >> 8) % (2 * noise + 1)) - noise;
+    samples.push_back(400 * 1024 * 1024 + static_cast<std::int64_t>(slope * i) + wobble);
+  }
+  return samples;
+}
+
+TEST(UnboundedGrowth, APagePerStepOverALongRunIsFound) {
+  std::vector<std::int64_t> samples = residentLine(2000, 4096, 64 * 1024);
+  double slope = unboundedGrowthPerStep(stepsOf(2000), samples, 1024 * 1024);
+  EXPECT_NEAR(slope, 4096, 200);
+  // The fast rule, built for large growth, misses it.
+  EXPECT_EQ(steadyGrowthPerStep(samples, 64 * 1024), 0.0);
+}
+
+TEST(UnboundedGrowth, OscillationLevellingOffAndShortRunsAreNot) {
+  std::vector<std::int64_t> oscillating = residentLine(2000, 0, 4 * 1024 * 1024);
+  EXPECT_EQ(unboundedGrowthPerStep(stepsOf(2000), oscillating, 1024 * 1024), 0.0);
+  std::vector<std::int64_t> levelling;
+  for (int i = 0; i < 2000; ++i) levelling.push_back(std::min(i, 300) * 16384);  // a cache fills
+  EXPECT_EQ(unboundedGrowthPerStep(stepsOf(2000), levelling, 1024 * 1024), 0.0);
+  std::vector<std::int64_t> logarithmic;  // slows down but never quite stops
+  for (int i = 0; i < 2000; ++i) {
+    logarithmic.push_back(static_cast<std::int64_t>(std::log(1.0 + i) * 1024 * 1024));
+  }
+  EXPECT_EQ(unboundedGrowthPerStep(stepsOf(2000), logarithmic, 1024 * 1024), 0.0);
+  std::vector<std::int64_t> short_run = residentLine(150, 16384, 0);
+  EXPECT_EQ(unboundedGrowthPerStep(stepsOf(150), short_run, 1024 * 1024), 0.0);
+  std::vector<std::int64_t> tiny = residentLine(2000, 100, 0);  // 200 KB in all
+  EXPECT_EQ(unboundedGrowthPerStep(stepsOf(2000), tiny, 1024 * 1024), 0.0);
+}
+
+TEST(SlopeOf, UsesTheStepsNotThePositions) {
+  // Thinned samples: steps 0, 2, 4, then 5, 6, 7 with one unit per step.
+  EXPECT_NEAR(slopeOf({0, 2, 4, 5, 6, 7}, {0, 2, 4, 5, 6, 7}), 1.0, 1e-9);
+  EXPECT_EQ(slopeOf({3}, {10}), 0.0);
 }
 
 }  // namespace
