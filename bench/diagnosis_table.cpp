@@ -10,7 +10,9 @@
 #include "memseal/leak_detector.h"
 
 int main() {
-  std::printf("| loop | expected | verdict | first finding | findings | steps after warm-up until clear |\n");
+  std::printf(
+      "| loop | expected | verdict | first finding | findings | steps after warm-up until clear "
+      "|\n");
   std::printf("|---|---|---|---|---:|---:|\n");
   int wrong = 0;
   for (const memseal::examples::ExampleLoop& loop : memseal::examples::exampleLoops()) {
@@ -29,11 +31,10 @@ int main() {
       clear = std::to_string(*report.detected_at_step - options.warmup + 1);
     }
     std::printf("| %s | %s | %s %s | %s %s | %zu | %s |\n", loop.name.c_str(),
-                leak_expected ? loop.expected.c_str() : "no leak",
-                report.leak ? "leak" : "no leak", verdict_right ? "(right)" : "(WRONG)",
-                report.leak ? first.c_str() : "-",
-                report.leak ? (category_right ? "(right)" : "(WRONG)") : "",
-                report.findings.size(), clear.empty() ? "-" : clear.c_str());
+                leak_expected ? loop.expected.c_str() : "no leak", report.leak ? "leak" : "no leak",
+                verdict_right ? "(right)" : "(WRONG)", report.leak ? first.c_str() : "-",
+                report.leak ? (category_right ? "(right)" : "(WRONG)") : "", report.findings.size(),
+                clear.empty() ? "-" : clear.c_str());
   }
   std::printf("\n%d loop(s) wrong\n", wrong);
   return wrong == 0 ? 0 : 1;

@@ -47,6 +47,27 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
                           },
                           steppedIteration(iteration), [tracker] { tracker->reset(); }};
   };
+  // A detector made in the untimed set-up, which also runs `untimed_steps` steps of the loop.
+  auto withDetector = [&, detect](const std::string& name, DetectorOptions options,
+                                  int untimed_steps) {
+    return bench::Variant{name,
+                          [detect, options, iteration, untimed_steps] {
+                            track::selectUnwinder(track::Unwinder::kLibunwind);
+                            *detect = std::make_unique<LeakDetector>(options);
+                            for (int i = 0; i < untimed_steps; ++i) {
+                              iteration();
+                              (*detect)->step();
+                            }
+                          },
+                          [iteration, detect] {
+                            iteration();
+                            (*detect)->step();
+                          },
+                          [detect] {
+                            (*detect)->finish();
+                            detect->reset();
+                          }};
+  };
   auto tracked = [](StackMode stacks, OpWatching ops) {
     TrackerOptions options;
     options.stacks = stacks;
@@ -97,45 +118,17 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
                         OpWatching::everyStep()}}) {
     DetectorOptions options;
     options.on_leak = LeakPolicy::kNone;
-    options.warmup =
-        5;  // as a user runs it: warm-up, then the verdict's watched steps, then sampling
+    // As a user runs it: warm-up, then the verdict's watched steps, then sampling.
+    options.warmup = 5;
     options.tracker.stacks = setting.stacks;
     options.tracker.observe_ops = setting.ops;
-    variants.push_back({setting.name,
-                        [detect, options] {
-                          track::selectUnwinder(track::Unwinder::kLibunwind);
-                          *detect = std::make_unique<LeakDetector>(options);
-                        },
-                        [iteration, detect] {
-                          iteration();
-                          (*detect)->step();
-                        },
-                        [detect] {
-                          (*detect)->finish();
-                          detect->reset();
-                        }});
+    variants.push_back(withDetector(setting.name, options, 0));
   }
   // The default detector once a long run is past its watched start: 200 untimed steps first.
   DetectorOptions steady;
   steady.on_leak = LeakPolicy::kNone;
   steady.warmup = 5;
-  variants.push_back({"detector default, after its first 200 steps",
-                      [detect, steady, iteration] {
-                        track::selectUnwinder(track::Unwinder::kLibunwind);
-                        *detect = std::make_unique<LeakDetector>(steady);
-                        for (int i = 0; i < 200; ++i) {
-                          iteration();
-                          (*detect)->step();
-                        }
-                      },
-                      [iteration, detect] {
-                        iteration();
-                        (*detect)->step();
-                      },
-                      [detect] {
-                        (*detect)->finish();
-                        detect->reset();
-                      }});
+  variants.push_back(withDetector("detector default, after its first 200 steps", steady, 200));
   return variants;
 }
 

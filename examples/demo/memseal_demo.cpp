@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   DemoOptions options;
   app.add_option("--steps", options.steps, "Steps per loop, warm-up included")
       ->check(CLI::Range(9u, 100000u));
-  app.add_option("--warmup", options.warmup, "Warm-up steps per loop")->check(CLI::Range(0u, 10000u));
+  app.add_option("--warmup", options.warmup, "Warm-up steps per loop")
+      ->check(CLI::Range(0u, 10000u));
   app.add_flag("--all", options.all, "Also run the extra loops of the test suite");
   try {
     app.parse(argc, argv);

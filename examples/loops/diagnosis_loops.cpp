@@ -53,6 +53,25 @@ std::shared_ptr<std::vector<char>> ballast() {
   return std::make_shared<std::vector<char>>(std::size_t{300} << 20, 1);
 }
 
+// One step of second-order training: backward with create_graph=true, then an SGD update. Unless
+// `reset_grad`, each parameter's .grad keeps the history that points back at the parameter.
+std::function<void(int)> createGraphStep(bool reset_grad) {
+  struct State {
+    torch::nn::Linear model{16, 16};
+    torch::Tensor input = torch::randn({64, 16});
+  };
+  auto state = std::make_shared<State>();
+  return [state, reset_grad](int) {
+    torch::Tensor loss = state->model->forward(state->input).pow(2).sum();
+    loss.backward({}, std::nullopt, /*create_graph=*/true);
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor& parameter : state->model->parameters()) {
+      parameter.sub_(parameter.grad().detach() * 1e-4);
+      if (reset_grad) parameter.mutable_grad().reset();
+    }
+  };
+}
+
 }  // namespace
 
 void addDiagnosisLoops(std::vector<ExampleLoop>& loops) {
@@ -154,38 +173,10 @@ void addDiagnosisLoops(std::vector<ExampleLoop>& loops) {
   // ---- the create_graph cycle: parameter -> .grad -> grad_fn -> ... -> parameter ----
   loops.push_back({"create-graph-cycle",
                    "loss.backward({}, {}, /*create_graph=*/true);  // .grad never reset",
-                   "create-graph-cycle", false, [] {
-                     struct State {
-                       torch::nn::Linear model{16, 16};
-                       torch::Tensor input = torch::randn({64, 16});
-                     };
-                     auto state = std::make_shared<State>();
-                     return [state](int) {
-                       torch::Tensor loss = state->model->forward(state->input).pow(2).sum();
-                       loss.backward({}, std::nullopt, /*create_graph=*/true);
-                       torch::NoGradGuard no_grad;
-                       for (torch::Tensor& parameter : state->model->parameters()) {
-                         parameter.sub_(parameter.grad().detach() * 1e-4);
-                       }
-                     };
-                   }});
+                   "create-graph-cycle", false, [] { return createGraphStep(false); }});
   loops.push_back({"create-graph-with-reset",
-                   "loss.backward({}, {}, true); ...; p.mutable_grad().reset();", "", false, [] {
-                     struct State {
-                       torch::nn::Linear model{16, 16};
-                       torch::Tensor input = torch::randn({64, 16});
-                     };
-                     auto state = std::make_shared<State>();
-                     return [state](int) {
-                       torch::Tensor loss = state->model->forward(state->input).pow(2).sum();
-                       loss.backward({}, std::nullopt, /*create_graph=*/true);
-                       torch::NoGradGuard no_grad;
-                       for (torch::Tensor& parameter : state->model->parameters()) {
-                         parameter.sub_(parameter.grad().detach() * 1e-4);
-                         parameter.mutable_grad().reset();
-                       }
-                     };
-                   }});
+                   "loss.backward({}, {}, true); ...; p.mutable_grad().reset();", "", false,
+                   [] { return createGraphStep(true); }});
 
   // ---- slow native growth in a large process, and resident memory that only looks like it ----
   loops.push_back({"slow-native-leak",

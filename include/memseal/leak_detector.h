@@ -86,7 +86,7 @@ struct StepSample {
   std::uint32_t step = 0;
   std::int64_t live_bytes = 0;  // tensor memory tracked on the CPU
   std::int64_t live_count = 0;
-  std::int64_t resident_bytes = 0;     // the process's resident set
+  std::int64_t resident_bytes = 0;  // the process's resident set
   // Sampled autograd nodes of earlier steps still alive, as of the last boundary where the verdict
   // was renewed (every boundary through warm-up + 10 steps, then one in 4 unless a leak is seen).
   std::int64_t graph_nodes_alive = 0;

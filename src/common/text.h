@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace memseal::common {
 
@@ -12,5 +13,7 @@ std::string bytesText(std::int64_t bytes);
 std::string hexAddress(std::uintptr_t address);
 // The last component of a path: "libtorch_cpu.so" for "/x/lib/libtorch_cpu.so".
 std::string baseName(const std::string& path);
+// "[2, 3, 224, 224]"
+std::string shapeText(const std::vector<std::int64_t>& shape);
 
 }  // namespace memseal::common

@@ -10,14 +10,6 @@ namespace memseal::detect {
 
 namespace {
 
-std::string shapeText(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 std::string madeBy(const AllocationSite& site) {
   std::string op = site.outer_op.empty() ? site.op : site.outer_op;
   return op.empty() ? std::string("an allocation") : op;
@@ -29,7 +21,7 @@ std::string shapesOf(const LeakFinding& finding) {
     return " of shapes " + shapeRangeText(finding.shapes);
   }
   if (!finding.tensor.known) return "";
-  return " of shape " + shapeText(finding.tensor.shape);
+  return " of shape " + common::shapeText(finding.tensor.shape);
 }
 
 // "weight [64, 64], bias [64]" style list of the parts' tensors (at most four).
@@ -42,7 +34,7 @@ std::string partShapes(const LeakFinding& finding) {
       text += ", ...";
       break;
     }
-    text += (shown++ ? ", " : "") + shapeText(part.tensor.shape);
+    text += (shown++ ? ", " : "") + common::shapeText(part.tensor.shape);
   }
   return text;
 }
@@ -101,7 +93,7 @@ std::string hintFor(const LeakFinding& finding) {
     case LeakCategory::kParametersCreatedPerStep: {
       std::string shapes = partShapes(finding);
       return "New parameters (leaf tensors with requires_grad: " +
-             (shapes.empty() ? shapeText(tensor.shape) : shapes) + ") are created by " +
+             (shapes.empty() ? common::shapeText(tensor.shape) : shapes) + ") are created by " +
              madeBy(finding.site) +
              " every step and kept: a module is being constructed inside the loop. Build "
              "modules once, before the loop, and reuse them; if a fresh module is really "

@@ -75,6 +75,25 @@ PreparedInput prepareInput(const std::vector<PlannedAllocation>& allocations,
   return input;
 }
 
+// The occupying allocations twice: in order of first use (when each starts) and of last use (when
+// each ends), for sweeps that walk starts and ends together.
+struct UseOrder {
+  std::vector<AllocationId> by_first;
+  std::vector<AllocationId> by_last;
+};
+
+UseOrder orderByUse(const std::vector<PlannedAllocation>& allocations,
+                    const PreparedInput& input) {
+  UseOrder order{input.occupying, input.occupying};
+  std::sort(order.by_first.begin(), order.by_first.end(), [&](AllocationId a, AllocationId b) {
+    return allocations[a].first_use < allocations[b].first_use;
+  });
+  std::sort(order.by_last.begin(), order.by_last.end(), [&](AllocationId a, AllocationId b) {
+    return allocations[a].last_use < allocations[b].last_use;
+  });
+  return order;
+}
+
 // Aligned bytes live at each distinct first_use. Live bytes only rise when an allocation
 // starts, so these steps hold every peak, and there are at most n of them however sparse the
 // event indices are.
@@ -89,14 +108,7 @@ struct BreadthProfile {
 
 BreadthProfile computeBreadthProfile(const std::vector<PlannedAllocation>& allocations,
                                      const PreparedInput& input) {
-  std::vector<AllocationId> by_first = input.occupying;
-  std::vector<AllocationId> by_last = input.occupying;
-  std::sort(by_first.begin(), by_first.end(), [&](AllocationId a, AllocationId b) {
-    return allocations[a].first_use < allocations[b].first_use;
-  });
-  std::sort(by_last.begin(), by_last.end(), [&](AllocationId a, AllocationId b) {
-    return allocations[a].last_use < allocations[b].last_use;
-  });
+  const auto [by_first, by_last] = orderByUse(allocations, input);
   BreadthProfile profile;
   std::size_t live = 0;
   std::size_t next_end = 0;
@@ -593,14 +605,7 @@ std::string validatePlan(const std::vector<PlannedAllocation>& allocations, cons
   // Sweep events in order, keeping the byte ranges of live allocations in an offset-keyed map.
   // Ranges in the map are disjoint (the first clash ends the sweep), so a new range only has to
   // be compared with its two neighbours in offset order.
-  std::vector<AllocationId> by_first = input.occupying;
-  std::vector<AllocationId> by_last = input.occupying;
-  std::sort(by_first.begin(), by_first.end(), [&](AllocationId a, AllocationId b) {
-    return allocations[a].first_use < allocations[b].first_use;
-  });
-  std::sort(by_last.begin(), by_last.end(), [&](AllocationId a, AllocationId b) {
-    return allocations[a].last_use < allocations[b].last_use;
-  });
+  const auto [by_first, by_last] = orderByUse(allocations, input);
   const auto end_of = [&](AllocationId id) { return plan.offsets[id] + input.aligned_sizes[id]; };
   const auto describeClash = [&](AllocationId a, AllocationId b, std::uint32_t event) {
     return "allocations " + std::to_string(std::min(a, b)) + " and " +

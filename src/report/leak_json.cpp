@@ -44,20 +44,29 @@ Json framesJson(const std::vector<StackFrame>& frames) {
   return json;
 }
 
+// The fields a finding and each of its parts share: what is retained, how fast it grows, where it
+// is made and what it looks like. Appended to `json` in this order.
+template <typename Growth>
+void writeGrowthFields(Json& json, const Growth& growth) {
+  json["retained"] = growth.retained;
+  json["bytes_per_step"] = growth.bytes_per_step;
+  json["count_per_step"] = growth.count_per_step;
+  json["survivors"] = growth.survivors;
+  json["survivor_bytes"] = growth.survivor_bytes;
+  json["steps_with_survivors"] = growth.steps_with_survivors;
+  json["steps_observed"] = growth.steps_observed;
+  json["op"] = growth.site.op;
+  json["outer_op"] = growth.site.outer_op;
+  json["scope"] = growth.site.scope;
+  json["frames"] = framesJson(growth.site.frames);
+  json["tensor"] = tensorJson(growth.tensor);
+  json["shapes"] = shapesJson(growth.shapes);
+}
+
 Json partJson(const LeakPart& part) {
-  return {{"retained", part.retained},
-          {"bytes_per_step", part.bytes_per_step},
-          {"count_per_step", part.count_per_step},
-          {"survivors", part.survivors},
-          {"survivor_bytes", part.survivor_bytes},
-          {"steps_with_survivors", part.steps_with_survivors},
-          {"steps_observed", part.steps_observed},
-          {"op", part.site.op},
-          {"outer_op", part.site.outer_op},
-          {"scope", part.site.scope},
-          {"frames", framesJson(part.site.frames)},
-          {"tensor", tensorJson(part.tensor)},
-          {"shapes", shapesJson(part.shapes)}};
+  Json json = Json::object();
+  writeGrowthFields(json, part);
+  return json;
 }
 
 // ---- reading ----
@@ -145,18 +154,27 @@ AllocationSite readSite(const Json& object, const std::string& where) {
   return site;
 }
 
+// Reads what writeGrowthFields wrote. `default_steps_observed` stands in for steps_observed,
+// which older writers left out.
+template <typename Growth>
+void readGrowthFields(const Json& json, const std::string& where,
+                      std::uint32_t default_steps_observed, Growth& growth) {
+  growth.retained = read<std::string>(json, "retained", where);
+  growth.bytes_per_step = read<double>(json, "bytes_per_step", where);
+  growth.count_per_step = read<double>(json, "count_per_step", where);
+  growth.survivors = read<std::int64_t>(json, "survivors", where);
+  growth.survivor_bytes = read<std::int64_t>(json, "survivor_bytes", where);
+  growth.steps_with_survivors = read<std::uint32_t>(json, "steps_with_survivors", where);
+  growth.steps_observed =
+      readOr<std::uint32_t>(json, "steps_observed", where, default_steps_observed);
+  growth.site = readSite(json, where);
+  growth.tensor = readTensor(json, where);
+  growth.shapes = readShapes(json, where);
+}
+
 LeakPart readPart(const Json& json, const std::string& where) {
   LeakPart part;
-  part.retained = read<std::string>(json, "retained", where);
-  part.bytes_per_step = read<double>(json, "bytes_per_step", where);
-  part.count_per_step = read<double>(json, "count_per_step", where);
-  part.survivors = read<std::int64_t>(json, "survivors", where);
-  part.survivor_bytes = read<std::int64_t>(json, "survivor_bytes", where);
-  part.steps_with_survivors = read<std::uint32_t>(json, "steps_with_survivors", where);
-  part.steps_observed = readOr<std::uint32_t>(json, "steps_observed", where, 0);
-  part.site = readSite(json, where);
-  part.tensor = readTensor(json, where);
-  part.shapes = readShapes(json, where);
+  readGrowthFields(json, where, 0, part);
   return part;
 }
 
@@ -175,23 +193,12 @@ std::string LeakReport::toJson() const {
   for (const LeakFinding& finding : findings) {
     Json parts = Json::array();
     for (const LeakPart& part : finding.parts) parts.push_back(partJson(part));
-    json["findings"].push_back({{"category", categoryId(finding.category)},
-                                {"retained", finding.retained},
-                                {"bytes_per_step", finding.bytes_per_step},
-                                {"count_per_step", finding.count_per_step},
-                                {"survivors", finding.survivors},
-                                {"survivor_bytes", finding.survivor_bytes},
-                                {"steps_with_survivors", finding.steps_with_survivors},
-                                {"steps_observed", finding.steps_observed},
-                                {"op", finding.site.op},
-                                {"outer_op", finding.site.outer_op},
-                                {"scope", finding.site.scope},
-                                {"frames", framesJson(finding.site.frames)},
-                                {"tensor", tensorJson(finding.tensor)},
-                                {"shapes", shapesJson(finding.shapes)},
-                                {"explained_bytes_per_step", finding.explained_bytes_per_step},
-                                {"parts", parts},
-                                {"hint", finding.hint}});
+    Json item = {{"category", categoryId(finding.category)}};
+    writeGrowthFields(item, finding);
+    item["explained_bytes_per_step"] = finding.explained_bytes_per_step;
+    item["parts"] = parts;
+    item["hint"] = finding.hint;
+    json["findings"].push_back(std::move(item));
   }
   Json live = Json::array();
   Json per_step_json = Json::array();
@@ -255,19 +262,9 @@ LeakReport LeakReport::fromJson(const std::string& text) {
     const Json& item = findings[i];
     LeakFinding finding;
     finding.category = categoryFromId(read<std::string>(item, "category", where), where);
-    finding.retained = read<std::string>(item, "retained", where);
-    finding.bytes_per_step = read<double>(item, "bytes_per_step", where);
-    finding.count_per_step = read<double>(item, "count_per_step", where);
-    finding.survivors = read<std::int64_t>(item, "survivors", where);
-    finding.survivor_bytes = read<std::int64_t>(item, "survivor_bytes", where);
-    finding.steps_with_survivors = read<std::uint32_t>(item, "steps_with_survivors", where);
     // Older writers counted every finding over the steps after warm-up.
-    finding.steps_observed =
-        readOr<std::uint32_t>(item, "steps_observed", where,
-                              report.steps > report.warmup ? report.steps - report.warmup : 0);
-    finding.site = readSite(item, where);
-    finding.tensor = readTensor(item, where);
-    finding.shapes = readShapes(item, where);
+    readGrowthFields(item, where, report.steps > report.warmup ? report.steps - report.warmup : 0,
+                     finding);
     finding.explained_bytes_per_step = readOr<double>(item, "explained_bytes_per_step", where, 0);
     if (item.contains("parts")) {
       if (!item["parts"].is_array()) fail(where + ".parts is not an array");

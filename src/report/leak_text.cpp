@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/text.h"
 #include "detect/diagnosis.h"
 #include "memseal/leak_detector.h"
 #include "report/text_format.h"
@@ -58,7 +59,7 @@ std::string partText(const LeakPart& part) {
   }
   if (part.tensor.known) {
     std::string shape = detect::shapeRangeText(part.shapes);
-    text += "  " + (shape.empty() ? report::shapeText(part.tensor.shape) : shape) + " " +
+    text += "  " + (shape.empty() ? common::shapeText(part.tensor.shape) : shape) + " " +
             part.tensor.dtype;
     if (!part.tensor.grad_fn.empty()) text += " " + part.tensor.grad_fn;
   }

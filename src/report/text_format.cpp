@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/text.h"
+
 namespace memseal::report {
 
 std::string wrap(const std::string& text, std::size_t width, const std::string& indent) {
@@ -92,18 +94,10 @@ std::vector<std::string> stackLines(const std::vector<StackFrame>& frames) {
   return lines;
 }
 
-std::string shapeText(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 std::string tensorText(const TensorInfo& tensor) {
   if (!tensor.known) return "(no tensor metadata)";
   std::ostringstream text;
-  text << shapeText(tensor.shape) << " " << tensor.dtype
+  text << common::shapeText(tensor.shape) << " " << tensor.dtype
        << "  requires_grad=" << (tensor.requires_grad ? "true" : "false");
   if (!tensor.grad_fn.empty()) text << "  grad_fn=" << tensor.grad_fn;
   return text.str();

@@ -21,7 +21,5 @@ std::string wrap(const std::string& text, std::size_t width, const std::string& 
 std::vector<std::string> stackLines(const std::vector<StackFrame>& frames);
 // "[32, 64] Float  requires_grad=true  grad_fn=ReluBackward0"
 std::string tensorText(const TensorInfo& tensor);
-// "[32, 64]"
-std::string shapeText(const std::vector<std::int64_t>& shape);
 
 }  // namespace memseal::report

@@ -3,8 +3,8 @@
 // Nothing here allocates through the allocator being tracked; tables grow with calloc, rarely.
 #include "track/cpu_allocator_hook.h"
 
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/AutogradState.h>
+#include <c10/core/CPUAllocator.h>
 
 #include <atomic>
 #include <cstdio>

@@ -31,7 +31,6 @@ struct Schedule {
 };
 Schedule g_schedule;
 
-
 // Only touched when steps vary; freed when the thread exits.
 thread_local AllocationSequence t_sequence;
 

@@ -224,7 +224,8 @@ const LeakFinding* findCategory(const LeakReport& report, LeakCategory category)
 }
 
 TEST(Diagnosis, LeaksWhoseShapeChangesEveryStepAreFoundWithTheirShapeRange) {
-  for (const char* name : {"cache-by-input-size", "variable-length-outputs", "anchors-per-resolution"}) {
+  for (const char* name :
+       {"cache-by-input-size", "variable-length-outputs", "anchors-per-resolution"}) {
     LeakReport report = checkLoop(name);
     ASSERT_TRUE(report.leak) << name;
     const LeakFinding& finding = report.findings.front();

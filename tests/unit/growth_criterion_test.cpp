@@ -71,7 +71,7 @@ TEST(SurvivorsSpanTheRun, ALeakOnEveryOtherStepSpansTheRun) {
 
 TEST(SurvivorsSpanTheRun, SurvivorsMissingFromAQuarterDoNotSpanIt) {
   std::vector<std::uint32_t> early_and_late = {5, 6, 7, 8, 9, 20, 21, 22, 23, 24};
-  EXPECT_FALSE(survivorsSpanTheRun(early_and_late, 5, 24));  // nothing in the middle quarters
+  EXPECT_FALSE(survivorsSpanTheRun(early_and_late, 5, 24));   // nothing in the middle quarters
   EXPECT_FALSE(survivorsSpanTheRun({5, 12, 18, 24}, 5, 24));  // fewer than a quarter of the steps
   EXPECT_FALSE(survivorsSpanTheRun(range(5, 10), 5, 10));     // too few steps observed
 }
