@@ -157,7 +157,9 @@ class MEMSEAL_API LeakDetector {
   LeakDetector(const LeakDetector&) = delete;
   LeakDetector& operator=(const LeakDetector&) = delete;
 
-  // Call at the end of every iteration. Cost: one pass over the live allocations.
+  // Call at the end of every iteration. Cost: one pass over the live allocations on the steps
+  // that renew the verdict (every step through warm-up and the 10 after it, every step while a
+  // leak is suspected, one in 4 otherwise); a few counters read on the others.
   void step();
   // The analysis as of the last step boundary.
   LeakReport report() const;
