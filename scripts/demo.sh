@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds what the demo runs (libmemseal, the memseal
 # command, the demo's loops and one `memseal check` case), runs the demo, then shows the command
-# on the case.
+# on the case, and installs the Python module into the venv to show `python -m memseal check`.
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 root="$(cd "$here/.." && pwd)"
@@ -15,4 +15,12 @@ status=0
 # `memseal check` exits 1 when it finds a leak, which this case has on purpose.
 [ "$status" -eq 1 ] || { echo "memseal demo: expected the leaky case to be found (exit 1), got $status" >&2; exit 1; }
 echo
+echo "=== python -m memseal check examples/python/leaky_training.py  (the same, for a Python loop)"
+"$here/install_python.sh"
+source "$here/env.sh"
+status=0
+"$MEMSEAL_PYTHON" -m memseal check --steps 15 --warmup 3 "$root/examples/python/leaky_training.py" || status=$?
+[ "$status" -eq 1 ] || { echo "memseal demo: expected the leaky Python loop to be found (exit 1), got $status" >&2; exit 1; }
+echo
 echo "memseal: the command is build/release/memseal; \`memseal --help\` lists what it does."
+echo "memseal: Python: $("$MEMSEAL_PYTHON" -c 'import sys; print(sys.prefix)')/bin/python -m memseal check CASE.py"

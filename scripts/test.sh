@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, then builds and runs every test: the plain build, the
-# AddressSanitizer+UBSan build, and the ThreadSanitizer build of the concurrency tests.
+# AddressSanitizer+UBSan build, the ThreadSanitizer build of the concurrency tests, then the
+# Python module (installed into the venv) and its pytest suite.
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 root="$(cd "$here/.." && pwd)"
@@ -18,4 +19,17 @@ run_flavour asan ""
 # (libtorch is not instrumented).
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" \
   run_flavour tsan "memseal_unit_tests memseal_tracker_concurrency_tests memseal_arena_concurrency_tests"
+# The Python module, installed into the venv, and its tests (pytest's pytester included).
+echo "=== memseal tests: Python module" >&2
+python_status=0
+"$here/install_python.sh" || python_status=$?
+source "$here/env.sh"
+if [ "$python_status" -eq 0 ] && "$MEMSEAL_PYTHON" -c 'import pytest' 2>/dev/null; then
+  (cd "$root/tests/python" && "$MEMSEAL_PYTHON" -m pytest -q -p no:cacheprovider) || status=1
+elif [ "$python_status" -eq 0 ] || [ "$python_status" -eq 3 ]; then
+  # Only with a Python of the caller's (PYTHON=...) that lacks pytest or scikit-build-core.
+  echo "memseal: Python tests skipped: $MEMSEAL_PYTHON lacks pytest or scikit-build-core" >&2
+else
+  status=1
+fi
 exit $status

@@ -56,6 +56,9 @@ struct LeakPart {
   // The steps survivors were looked for in: those after warm-up, or for graph nodes the ones whose
   // ops were watched.
   std::uint32_t steps_observed = 0;
+  // Data addresses of some of its survivors' storage (up to 256), as of the report, for tools that
+  // look up what holds them (the Python module names the variable or container). Not in JSON.
+  std::vector<std::uintptr_t> storage_addresses;
 };
 
 struct LeakFinding {

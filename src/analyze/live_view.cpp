@@ -7,6 +7,7 @@
 
 #include "analyze/symbolize.h"
 #include "track/live_table.h"
+#include "track/python_frames.h"
 #include "track/session.h"
 #include "track/site_table.h"
 #include "track/tensor_reference.h"
@@ -108,6 +109,8 @@ AllocationSite describeSite(std::uint32_t site_id) {
       entry.key.stack != 0 ? entry.key.stack : entry.example_stack.load(std::memory_order_acquire);
   if (const track::StackEntry* stack = sites.stack(stack_id)) {
     site.frames = symbolizeStack(stack->frames, stack->depth);
+    // Native frames first (innermost), then the Python code that called into them.
+    track::appendPythonFrames(stack->python_stack, site.frames);
   }
   return site;
 }

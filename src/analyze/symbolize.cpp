@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/text.h"
+#include "track/python_frames.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -68,6 +69,9 @@ Resolved resolveWithDladdr(std::uintptr_t address) {
     resolved.file_offset = address - 1 - (map != nullptr ? map->l_addr : 0);
   }
   resolved.frame.is_internal = isInternalLibrary(resolved.frame.library);
+  // In a Python process the native frames are the interpreter's, torch's bindings' and
+  // extensions': the user's lines are the Python frames above them (track/python_frames.h).
+  if (track::pythonFramesAvailable()) resolved.frame.is_internal = true;
   return resolved;
 }
 

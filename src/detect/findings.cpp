@@ -96,8 +96,9 @@ bool heldByGraphs(const GroupSurvivors& group, const analyze::RetainedGraphs& gr
   return held * 2 >= group.storages.size();
 }
 
-Candidate storageCandidate(const StorageEvidence& evidence, const TensorInfo& example,
+Candidate storageCandidate(const StorageEvidence& evidence, const GroupSurvivors& survivors,
                            const LeakEvidence& context) {
+  const TensorInfo& example = survivors.example;
   Candidate candidate;
   LeakPart& part = candidate.part;
   double observed = std::max<std::uint32_t>(1, context.observed);
@@ -111,6 +112,9 @@ Candidate storageCandidate(const StorageEvidence& evidence, const TensorInfo& ex
   part.survivor_bytes = evidence.group.bytes;
   part.steps_with_survivors = static_cast<std::uint32_t>(evidence.group.steps.size());
   part.steps_observed = context.observed;
+  for (const void* storage : survivors.storages) {
+    part.storage_addresses.push_back(reinterpret_cast<std::uintptr_t>(storage));
+  }
   candidate.category = categorize(part.tensor, context.backward_ran);
   candidate.cause = causeLine(part.site);
   return candidate;
@@ -259,7 +263,7 @@ std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
   std::vector<Candidate> storage_candidates;
   for (const StorageEvidence& storage : evidence.storage) {
     const GroupSurvivors& group = survivors[storage.key];
-    Candidate candidate = storageCandidate(storage, group.example, evidence);
+    Candidate candidate = storageCandidate(storage, group, evidence);
     if (candidate.category == LeakCategory::kTensorsRetained && first_graph != nullptr) {
       if (graph_lines.count(candidate.cause) != 0) {
         candidate.category = first_graph->category;
@@ -293,7 +297,7 @@ std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
         groupSurvivors(evidence.growth_contributors, evidence.first_step, evidence.last_step);
     std::vector<Candidate> parts;
     for (const StorageEvidence& storage : evidence.growth_contributors) {
-      parts.push_back(storageCandidate(storage, contributors[storage.key].example, evidence));
+      parts.push_back(storageCandidate(storage, contributors[storage.key], evidence));
     }
     LeakCategory category = parts.front().category;
     LeakFinding finding = findingOf(category, std::move(parts), evidence);

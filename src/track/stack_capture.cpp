@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "track/hashing.h"
+#include "track/python_frames.h"
 
 namespace memseal::track {
 
@@ -71,6 +72,7 @@ __attribute__((noinline)) void captureStack(CapturedStack& stack, int skip) {
   if (depth > kMaxStackFrames) depth = kMaxStackFrames;
   std::memcpy(stack.frames, raw + drop, sizeof(void*) * static_cast<std::size_t>(depth));
   stack.depth = depth;
+  stack.python_stack = capturePythonStack();
 }
 
 void warmUpStackCapture() {
@@ -101,12 +103,13 @@ const char* unwinderName(Unwinder unwinder) {
 }
 
 std::uint32_t internStack(StackTable& table, const CapturedStack& stack) {
-  std::uint64_t hash = static_cast<std::uint64_t>(stack.depth);
+  std::uint64_t hash = combineHash(static_cast<std::uint64_t>(stack.depth), stack.python_stack);
   for (int i = 0; i < stack.depth; ++i) {
     hash = combineHash(hash, reinterpret_cast<std::uintptr_t>(stack.frames[i]));
   }
   return table.findOrInsert(hash, stack, [&](StackEntry& entry) {
     entry.depth = stack.depth;
+    entry.python_stack = stack.python_stack;
     std::memcpy(entry.frames, stack.frames, sizeof(void*) * static_cast<std::size_t>(stack.depth));
   });
 }

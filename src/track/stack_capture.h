@@ -14,13 +14,15 @@ constexpr int kMaxStackFrames = 64;
 struct CapturedStack {
   void* frames[kMaxStackFrames];
   int depth = 0;
+  std::uint32_t python_stack = 0;  // the Python frames above them (track/python_frames.h), 0: none
 };
 
 struct StackEntry {
   int depth = 0;
+  std::uint32_t python_stack = 0;
   std::uintptr_t frames[kMaxStackFrames];
   bool matches(const CapturedStack& stack) const {
-    if (depth != stack.depth) return false;
+    if (depth != stack.depth || python_stack != stack.python_stack) return false;
     return std::memcmp(frames, stack.frames, sizeof(void*) * static_cast<std::size_t>(depth)) == 0;
   }
 };
@@ -34,7 +36,8 @@ using StackTable = InsertOnlyTable<StackEntry, 8192>;
 // find libunwind.so.8 (Debian's libunwind8), so building needs nothing more; otherwise glibc.
 enum class Unwinder { kLibunwind, kGlibc };
 
-// Fills `stack`, leaving out this function and `skip` more frames of memseal's own.
+// Fills `stack`, leaving out this function and `skip` more frames of memseal's own; in a Python
+// process also the calling thread's Python stack.
 void captureStack(CapturedStack& stack, int skip);
 // Loads the unwinder and makes the first capture, which may allocate: call it outside the hot path.
 void warmUpStackCapture();

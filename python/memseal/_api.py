@@ -1,0 +1,165 @@
+"""check() and watch(): the leak detector of the C++ core, driven from Python."""
+
+import sys
+
+from . import _memseal
+from ._options import check_policy, configure_python_frames, tracker_options
+from ._report import LeakReport, complete_report
+
+# The categories' identifiers, as in JSON and the C++ API (categoryId).
+CATEGORIES = (
+    "autograd-graph-retained",
+    "grad-enabled-inference",
+    "parameters-created-per-step",
+    "tensors-retained",
+    "create-graph-cycle",
+    "untracked-growth",
+)
+
+
+class LeakError(RuntimeError):
+    """Raised by on_leak='raise'; .report is the LeakReport."""
+
+    def __init__(self, report):
+        super().__init__(report.text())
+        self.report = report
+
+
+class ScopeLeakError(RuntimeError):
+    """Raised when a memseal.Scope closes with tensors made inside it still alive; .report is the
+    scope's report (name, stats, survivors with their Python lines)."""
+
+    def __init__(self, report):
+        super().__init__(report.text())
+        self.report = report
+
+
+class Watch:
+    """Watches a loop the caller runs: call step() at the end of every iteration.
+
+        with memseal.watch(warmup=5) as w:
+            for i in range(100):
+                train_step(i)
+                w.step()
+        report = w.report()       # the final report once the block has ended
+
+    Options (None: the environment's MEMSEAL_<NAME>, else the detector's default):
+      warmup          steps whose allocations are never blamed (lazy state, workspaces)
+      on_leak         'warn' (print the report to stderr), 'raise' (LeakError), 'callback'
+                      (callback(report)) or 'none'; applied when the watch ends
+      stacks          'on', 'off' or 'sample:N' (True / False)
+      observe_ops     'all', 'off', 'every:N' or 'auto'
+      tensor_metadata 'on' or 'off' (True / False)
+      python_frames   name the Python lines of allocations (True)
+      find_holders    name the variable or container that holds leaked tensors (True)
+    """
+
+    def __init__(
+        self,
+        warmup=5,
+        *,
+        on_leak="warn",
+        callback=None,
+        stacks=None,
+        observe_ops=None,
+        tensor_metadata=None,
+        python_frames=True,
+        find_holders=True,
+        watch_graph_nodes=True,
+        watch_resident_memory=True,
+    ):
+        if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+            raise ValueError(f"memseal: warmup must be a non-negative integer, not {warmup!r}")
+        check_policy(on_leak, callback)
+        self._warmup = warmup
+        self._on_leak = on_leak
+        self._callback = callback
+        self._options = tracker_options(
+            stacks=stacks, observe_ops=observe_ops, tensor_metadata=tensor_metadata
+        )
+        self._python_frames = python_frames
+        self._find_holders = find_holders
+        self._watch_graph_nodes = watch_graph_nodes
+        self._watch_resident_memory = watch_resident_memory
+        self._detector = None
+        self._final = None
+
+    def start(self):
+        if self._detector is not None or self._final is not None:
+            raise RuntimeError("memseal: a watch starts once")
+        configure_python_frames(self._python_frames)
+        self._detector = _memseal.Detector(
+            self._warmup, self._options, self._watch_graph_nodes, self._watch_resident_memory
+        )
+        return self
+
+    def __enter__(self):
+        return self.start()
+
+    def step(self):
+        """Marks the end of one iteration."""
+        self._running().step()
+
+    def report(self):
+        """The final report once the watch has ended; while it runs, the analysis as of the last
+        step (without the Python-side analyses, which need the loop to stand still)."""
+        if self._final is not None:
+            return self._final
+        return LeakReport(self._running().report())
+
+    def finish(self, apply_policy=True):
+        """Stops watching, completes the report (holders, garbage in reference cycles), applies
+        on_leak and returns the report."""
+        detector = self._running()
+        report = complete_report(detector, find_holders=self._find_holders)
+        self._detector = None
+        self._final = report
+        if apply_policy and report.leak:
+            if self._on_leak == "warn":
+                sys.stderr.write(report.text())
+                sys.stderr.flush()
+            elif self._on_leak == "raise":
+                raise LeakError(report)
+            elif self._on_leak == "callback":
+                self._callback(report)
+        return report
+
+    def __exit__(self, exc_type, exc, traceback):
+        if self._detector is None:
+            return False
+        if exc_type is not None:
+            # The loop failed: stop tracking, judge nothing, let the exception through.
+            detector, self._detector = self._detector, None
+            self._final = LeakReport(detector.finish())
+            return False
+        self.finish()
+        return False
+
+    def _running(self):
+        if self._detector is None:
+            state = "has ended" if self._final is not None else "has not started (use `with`)"
+            raise RuntimeError(f"memseal: this watch {state}")
+        return self._detector
+
+
+def watch(warmup=5, **options):
+    """A Watch for the caller's own loop; see Watch for the options."""
+    return Watch(warmup, **options)
+
+
+def check(step, steps=30, warmup=5, **options):
+    """Runs step(i) for i in range(steps) under the leak detector and returns its LeakReport.
+
+    The report says whether tensor memory leaks from step to step (report.leak), and for each
+    finding the category, where it is made (Python line, ATen op), what it holds and the fix.
+    Options as for watch(); on_leak defaults to 'warn'.
+    """
+    if not callable(step):
+        raise TypeError(f"memseal: check() needs a function step(i), not {type(step).__name__}")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps <= 0:
+        raise ValueError(f"memseal: steps must be a positive integer, not {steps!r}")
+    with Watch(warmup, **options) as w:
+        for i in range(steps):
+            step(i)
+            w.step()
+    return w.report()

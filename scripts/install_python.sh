@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds memseal's Python module and installs it (`pip install --no-build-isolation .`) into the
+# environment of the Python memseal builds with: the per-user venv, or $PYTHON. Incremental: the
+# build folder (build/python) and ccache are kept. Prints the environment's path. Exits 3 when
+# that Python lacks scikit-build-core (a $PYTHON of the caller's; bootstrap.sh gives the venv one).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+if ! "$MEMSEAL_PYTHON" -c 'import scikit_build_core' 2>/dev/null; then
+  echo "memseal: $MEMSEAL_PYTHON has no scikit-build-core, which building the Python module needs" \
+       "(pip install scikit-build-core); not installing it" >&2
+  exit 3
+fi
+command -v ccache >/dev/null && export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+export CMAKE_GENERATOR=Ninja CMAKE_BUILD_PARALLEL_LEVEL="${MEMSEAL_JOBS:-$(nproc)}"
+"$MEMSEAL_PYTHON" -m pip install --no-build-isolation --no-deps --disable-pip-version-check -q \
+    "$MEMSEAL_ROOT" >&2
+prefix="$("$MEMSEAL_PYTHON" -c 'import sys; print(sys.prefix)')"
+echo "memseal: the Python module is installed in $prefix: $prefix/bin/python -m memseal check CASE.py" >&2

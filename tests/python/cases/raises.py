@@ -1,0 +1,3 @@
+def step(i):
+    if i == 2:
+        raise KeyError("missing batch")

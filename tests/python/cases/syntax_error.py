@@ -1,0 +1,2 @@
+def step(i)
+    return i

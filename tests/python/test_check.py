@@ -1,0 +1,324 @@
+"""The leak detector from Python: the seed patterns get the right category, healthy loops that only
+look like leaks are not flagged, findings name the Python line and what holds the leak."""
+
+import collections
+import gc
+import inspect
+
+import pytest
+import torch
+
+import memseal
+
+STEPS, WARMUP = 24, 4
+
+
+def run(step, **options):
+    options.setdefault("on_leak", "none")
+    return memseal.check(step, steps=STEPS, warmup=WARMUP, **options)
+
+
+def line_of(function, text):
+    """The line number of the first line of `function`'s source containing `text`."""
+    lines, start = inspect.getsourcelines(function)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return start + offset
+    raise AssertionError(f"{text!r} not in {function.__name__}")
+
+
+def small_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+
+
+# Module-level, so the holder is a named global.
+losses = []
+
+
+def test_accumulated_loss_keeps_autograd_history():
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    total = {"loss": 0}
+
+    def step(i):
+        loss = model(torch.randn(16, 32)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total["loss"] += loss
+
+    report = run(step)
+    assert report.leak
+    assert report.categories[0] == "autograd-graph-retained"
+    assert "loss.item()" in report.findings[0].hint
+
+
+def test_losses_in_a_list_are_found_with_the_line_and_the_list_that_holds_them():
+    losses.clear()
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(i):
+        loss = model(torch.randn(16, 32)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+
+    report = run(step)
+    losses.clear()
+    assert report.leak
+    assert report.categories == ["autograd-graph-retained"]
+    user_frames = [f for f in report.findings[0].site.frames if not f.is_internal]
+    assert user_frames, report.text()
+    assert user_frames[0].file == __file__
+    assert user_frames[0].line == line_of(step, "model(torch.randn")
+    assert f"test_check.py:{user_frames[0].line}" in report.text()
+
+
+def test_modules_built_every_step():
+    heads = []
+
+    def step(i):
+        heads.append(torch.nn.Linear(64, 64))
+
+    report = run(step)
+    assert report.leak
+    assert report.categories == ["parameters-created-per-step"]
+    assert len(report.findings[0].parts) == 2  # weight and bias: one finding
+
+
+def test_evaluation_with_grad_enabled_keeps_outputs_and_activations():
+    model = small_model()
+    outputs = []
+
+    def step(i):
+        outputs.append(model(torch.randn(16, 32)))
+
+    report = run(step)
+    assert report.leak
+    assert report.categories == ["grad-enabled-inference"]
+    assert "inference_mode" in report.findings[0].hint
+    holders = [h for h in report.holders if h.finding == 0]
+    assert holders and "`outputs`" in holders[0].description, report.text()
+
+
+def test_forward_hooks_registered_every_step():
+    model = small_model()
+    features = []
+
+    def step(i):
+        model[0].register_forward_hook(lambda module, inputs, output: features.append(output.detach()))
+        with torch.no_grad():
+            model(torch.randn(16, 32))
+
+    report = run(step)
+    assert report.leak
+    assert report.categories[0] == "tensors-retained"
+
+
+class AnchorGenerator:
+    def __init__(self):
+        self.cache = {}
+
+    def anchors(self, size):
+        if size not in self.cache:
+            self.cache[size] = torch.zeros(size, size, 4)
+        return self.cache[size]
+
+
+generator = AnchorGenerator()
+
+
+def test_cache_keyed_by_input_shape_names_the_dict_and_its_owner():
+    generator.cache.clear()
+
+    def step(i):
+        generator.anchors(16 + i)
+
+    report = run(step)
+    assert report.leak
+    assert report.categories == ["tensors-retained"]
+    assert report.findings[0].shapes.distinct > 10
+    holders = [h.description for h in report.holders if h.finding == 0]
+    assert holders and "generator.cache" in holders[0] and "AnchorGenerator" in holders[0], holders
+    generator.cache.clear()
+
+
+running_total = None
+
+
+def test_graph_only_leak_names_the_tensor_whose_history_holds_it():
+    global running_total
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    running_total = torch.zeros(())
+
+    def step(i):
+        global running_total
+        loss = model(torch.randn(16, 32)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        running_total = running_total + loss
+
+    report = run(step)
+    assert report.categories[0] == "autograd-graph-retained"
+    described = " ".join(h.description for h in report.holders if h.finding == 0)
+    assert "`running_total`" in described, report.text()
+    running_total = None
+
+
+# Healthy loops that only look like leaks.
+
+
+def test_adam_state_created_lazily_is_not_a_leak():
+    model = small_model()
+    optimizer = torch.optim.Adam(model.parameters())
+
+    def step(i):
+        loss = model(torch.randn(16, 32)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    assert not run(step).leak
+
+
+def test_inference_mode_outputs_in_a_bounded_deque_are_not_a_leak():
+    model = small_model()
+    recent = collections.deque(maxlen=4)
+
+    def step(i):
+        with torch.inference_mode():
+            recent.append(model(torch.randn(16, 32)))
+
+    assert not run(step).leak
+
+
+def test_detached_outputs_in_a_bounded_deque_are_not_a_leak():
+    model = small_model()
+    recent = collections.deque(maxlen=3)
+
+    def step(i):
+        recent.append(model(torch.randn(16, 32)).detach())
+
+    assert not run(step).leak
+
+
+def test_gradient_accumulation_is_not_a_leak():
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(i):
+        loss = model(torch.randn(16, 32)).pow(2).mean() / 4
+        loss.backward()
+        if i % 4 == 3:
+            optimizer.step()
+            optimizer.zero_grad()
+
+    assert not run(step).leak
+
+
+def test_variable_batch_sizes_are_not_a_leak():
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    sizes = [3, 17, 64, 5, 33, 128, 9]
+
+    def step(i):
+        loss = model(torch.randn(sizes[i % len(sizes)], 32)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    assert not run(step).leak
+
+
+def test_warm_up_that_compiles_with_torchscript_is_not_a_leak():
+    model = small_model().eval()
+    compiled = {}
+
+    def step(i):
+        if "model" not in compiled:
+            compiled["model"] = torch.jit.trace(model, torch.randn(16, 32))
+        with torch.no_grad():
+            compiled["model"](torch.randn(16, 32))
+
+    assert not run(step).leak
+
+
+class Node:
+    def __init__(self, tensor):
+        self.tensor = tensor
+        self.me = self  # a reference cycle: only the garbage collector frees it
+
+
+def test_tensors_kept_only_by_reference_cycles_are_cycle_garbage_not_a_leak():
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        def step(i):
+            Node(torch.randn(64, 64))
+
+        report = run(step)
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert not report.leak, report.text()
+    assert report.cycle_garbage is not None
+    assert report.cycle_garbage.tensors >= STEPS - WARMUP
+    assert any(name == "Node" for name, _ in report.cycle_garbage.types)
+    assert "tensors-retained" in report.cycle_garbage.findings
+    assert "reference cycles" in report.text()
+
+
+# The API.
+
+
+def test_watch_over_the_callers_own_loop_and_json_round_trip():
+    kept = []
+    with memseal.watch(warmup=3, on_leak="none") as w:
+        for i in range(20):
+            kept.append(torch.randn(128))
+            w.step()
+    report = w.report()
+    assert report.leak and report.categories == ["tensors-retained"]
+    data = report.to_json()
+    assert data.lstrip().startswith('{\n  "schema": "memseal.check/1"')
+    again = memseal.LeakReport.from_json(data)
+    assert again.categories == report.categories
+    assert [h.description for h in again.holders] == [h.description for h in report.holders]
+
+
+def test_policies():
+    def leaky(i, kept=[]):  # noqa: B006 (the leak)
+        kept.append(torch.randn(256))
+
+    with pytest.raises(memseal.LeakError) as raised:
+        memseal.check(leaky, steps=16, warmup=2, on_leak="raise")
+    assert raised.value.report.leak
+    seen = []
+    memseal.check(leaky, steps=16, warmup=2, on_leak="callback", callback=seen.append)
+    assert len(seen) == 1 and seen[0].leak
+
+
+def test_bad_options_say_what_they_accept():
+    with pytest.raises(ValueError, match="sample:N"):
+        memseal.check(lambda i: None, stacks="sometimes")
+    with pytest.raises(ValueError, match="on_leak"):
+        memseal.check(lambda i: None, on_leak="explode")
+    with pytest.raises(ValueError, match="steps"):
+        memseal.check(lambda i: None, steps=0)
+    with pytest.raises(TypeError, match="step"):
+        memseal.check(None)
+
+
+def test_an_exception_in_the_loop_passes_through_and_stops_tracking():
+    def step(i):
+        if i == 3:
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        memseal.check(step, steps=10, warmup=2)
+    assert not memseal._memseal.tracking_active()
