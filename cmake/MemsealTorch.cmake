@@ -19,9 +19,27 @@ if(NOT Torch_DIR)
     RESULT_VARIABLE memseal_torch_result
     OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT memseal_torch_result EQUAL 0)
+    # pip's isolated build environment hides the environment's own packages from `import torch`,
+    # but the interpreter still names its site-packages: take torch's CMake files from there, so
+    # a plain `pip install .` builds against the torch already installed, without fetching another.
+    execute_process(
+      COMMAND "${MEMSEAL_PYTHON}" -c
+              "import sysconfig; p = sysconfig.get_paths(); print(p['purelib']); print(p['platlib'])"
+      OUTPUT_VARIABLE memseal_site_dirs
+      OUTPUT_STRIP_TRAILING_WHITESPACE)
+    string(REPLACE "\n" ";" memseal_site_dirs "${memseal_site_dirs}")
+    foreach(site_dir IN LISTS memseal_site_dirs)
+      if(EXISTS "${site_dir}/torch/share/cmake/Torch/TorchConfig.cmake")
+        set(memseal_torch_prefix "${site_dir}/torch/share/cmake")
+        set(memseal_torch_result 0)
+        break()
+      endif()
+    endforeach()
+  endif()
+  if(NOT memseal_torch_result EQUAL 0)
     message(FATAL_ERROR "memseal: '${MEMSEAL_PYTHON}' cannot import torch (${memseal_torch_error}). "
-                        "Run scripts/bootstrap.sh, or set PYTHON or Torch_DIR. Under pip, install with "
-                        "`pip install --no-build-isolation .` so the build sees the environment's torch.")
+                        "Run scripts/bootstrap.sh, or set PYTHON or Torch_DIR; under pip, install "
+                        "torch 2.11 into the environment first.")
   endif()
   list(PREPEND CMAKE_PREFIX_PATH "${memseal_torch_prefix}")
 endif()

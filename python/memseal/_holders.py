@@ -65,21 +65,25 @@ class _Roots:
                     return ("global", name, f"global of {_where(module)}")
         if isinstance(referrer, types.CellType):
             return ("closure", "<closure variable>", "closure of a function")
-        if isinstance(referrer, types.TracebackType):
-            return ("traceback", "<exception traceback>", "the traceback of a caught exception")
-        if isinstance(referrer, types.FrameType):
-            if referrer.f_code.co_filename.startswith(self.here):
-                return None  # memseal's own frames
-            code = referrer.f_code
-            return ("traceback", "<frame of a caught exception>",
-                    f"the traceback of a caught exception, frame {code.co_name} "
-                    f"({os.path.basename(code.co_filename)})")
         return None
 
 
-def _step_up(obj, referrer, owners):
+def _step_up(obj, referrer, owners, here):
     """How `referrer` holds `obj`: (label, object to continue from), or None to ignore it.
-    Labels: ".name" (an attribute of owners[id(referrer)]), "[key]" (a dict entry) or "[]"."""
+    Labels: ".name" (an attribute of owners[id(referrer)]), "[key]" (a dict entry), "[]", and for
+    what a caught exception keeps: "frame:local:function" (a local of a finished frame its
+    traceback holds), "traceback" and "exception"."""
+    if isinstance(referrer, types.FrameType):
+        if referrer.f_code.co_filename.startswith(here):
+            return None  # memseal's own frames
+        for name, value in referrer.f_locals.items():
+            if value is obj:
+                return (f"frame:{name}:{referrer.f_code.co_name}", referrer)
+        return ("frame::" + referrer.f_code.co_name, referrer)
+    if isinstance(referrer, types.TracebackType):
+        return ("traceback", referrer)
+    if isinstance(referrer, BaseException):
+        return ("exception", referrer)
     if isinstance(referrer, dict):
         owner = owners.get(id(referrer))
         for key, value in referrer.items():
@@ -124,7 +128,7 @@ def _path_to_root(tensor, roots):
                             if getattr(owner, "__dict__", None) is referrer:
                                 owners[id(referrer)] = owner
                 for referrer in referrers:
-                    step = _step_up(obj, referrer, owners)
+                    step = _step_up(obj, referrer, owners, roots.here)
                     if step is None or id(step[1]) in registry:
                         continue
                     label, holder = step
@@ -154,9 +158,17 @@ def _describe(path, root):
                            "through objects memseal does not follow)")
     kind, name, where = root
     expression = name
-    for label, _, _ in reversed(path):
-        if label.startswith(".") or (label.startswith("[") and label != "[]"):
+    # The container the tensors sit in is named, not the entry (a cache's keys differ per tensor).
+    for position, (label, _, _) in reversed(list(enumerate(path))):
+        if label.startswith(".") or (label.startswith("[") and label != "[]" and position > 0):
             expression += label
+    frame = next((label for label, _, _ in path if label.startswith("frame:")), None)
+    if frame is not None:
+        _, local, function = frame.split(":", 2)
+        exception = next((c for label, c, _ in path if label == "exception"), "exception")
+        local_text = f"local `{local}` of {function}" if local else f"a frame of {function}"
+        return ("traceback", f"the traceback of a caught {exception} ({local_text}), kept in "
+                             f"`{expression}` ({where})")
     # The container the tensors sit in: the first element step from the tensor up.
     container = next((c for label, c, _ in path if label.startswith("[")), None)
     if container is None:

@@ -16,12 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "analyze/live_view.h"
+#include "detect/diagnosis.h"
 #include "memseal/leak_detector.h"
 #include "memseal/scope.h"
 #include "memseal/tracker.h"
 #include "memseal/version.h"
-#include "analyze/live_view.h"
-#include "detect/diagnosis.h"
 #include "python/python_frame_provider.h"
 #include "track/tensor_reference.h"
 
@@ -151,8 +151,6 @@ PYBIND11_MODULE(_memseal, m) {
   m.attr("CHECK_REPORT_SCHEMA") = kCheckReportSchema;
   m.attr("CHECK_REPORT_VERSION") = kCheckReportVersion;
 
-  py::register_exception<LeakError>(m, "_NativeLeakError");
-
   py::class_<StackFrame>(m, "StackFrame")
       .def_readonly("function", &StackFrame::function)
       .def_readonly("file", &StackFrame::file)
@@ -191,8 +189,8 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("steps_observed", &LeakPart::steps_observed)
       .def_readonly("storage_addresses", &LeakPart::storage_addresses);
   py::class_<LeakFinding>(m, "LeakFinding")
-      .def_property_readonly("category",
-                             [](const LeakFinding& f) { return std::string(categoryId(f.category)); })
+      .def_property_readonly(
+          "category", [](const LeakFinding& f) { return std::string(categoryId(f.category)); })
       .def_readonly("retained", &LeakFinding::retained)
       .def_readonly("bytes_per_step", &LeakFinding::bytes_per_step)
       .def_readonly("count_per_step", &LeakFinding::count_per_step)

@@ -5,12 +5,22 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases")
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASES = os.path.join(HERE, "cases")
+EXAMPLES = os.path.join(HERE, "..", "..", "examples", "python")
+
+
+def case_file(name):
+    """A case of tests/python/cases, or of examples/python (the demo's)."""
+    for folder in (CASES, EXAMPLES):
+        if os.path.exists(os.path.join(folder, name)):
+            return os.path.normpath(os.path.join(folder, name))
+    return os.path.join(CASES, name)
 
 
 @pytest.fixture
 def case_path():
-    return lambda name: os.path.join(CASES, name)
+    return case_file
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,9 @@ look like leaks are not flagged, findings name the Python line and what holds th
 
 import collections
 import gc
+import importlib.util
 import inspect
+import sys
 
 import pytest
 import torch
@@ -67,9 +69,11 @@ def test_losses_in_a_list_are_found_with_the_line_and_the_list_that_holds_them()
         losses.append(loss)
 
     report = run(step)
+    holders = [h.description for h in report.holders if h.finding == 0]
     losses.clear()
     assert report.leak
     assert report.categories == ["autograd-graph-retained"]
+    assert holders and holders[0].startswith("list `losses` (global of test_check.py)"), holders
     user_frames = [f for f in report.findings[0].site.frames if not f.is_internal]
     assert user_frames, report.text()
     assert user_frames[0].file == __file__
@@ -118,32 +122,26 @@ def test_forward_hooks_registered_every_step():
     assert report.categories[0] == "tensors-retained"
 
 
-class AnchorGenerator:
-    def __init__(self):
-        self.cache = {}
+def load_case(name):
+    """A file of tests/python/cases as a module (as `python -m memseal check` loads it)."""
+    from conftest import case_file
 
-    def anchors(self, size):
-        if size not in self.cache:
-            self.cache[size] = torch.zeros(size, size, 4)
-        return self.cache[size]
-
-
-generator = AnchorGenerator()
+    spec = importlib.util.spec_from_file_location("case_" + name[:-3], case_file(name))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_cache_keyed_by_input_shape_names_the_dict_and_its_owner():
-    generator.cache.clear()
-
-    def step(i):
-        generator.anchors(16 + i)
-
-    report = run(step)
+    case = load_case("cache_by_shape.py")
+    report = run(case.step)
     assert report.leak
     assert report.categories == ["tensors-retained"]
     assert report.findings[0].shapes.distinct > 10
     holders = [h.description for h in report.holders if h.finding == 0]
-    assert holders and "generator.cache" in holders[0] and "AnchorGenerator" in holders[0], holders
-    generator.cache.clear()
+    assert holders == ["dict `generator.cache` of AnchorGenerator (global of cache_by_shape.py)"]
+    case.generator.cache.clear()
 
 
 running_total = None
@@ -168,6 +166,32 @@ def test_graph_only_leak_names_the_tensor_whose_history_holds_it():
     described = " ".join(h.description for h in report.holders if h.finding == 0)
     assert "`running_total`" in described, report.text()
     running_total = None
+
+
+errors = []
+
+
+def load_batch(i):
+    batch = torch.randn(256)  # kept alive by the traceback of the exception below
+    raise ValueError(f"batch {i} is corrupt")
+
+
+def test_tensors_kept_by_the_traceback_of_a_caught_exception():
+    errors.clear()
+
+    def step(i):
+        try:
+            load_batch(i)
+        except ValueError as error:
+            errors.append(error)
+
+    report = run(step)
+    holders = [h.description for h in report.holders if h.finding == 0]
+    errors.clear()
+    assert report.leak and report.categories == ["tensors-retained"]
+    assert holders and holders[0].startswith(
+        "the traceback of a caught ValueError (local `batch` of load_batch), kept in `errors` "
+        "(global of test_check.py)"), holders
 
 
 # Healthy loops that only look like leaks.

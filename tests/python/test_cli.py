@@ -17,10 +17,10 @@ def test_a_leaky_case_exits_1_with_the_report_and_json(case_path, tmp_path):
     out = tmp_path / "report.json"
     # From another folder: the case is found by its path, the package by the environment.
     result = memseal_cli("check", "--steps", "16", "--warmup", "3", "--json", str(out),
-                         case_path("leaky_loss.py"), cwd=tmp_path)
+                         case_path("leaky_training.py"), cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert "autograd-graph-retained" in result.stdout
-    assert "leaky_loss.py:" in result.stdout  # the Python line
+    assert "leaky_training.py:" in result.stdout  # the Python line
     data = json.loads(out.read_text())
     assert data["schema"] == "memseal.check/1" and data["verdict"] == "leak"
     again = memseal_cli("report", str(out))
