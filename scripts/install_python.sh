@@ -10,6 +10,9 @@ if ! "$MEMSEAL_PYTHON" -c 'import scikit_build_core' 2>/dev/null; then
        "(pip install scikit-build-core); not installing it" >&2
   exit 3
 fi
+# The compiler scripts/build.sh configures with (CMake's default, c++), so ccache serves the core's
+# objects from the release build instead of compiling them again under another compiler name.
+export CC="${CC:-cc}" CXX="${CXX:-c++}"
 command -v ccache >/dev/null && export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
 export CMAKE_GENERATOR=Ninja CMAKE_BUILD_PARALLEL_LEVEL="${MEMSEAL_JOBS:-$(nproc)}"
 "$MEMSEAL_PYTHON" -m pip install --no-build-isolation --no-deps --disable-pip-version-check -q \

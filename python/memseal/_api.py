@@ -110,9 +110,8 @@ class Watch:
     def finish(self, apply_policy=True):
         """Stops watching, completes the report (holders, garbage in reference cycles), applies
         on_leak and returns the report."""
-        detector = self._running()
+        detector, self._detector = self._running(), None
         report = complete_report(detector, find_holders=self._find_holders)
-        self._detector = None
         self._final = report
         if apply_policy and report.leak:
             if self._on_leak == "warn":

@@ -148,10 +148,12 @@ def _report(args):
     import memseal
 
     try:
-        with open(args.file) as source:
+        with open(args.file, encoding="utf-8") as source:
             text = source.read()
     except OSError as error:
         raise _UsageError(f"cannot read {args.file}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise _UsageError(f"{args.file} is not a JSON report (not UTF-8 text)") from None
     try:
         report = memseal.LeakReport.from_json(text)
     except ValueError as error:
@@ -171,4 +173,7 @@ def main(argv=None):
     except _UsageError as error:
         if error.args:
             sys.stderr.write(f"memseal {getattr(args, 'command', None) or 'check'}: {error.args[0]}\n")
+        return EXIT_USAGE
+    except Exception:  # noqa: BLE001 (memseal's own failure: an error, never a verdict)
+        sys.stderr.write(f"memseal: internal error:\n{traceback.format_exc()}")
         return EXIT_USAGE

@@ -60,7 +60,7 @@ class _Roots:
         """(kind, name, where) when `referrer` names `obj` as a root, else None."""
         module = self.modules.get(id(referrer))
         if module is not None:
-            for name, value in referrer.items():
+            for name, value in dict.items(referrer):
                 if value is obj:
                     return ("global", name, f"global of {_where(module)}")
         if isinstance(referrer, types.CellType):
@@ -86,9 +86,13 @@ def _step_up(obj, referrer, owners, here):
         return ("exception", referrer)
     if isinstance(referrer, dict):
         owner = owners.get(id(referrer))
-        for key, value in referrer.items():
+        for key, value in list(dict.items(referrer)):
             if value is obj:
-                return (f".{key}", owner) if owner is not None else (f"[{key!r}]", referrer)
+                if owner is not None:
+                    return (f".{key}", owner)
+                # Only keys that print cheaply are shown: a tensor key would allocate to print.
+                shown = repr(key) if isinstance(key, (str, int, float, bool, type(None))) else "..."
+                return (f"[{shown[:40]}]", referrer)
         return None
     if isinstance(referrer, (list, tuple, set, frozenset)) or type(referrer).__name__ == "deque":
         return ("[]", referrer)
@@ -125,8 +129,11 @@ def _path_to_root(tensor, roots):
                 for referrer in referrers:
                     if isinstance(referrer, dict):
                         for owner in gc.get_referrers(referrer):
-                            if getattr(owner, "__dict__", None) is referrer:
-                                owners[id(referrer)] = owner
+                            try:
+                                if getattr(owner, "__dict__", None) is referrer:
+                                    owners[id(referrer)] = owner
+                            except Exception:  # noqa: BLE001 (a property that raises)
+                                continue
                 for referrer in referrers:
                     step = _step_up(obj, referrer, owners, roots.here)
                     if step is None or id(step[1]) in registry:
@@ -136,6 +143,7 @@ def _path_to_root(tensor, roots):
                     container = type(referrer).__name__
                     next_frontier.append((id(holder), path + ((label, container, type(holder).__name__),)))
                 del referrers, owners, obj
+                step = None
                 if local is not None:
                     return list(path), ("local", local[0], f"local of {local[1]}")
             frontier = next_frontier
@@ -169,12 +177,21 @@ def _describe(path, root):
         local_text = f"local `{local}` of {function}" if local else f"a frame of {function}"
         return ("traceback", f"the traceback of a caught {exception} ({local_text}), kept in "
                              f"`{expression}` ({where})")
-    # The container the tensors sit in: the first element step from the tensor up.
-    container = next((c for label, c, _ in path if label.startswith("[")), None)
-    if container is None:
-        container = "tensor"
+    # The container the tensors sit in (the first element step from the tensor up), and the type of
+    # what the expression names (walking down from the root while labels are part of it).
+    container = next((c for label, c, _ in path if label.startswith("[")), None) or "tensor"
+    named = path[-1][2] if path else "tensor"
+    for position in range(len(path) - 1, -1, -1):
+        label = path[position][0]
+        if position > 0 and (label.startswith(".") or (label.startswith("[") and label != "[]")):
+            named = path[position - 1][2]
+        elif label.startswith("."):
+            named = "tensor"
+        else:
+            break
     owner = next((o for label, _, o in path if label.startswith(".")), None)
-    text = f"{container} `{expression}`"
+    text = f"{container} `{expression}`" if named == container else \
+        f"{container} in {named} `{expression}`"
     if owner is not None:
         text += f" of {owner}"
     return (kind, f"{text} ({where})")
@@ -222,7 +239,7 @@ def live_tensors(findings):
             continue
         try:
             address = obj.untyped_storage().data_ptr()
-        except (RuntimeError, NotImplementedError, TypeError):
+        except Exception:  # noqa: BLE001 (sparse, meta, subclasses without storage)
             continue
         index = wanted.get(address)
         if index is not None and len(sampled.setdefault(index, [])) < _TENSORS_PER_FINDING:
@@ -230,8 +247,9 @@ def live_tensors(findings):
         grad_fn = obj.grad_fn
         if grad_fn is not None:
             for index, name in graph_findings.items():
-                if type(grad_fn).__name__ == name:
-                    graph_candidates.setdefault(index, []).append(obj)
+                candidates = graph_candidates.setdefault(index, [])
+                if type(grad_fn).__name__ == name and len(candidates) < _TENSORS_PER_FINDING:
+                    candidates.append(obj)
     return sampled, graph_candidates
 
 

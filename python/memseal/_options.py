@@ -34,6 +34,7 @@ def tracker_options(**options):
                 f"not {type(value).__name__} {value!r}"
             )
         pairs.append((name, value))
+    _memseal.check_options(pairs)  # the values, and the environment's MEMSEAL_* for unset ones
     return pairs
 
 

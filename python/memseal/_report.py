@@ -85,6 +85,9 @@ class LeakReport:
         if self.holders:
             lines = ["what holds it (Python)"]
             for holder in self.holders:
+                if holder.finding < 0:
+                    lines.append(holder.description)
+                    continue
                 count = f" holds {holder.tensors} of them" if holder.tensors > 1 else ""
                 lines.append(f"[{holder.finding + 1}] {holder.description}{count}")
             text += "\n" + "\n".join(lines) + "\n"
@@ -112,13 +115,16 @@ class LeakReport:
         """Reads what to_json (or `memseal check --json`) wrote; ValueError says what is wrong."""
         native = _memseal.LeakReport.from_json(text)
         python = json.loads(text).get("python") or {}
-        holders = [Holder(**holder) for holder in python.get("holders", [])]
-        garbage = python.get("cycle_garbage")
-        cycle_garbage = None
-        if garbage is not None:
-            garbage = dict(garbage)
-            garbage["types"] = [(item["type"], item["objects"]) for item in garbage["types"]]
-            cycle_garbage = CycleGarbage(**garbage)
+        try:
+            holders = [Holder(**holder) for holder in python.get("holders", [])]
+            garbage = python.get("cycle_garbage")
+            cycle_garbage = None
+            if garbage is not None:
+                garbage = dict(garbage)
+                garbage["types"] = [(item["type"], item["objects"]) for item in garbage["types"]]
+                cycle_garbage = CycleGarbage(**garbage)
+        except (TypeError, KeyError, AttributeError) as error:
+            raise ValueError(f"memseal: the report's \"python\" section is malformed ({error})") from None
         return LeakReport(native, holders, cycle_garbage)
 
     def __repr__(self):
@@ -130,11 +136,12 @@ def _cycle_garbage_now():
     """The objects only reference cycles keep alive, found by a collection that saves them
     (gc.DEBUG_SAVEALL) instead of freeing them. The caller frees them with release()."""
     flags = gc.get_debug()
+    already = len(gc.garbage)  # the program's own (uncollectable, or saved by its own debugging)
     gc.set_debug(flags | gc.DEBUG_SAVEALL)
     try:
         gc.collect()
-        garbage = list(gc.garbage)
-        del gc.garbage[:]
+        garbage = gc.garbage[already:]
+        del gc.garbage[already:]
     finally:
         gc.set_debug(flags)
     return garbage
@@ -148,7 +155,7 @@ def _storage_of(obj):
     try:
         storage = obj.untyped_storage()
         return storage.data_ptr(), storage.nbytes()
-    except (RuntimeError, NotImplementedError, TypeError):
+    except Exception:  # noqa: BLE001 (sparse, nested, meta, subclasses without storage)
         return None  # sparse, nested, meta or tensor subclasses without storage
 
 
@@ -200,6 +207,10 @@ def complete_report(detector, find_holders=True):
             native = _described_by_live_tensors(native, index, tensors)
         tensors = None
         if find_holders:
-            holders = holders_of(native.findings, sampled, graph_candidates)
+            try:
+                holders = holders_of(native.findings, sampled, graph_candidates)
+            except Exception as error:  # noqa: BLE001 (the heap is the user's: never lose the report)
+                holders = [Holder(-1, f"the holder search failed: {type(error).__name__}: {error}",
+                                  "unnamed", 0)]
         del sampled, graph_candidates
     return LeakReport(native, holders, cycle_garbage)

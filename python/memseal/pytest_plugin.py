@@ -39,8 +39,12 @@ def _call_test(pyfuncitem):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
+    import inspect
+
     import memseal
 
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None  # async tests belong to their own plugin (pytest-asyncio); memseal leaves them
     checked = pyfuncitem.get_closest_marker("memseal_check")
     if checked is not None:
         options = dict(checked.kwargs)

@@ -268,6 +268,12 @@ PYBIND11_MODULE(_memseal, m) {
   m.def("with_live_tensor", &withLiveTensor, py::arg("report"), py::arg("index"),
         py::arg("tensor"));
   m.def("without_findings", &withoutFindings, py::arg("report"), py::arg("indices"));
+  m.def(
+      "check_options",
+      [](const std::vector<std::pair<std::string, std::string>>& options) {
+        trackerOptions(options).resolved();  // reads MEMSEAL_* too; ValueError names what is wrong
+      },
+      py::arg("options"));
   m.def("tracking_active", &trackingActive);
   m.def("option_values", &TrackerOptions::expectedValues, py::arg("name"));
   m.def("enable_python_frames", &enablePythonFrames, py::arg("on"));

@@ -5,6 +5,7 @@ import collections
 import gc
 import importlib.util
 import inspect
+import json
 import sys
 
 import pytest
@@ -166,6 +167,29 @@ def test_graph_only_leak_names_the_tensor_whose_history_holds_it():
     described = " ".join(h.description for h in report.holders if h.finding == 0)
     assert "`running_total`" in described, report.text()
     running_total = None
+
+
+history = []
+
+
+def test_the_holder_names_the_container_a_root_names():
+    history.clear()
+
+    def step(i):
+        history.append({"features": torch.randn(64)})
+
+    report = run(step)
+    holders = [h.description for h in report.holders if h.finding == 0]
+    history.clear()
+    assert holders == ["dict in list `history` (global of test_check.py)"], holders
+
+
+def test_a_malformed_python_section_is_a_value_error():
+    report = run(lambda i: None)
+    data = json.loads(report.to_json())
+    data["python"] = {"holders": [{"finding": 0}]}
+    with pytest.raises(ValueError, match="python"):
+        memseal.LeakReport.from_json(json.dumps(data))
 
 
 errors = []

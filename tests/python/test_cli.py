@@ -62,6 +62,8 @@ def test_bad_inputs_exit_2_and_say_why(arguments, message, case_path):
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "LEAK" not in result.stdout
+    if "--stacks" in arguments:  # options are checked before the case is loaded or run
+        assert "raised" not in result.stderr
 
 
 def test_an_exception_in_step_shows_its_traceback(case_path):
