@@ -1,8 +1,7 @@
 """check() and watch(): the leak detector of the C++ core, driven from Python."""
 
-import sys
-
 from . import _memseal
+from ._options import apply_policy as _apply_policy
 from ._options import check_policy, configure_python_frames, tracker_options
 from ._report import LeakReport, complete_report
 
@@ -114,13 +113,7 @@ class Watch:
         report = complete_report(detector, find_holders=self._find_holders)
         self._final = report
         if apply_policy and report.leak:
-            if self._on_leak == "warn":
-                sys.stderr.write(report.text())
-                sys.stderr.flush()
-            elif self._on_leak == "raise":
-                raise LeakError(report)
-            elif self._on_leak == "callback":
-                self._callback(report)
+            _apply_policy(self._on_leak, report, self._callback, LeakError)
         return report
 
     def __exit__(self, exc_type, exc, traceback):

@@ -88,10 +88,6 @@ def _load_case(path):
     return step, setup
 
 
-class _CaseFailed(Exception):
-    pass
-
-
 def _write_atomically(path, content):
     temporary = path + ".tmp"
     try:
@@ -115,9 +111,10 @@ def _check(args):
     if args.json and os.path.isdir(args.json):
         raise _UsageError(f"--json {args.json} is a directory")
     try:
-        options = dict(stacks=args.stacks, observe_ops=args.observe_ops,
-                       tensor_metadata=args.tensor_metadata)
-        memseal.Watch(args.warmup, **options)  # checks the options (and the environment's) now
+        # Checks the options (and the environment's MEMSEAL_*) now; tracking starts with `with`.
+        watch = memseal.Watch(args.warmup, on_leak="none", python_frames=args.python_frames == "on",
+                              stacks=args.stacks, observe_ops=args.observe_ops,
+                              tensor_metadata=args.tensor_metadata)
     except (TypeError, ValueError) as error:
         raise _UsageError(str(error).removeprefix("memseal: ")) from None
     step, setup = _load_case(args.case)
@@ -126,8 +123,6 @@ def _check(args):
             setup()
         except BaseException:  # noqa: BLE001
             raise _UsageError(f"{args.case}: setup() raised:\n{traceback.format_exc()}") from None
-    watch = memseal.Watch(args.warmup, on_leak="none", python_frames=args.python_frames == "on",
-                          **options)
     current = 0
     try:
         with watch:

@@ -45,6 +45,19 @@ def check_policy(policy, callback, argument="on_leak"):
         raise ValueError(f"memseal: {argument}='callback' needs callback=<a function of the report>")
 
 
+def apply_policy(policy, report, callback, error_type):
+    """What a leak report (of a watch) or a scope report with survivors leads to: 'warn' prints it
+    to stderr, 'raise' raises error_type(report), 'callback' calls callback(report), 'none' does
+    nothing (the C++ side's report/policy.h, with Python's stderr and exceptions)."""
+    if policy == "warn":
+        sys.stderr.write(report.text())
+        sys.stderr.flush()
+    elif policy == "raise":
+        raise error_type(report)
+    elif policy == "callback":
+        callback(report)
+
+
 def _internal_python_paths():
     """Where Python frames are not the user's: (path prefix, the name a report folds them under),
     longest prefix first (the core takes the first that matches)."""

@@ -1,10 +1,8 @@
 """memseal.Scope: a lifetime scope (C++ memseal::LifetimeScope) as a `with` block."""
 
-import sys
-
 from . import _memseal
 from ._api import ScopeLeakError
-from ._options import check_policy, configure_python_frames, tracker_options
+from ._options import apply_policy, check_policy, configure_python_frames, tracker_options
 
 
 class Scope:
@@ -56,14 +54,8 @@ class Scope:
             scope.abandon()
             return False
         self.report = scope.close()
-        if self.report.clean:
-            return False
-        if self._on_survivors == "raise":
-            raise ScopeLeakError(self.report)
-        if self._on_survivors == "warn":
-            sys.stderr.write(self.report.text())
-        elif self._on_survivors == "callback":
-            self._callback(self.report)
+        if not self.report.clean:
+            apply_policy(self._on_survivors, self.report, self._callback, ScopeLeakError)
         return False
 
     def _open(self):

@@ -58,7 +58,6 @@ class Detector {
     detector_.reset();
     return report;
   }
-  bool active() const { return detector_ != nullptr; }
 
  private:
   LeakDetector& running() const {
@@ -231,8 +230,7 @@ PYBIND11_MODULE(_memseal, m) {
            py::arg("watch_resident_memory"))
       .def("step", &Detector::step)
       .def("report", &Detector::report)
-      .def("finish", &Detector::finish)
-      .def_property_readonly("active", &Detector::active);
+      .def("finish", &Detector::finish);
 
   py::class_<LiveAllocation>(m, "LiveAllocation")
       .def_readonly("bytes", &LiveAllocation::bytes)
@@ -277,6 +275,5 @@ PYBIND11_MODULE(_memseal, m) {
   m.def("tracking_active", &trackingActive);
   m.def("option_values", &TrackerOptions::expectedValues, py::arg("name"));
   m.def("enable_python_frames", &enablePythonFrames, py::arg("on"));
-  m.def("python_frames_enabled", &pythonFramesEnabled);
   m.def("set_internal_paths", &setInternalPaths, py::arg("prefixes"));
 }

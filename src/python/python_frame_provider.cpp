@@ -141,8 +141,6 @@ const track::PythonFrameProvider kProvider{&capture, &symbolize};
 
 void enablePythonFrames(bool on) { track::setPythonFrameProvider(on ? &kProvider : nullptr); }
 
-bool pythonFramesEnabled() { return track::pythonFramesAvailable(); }
-
 void setInternalPaths(std::vector<std::pair<std::string, std::string>> prefixes) {
   std::lock_guard<std::mutex> lock(g_internal_paths_mutex);
   g_internal_paths = std::move(prefixes);

@@ -15,7 +15,6 @@ namespace memseal::python {
 // Installs the provider (on) or removes it (off). While installed, every captured stack also names
 // its Python stack.
 void enablePythonFrames(bool on);
-bool pythonFramesEnabled();
 // Python frames in files under these path prefixes are memseal's, torch's, the standard library's
 // or the test runner's, not the user's: (prefix, the name the report folds them under).
 void setInternalPaths(std::vector<std::pair<std::string, std::string>> prefixes);
