@@ -49,7 +49,10 @@ RetainedGraphs inspectRetainedGraphs(
     ++graphs.nodes_visited;
     if (auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get())) {
       const at::Tensor& leaf = accumulate->variable;
-      if (const void* storage = storageOf(leaf)) graphs.held_storage.insert(storage);
+      if (const void* storage = storageOf(leaf)) {
+        graphs.held_storage.insert(storage);
+        graphs.leaf_storage.emplace(storage, static_cast<std::int64_t>(leaf.storage().nbytes()));
+      }
       const at::Tensor& grad = leaf.defined() ? leaf.unsafeGetTensorImpl()->grad() : leaf;
       if (grad.defined() && grad.grad_fn() != nullptr &&
           leaves.count(leaf.unsafeGetTensorImpl()) == 0) {
@@ -78,6 +81,7 @@ RetainedGraphs inspectRetainedGraphs(
       }
     }
   }
+  graphs.visited = std::move(seen);
   for (const at::Tensor& tensor : call.tensor_args.inputs) {
     if (const void* storage = storageOf(tensor)) graphs.held_storage.insert(storage);
   }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct RetainedGraphs {
   // Storage (data pointers) of the tensors the graphs' nodes hold: saved for backward, and the
   // leaves their AccumulateGrad nodes accumulate into.
   std::unordered_set<const void*> held_storage;
+  // Of those, the leaves (AccumulateGrad's variables: parameters and inputs that require grad),
+  // with their storage's size.
+  std::unordered_map<const void*, std::int64_t> leaf_storage;
+  std::unordered_set<const torch::autograd::Node*> visited;  // every node walked
   std::size_t nodes_visited = 0;
 };
 

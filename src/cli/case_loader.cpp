@@ -101,7 +101,7 @@ std::string runningTorchLibraryDir() {
   return directoryOf(realPath(info.dli_fname));
 }
 
-bool loadCase(const std::string& path, LoadedCase* loaded, std::string* error) {
+bool loadCase(const std::string& path, LoadedCase* loaded, std::string* error, CaseEntry needed) {
   struct stat info {};
   if (stat(path.c_str(), &info) != 0) {
     *error = path + ": no such file";
@@ -142,7 +142,16 @@ bool loadCase(const std::string& path, LoadedCase* loaded, std::string* error) {
   loaded->handle = handle;
   loaded->step = reinterpret_cast<void (*)(int)>(dlsym(handle, "step"));
   loaded->setup = reinterpret_cast<void (*)()>(dlsym(handle, "setup"));
-  if (loaded->step == nullptr) {
+  loaded->sized_step = reinterpret_cast<void (*)(std::int64_t, int)>(dlsym(handle, "sized_step"));
+  loaded->roles = reinterpret_cast<void (*)(RoleTensors*)>(dlsym(handle, "memseal_roles"));
+  if (needed == CaseEntry::kSizedStep && loaded->sized_step == nullptr) {
+    *error = path +
+             " does not export `extern \"C\" void sized_step(std::int64_t size, int step)`, "
+             "which `memseal fit` runs at each size; declare it extern \"C\" and visible "
+             "(__attribute__((visibility(\"default\"))))";
+    return false;
+  }
+  if (needed == CaseEntry::kStep && loaded->step == nullptr) {
     *error = path +
              " does not export `extern \"C\" void step(int)`; declare it extern \"C\" and "
              "visible (__attribute__((visibility(\"default\"))))";

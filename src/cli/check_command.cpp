@@ -1,9 +1,7 @@
 // `memseal check CASE.so`: loads a shared library exporting `extern "C" void step(int)` (and
-// optionally `setup()`), runs it under the leak detector, prints the report and writes JSON.
+// optionally `setup()`), runs it under the leak detector, prints the report and writes JSON, the
+// HTML page and the allocation trace for PyTorch's memory viewer when asked.
 // Exit: 0 no leak, 1 leak, 2 usage or load error.
-#include <sys/stat.h>
-
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <stdexcept>
@@ -11,7 +9,9 @@
 
 #include "cli/case_loader.h"
 #include "cli/command_list.h"
+#include "cli/command_support.h"
 #include "cli/commands.h"
+#include "memseal/explain.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal::cli {
@@ -23,6 +23,9 @@ struct CheckOptions {
   std::uint32_t steps = 30;
   std::uint32_t warmup = 5;
   std::string json_path;
+  std::string html_path;
+  std::string memory_viz_path;
+  std::size_t memory_viz_events = 40000;
   // Tracker options as the user spelled them; unset ones come from the environment, then from
   // the detector's defaults (TrackerOptions::resolved).
   std::optional<std::string> stacks;
@@ -30,38 +33,6 @@ struct CheckOptions {
   std::optional<std::string> tensor_metadata;
   bool quiet = false;
 };
-
-// Sets one tracker option from its flag, in the one grammar TrackerOptions::set reads.
-void setTrackerOption(TrackerOptions& tracker, const char* name, const char* flag,
-                      const std::optional<std::string>& value) {
-  if (!value) return;
-  try {
-    tracker.set(name, *value);
-  } catch (const std::invalid_argument&) {
-    throw CLI::ValidationError(
-        flag, "'" + *value + "': expected " + TrackerOptions::expectedValues(name));
-  }
-}
-
-// Writes beside the target and renames, so a failed write never leaves half a file.
-bool writeFileAtomically(const std::string& path, const std::string& content) {
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << content;
-    if (!out) {
-      std::cerr << "memseal check: cannot write " << temporary << "\n";
-      std::remove(temporary.c_str());
-      return false;
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::cerr << "memseal check: cannot write " << path << "\n";
-    std::remove(temporary.c_str());
-    return false;
-  }
-  return true;
-}
 
 int runCheck(const CheckOptions& options) {
   if (options.steps <= options.warmup + 3) {
@@ -85,12 +56,10 @@ int runCheck(const CheckOptions& options) {
     return kExitUsage;
   }
   // Refuse to overwrite a directory or write where we cannot, before running anything.
-  if (!options.json_path.empty()) {
-    struct stat info {};
-    if (stat(options.json_path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
-      std::cerr << "memseal check: --json " << options.json_path << " is a directory\n";
-      return kExitUsage;
-    }
+  if (!checkOutputPath("check", "--json", options.json_path) ||
+      !checkOutputPath("check", "--html", options.html_path) ||
+      !checkOutputPath("check", "--memory-viz", options.memory_viz_path)) {
+    return kExitUsage;
   }
   LoadedCase loaded;
   std::string error;
@@ -99,10 +68,32 @@ int runCheck(const CheckOptions& options) {
     return kExitUsage;
   }
   if (loaded.setup != nullptr) loaded.setup();
+  std::optional<MemoryTrace> trace;
+  if (!options.memory_viz_path.empty()) {
+    trace.emplace(options.memory_viz_events);
+    trace->start();
+  }
   LeakReport report = check([&](int i) { loaded.step(i); }, detector);
+  if (trace) trace->stop();
   if (!options.quiet || report.leak) std::cout << report.toText();
-  if (!options.json_path.empty() && !writeFileAtomically(options.json_path, report.toJson())) {
+  if (!options.json_path.empty() && !writeOutput("check", options.json_path, report.toJson())) {
     return kExitUsage;
+  }
+  if (!options.html_path.empty()) {
+    HtmlPage page;
+    page.title = caseTitle(options.case_path);
+    page.check = &report;
+    if (!writeOutput("check", options.html_path, renderHtml(page))) return kExitUsage;
+  }
+  if (trace) {
+    if (!writeOutput("check", options.memory_viz_path, trace->memoryVizPickle())) {
+      return kExitUsage;
+    }
+    std::cerr << "memseal check: memory_viz trace: " << trace->allocations() << " allocations, "
+              << trace->frees() << " frees, " << trace->liveBytes() << " bytes live in "
+              << trace->liveCount() << " allocations at the end";
+    if (trace->dropped() > 0) std::cerr << " (" << trace->dropped() << " older events dropped)";
+    std::cerr << " -> " << options.memory_viz_path << "\n";
   }
   return report.leak ? kExitLeak : kExitOk;
 }
@@ -131,6 +122,17 @@ void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_option("--tensor-metadata", options->tensor_metadata,
                       "Read shape, dtype and grad_fn of new tensors: on or off (default on; env "
                       "MEMSEAL_TENSOR_METADATA)");
+  command->add_option("--html", options->html_path,
+                      "Write the report as one self-contained HTML page");
+  command->add_option("--memory-viz", options->memory_viz_path,
+                      "Write the allocation trace as the pickle PyTorch's memory viewer reads "
+                      "(torch.cuda._memory_viz, pytorch.org/memory_viz)");
+  command
+      ->add_option(
+          "--memory-viz-events", options->memory_viz_events,
+          "Newest allocations and frees the trace keeps (default 40000: PyTorch's viewer opens "
+          "about 100000 entries, five per allocation and free)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
   command->add_flag("--quiet", options->quiet, "Print the report only when a leak is found");
   entries.push_back({command, [options] { return runCheck(*options); }});
 }

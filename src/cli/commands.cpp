@@ -18,6 +18,8 @@ std::vector<CommandEntry>& entries() {
 
 void registerCommands(CLI::App& app) {
   addCheckCommand(app, entries());
+  addExplainCommand(app, entries());
+  addFitCommand(app, entries());
   addPlanCommand(app, entries());
   addReportCommand(app, entries());
 }

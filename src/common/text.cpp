@@ -2,8 +2,11 @@
 // path, but they must not depend on stream state.
 #include "common/text.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 
 namespace memseal::common {
 
@@ -41,6 +44,30 @@ std::string shapeText(const std::vector<std::int64_t>& shape) {
     text += (i ? ", " : "") + std::to_string(shape[i]);
   }
   return text + "]";
+}
+
+}  // namespace memseal::common
+
+namespace memseal::common {
+
+bool writeFileAtomically(const std::string& path, const std::string& content, std::string* error) {
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) {
+      if (error != nullptr) *error = "cannot write " + temporary + ": " + std::strerror(errno);
+      std::remove(temporary.c_str());
+      return false;
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    if (error != nullptr) *error = "cannot write " + path + ": " + std::strerror(errno);
+    std::remove(temporary.c_str());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace memseal::common

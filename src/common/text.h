@@ -17,3 +17,11 @@ std::string baseName(const std::string& path);
 std::string shapeText(const std::vector<std::int64_t>& shape);
 
 }  // namespace memseal::common
+
+namespace memseal::common {
+
+// Writes `content` beside `path` and renames it there, so a failed write never leaves half a file
+// (nor replaces a good one). False with `error` set ("cannot write PATH: reason") on failure.
+bool writeFileAtomically(const std::string& path, const std::string& content, std::string* error);
+
+}  // namespace memseal::common

@@ -22,6 +22,7 @@
 #include "memseal/scope.h"
 #include "memseal/tracker.h"
 #include "memseal/version.h"
+#include "python/explain_bindings.h"
 #include "python/python_frame_provider.h"
 #include "track/tensor_reference.h"
 
@@ -276,4 +277,5 @@ PYBIND11_MODULE(_memseal, m) {
   m.def("option_values", &TrackerOptions::expectedValues, py::arg("name"));
   m.def("enable_python_frames", &enablePythonFrames, py::arg("on"));
   m.def("set_internal_paths", &setInternalPaths, py::arg("prefixes"));
+  bindExplain(m);
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "memseal/leak_detector.h"
+#include "report/json_fields.h"
 
 namespace memseal {
 
@@ -17,31 +18,12 @@ const int kCheckReportVersion = 1;
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-Json tensorJson(const TensorInfo& tensor) {
-  if (!tensor.known) return nullptr;
-  return {{"shape", tensor.shape},
-          {"dtype", tensor.dtype},
-          {"requires_grad", tensor.requires_grad},
-          {"is_leaf", tensor.is_leaf},
-          {"grad_fn", tensor.grad_fn.empty() ? Json(nullptr) : Json(tensor.grad_fn)}};
-}
+using report::framesJson;
+using report::tensorJson;
 
 Json shapesJson(const ShapeRange& shapes) {
   if (shapes.min.empty()) return nullptr;
   return {{"min", shapes.min}, {"max", shapes.max}, {"distinct", shapes.distinct}};
-}
-
-Json framesJson(const std::vector<StackFrame>& frames) {
-  Json json = Json::array();
-  for (const StackFrame& frame : frames) {
-    json.push_back({{"function", frame.function},
-                    {"file", frame.file},
-                    {"line", frame.line},
-                    {"library", frame.library},
-                    {"internal", frame.is_internal}});
-  }
-  return json;
 }
 
 // The fields a finding and each of its parts share: what is retained, how fast it grows, where it

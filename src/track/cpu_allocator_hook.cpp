@@ -13,6 +13,7 @@
 
 #include "track/arena_region.h"
 #include "track/device_counters.h"
+#include "track/event_trace.h"
 #include "track/live_table.h"
 #include "track/op_sampling.h"
 #include "track/served_memory.h"
@@ -118,6 +119,7 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
   }
   inner.release_context();
   counters.onAllocate(state, static_cast<std::int64_t>(bytes));
+  traceAllocation(record);
   ++state.allocations_in_thread;
   state.bytes_in_thread += bytes;
   SiteEntry& site = siteTable().site(record.site);
@@ -211,6 +213,7 @@ void trackedFree(void* data) {
   }
   if (record.session == sessionId()) {
     cpuCounters().onFree(state, static_cast<std::int64_t>(record.bytes));
+    traceFree(record);
   }
   if (record.tensor != nullptr) dropWeakTensorReference(record.tensor);
   record.original_deleter(record.original_context);

@@ -25,6 +25,8 @@ class DeviceCounters {
   void onFree(ThreadState& state, std::int64_t bytes);
   // Counts start from zero for the session that starts now.
   void beginSession();
+  // The peak starts again from what is live now (a step's own peak).
+  void resetPeak() { peak_bytes_.store(live_bytes_.load(std::memory_order_relaxed)); }
   DeviceStats read(const char* device) const;
 
  private:

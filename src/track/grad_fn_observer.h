@@ -30,3 +30,22 @@ void setGradFnObserver(GradFnObserver* observer);
 std::uint64_t backwardFunctionsRun();
 
 }  // namespace memseal::track
+
+namespace memseal::track {
+
+// Told when the autograd engine starts and finishes evaluating a node (its
+// "autograd::engine::evaluate_function: ..." op), on the thread evaluating it, with the tracker's
+// recursion guard set. Explain uses it to read, by identity, what a graph saved for backward (when
+// backward begins every saved tensor is still held) and the .grad each AccumulateGrad leaves.
+// Needs ops watched.
+class BackwardObserver {
+ public:
+  virtual ~BackwardObserver() = default;
+  virtual void onNodeStart(const std::shared_ptr<torch::autograd::Node>& node) = 0;
+  virtual void onNodeEnd(const std::shared_ptr<torch::autograd::Node>& node) = 0;
+};
+
+// One at a time; setting nullptr waits until no thread is inside the old one.
+void setBackwardObserver(BackwardObserver* observer);
+
+}  // namespace memseal::track

@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/function.h>
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 
 #include "track/cpu_allocator_hook.h"
@@ -29,6 +30,36 @@ bool g_needs_outputs = false;
 std::atomic<std::uint64_t> g_backward_functions{0};
 std::atomic<GradFnObserver*> g_grad_fn_observer{nullptr};
 std::atomic<std::int64_t> g_grad_fn_observer_calls{0};
+std::atomic<BackwardObserver*> g_backward_observer{nullptr};
+std::atomic<std::int64_t> g_backward_observer_calls{0};
+
+constexpr char kEvaluateFunctionPrefix[] = "autograd::engine::evaluate_function: ";
+
+// The engine names the op that evaluates a node "autograd::engine::evaluate_function: <node>" and
+// sets the current node around it, so both ends of that op see the node.
+void notifyBackwardObserver(ThreadState& state, const at::RecordFunction& fn, bool start) {
+  if (g_backward_observer.load(std::memory_order_relaxed) == nullptr) return;
+  if (std::strncmp(fn.name(), kEvaluateFunctionPrefix, sizeof(kEvaluateFunctionPrefix) - 1) != 0) {
+    return;
+  }
+  g_backward_observer_calls.fetch_add(1, std::memory_order_seq_cst);
+  if (BackwardObserver* observer = g_backward_observer.load(std::memory_order_seq_cst)) {
+    TrackerWork work(state);
+    try {
+      std::shared_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+      if (node != nullptr) {
+        if (start) {
+          observer->onNodeStart(node);
+        } else {
+          observer->onNodeEnd(node);
+        }
+      }
+    } catch (...) {
+      // What the observer reads is best effort; the program's backward must go on.
+    }
+  }
+  g_backward_observer_calls.fetch_sub(1, std::memory_order_seq_cst);
+}
 
 // An output of an op that just returned: fills in the signature of storage the op allocated on
 // this thread, and tells the grad_fn observer about autograd history when `grad_site` is not 0.
@@ -93,6 +124,7 @@ std::unique_ptr<at::ObserverContext> onOpStart(const at::RecordFunction& fn) {
     state.ops[state.op_depth] = OpFrame{fn.name(), state.allocation_serial, 0};
   }
   ++state.op_depth;
+  if (!state.in_tracker) notifyBackwardObserver(state, fn, /*start=*/true);
   return nullptr;
 }
 
@@ -100,6 +132,7 @@ void onOpEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   ThreadState& state = threadState();
   if (state.op_depth == 0) return;  // the op started before the observer was installed
   --state.op_depth;
+  if (!state.in_tracker) notifyBackwardObserver(state, fn, /*start=*/false);
   if (state.op_depth >= static_cast<std::uint32_t>(kMaxOpDepth)) return;
   if (state.in_tracker || !sessionActive()) return;
   const OpFrame& frame = state.ops[state.op_depth];
@@ -145,6 +178,12 @@ void setGradFnObserver(GradFnObserver* observer) {
   if (observer != nullptr) return;
   // A thread that loaded the old observer may still be inside it: wait it out.
   while (g_grad_fn_observer_calls.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+}
+
+void setBackwardObserver(BackwardObserver* observer) {
+  g_backward_observer.store(observer, std::memory_order_seq_cst);
+  if (observer != nullptr) return;
+  while (g_backward_observer_calls.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
 }
 
 std::uint64_t backwardFunctionsRun() { return g_backward_functions.load(); }

@@ -1,0 +1,29 @@
+// What the commands that run a case share: tracker flags in the one option grammar, output paths
+// checked before anything runs, and files written whole or not at all.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "memseal/tracker.h"
+
+namespace memseal::cli {
+
+// Sets one tracker option from its flag (TrackerOptions::set's grammar); a bad value is a
+// CLI::ValidationError naming the flag and what it accepts.
+void setTrackerOption(TrackerOptions& tracker, const char* name, const char* flag,
+                      const std::optional<std::string>& value);
+
+// False with a message on stderr ("memseal COMMAND: FLAG PATH is a directory" / "... no folder
+// ...") when `path` cannot be written; true for an empty path (flag not given).
+bool checkOutputPath(const char* command, const char* flag, const std::string& path);
+
+// Writes the file whole (beside it, then renamed); false with a message on stderr.
+bool writeOutput(const char* command, const std::string& path, const std::string& content);
+
+// The case's name for a report title: its file name.
+std::string caseTitle(const std::string& case_path);
+
+}  // namespace memseal::cli

@@ -1,0 +1,77 @@
+#include "explain/backward_roles.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+
+#include "analyze/retained_graphs.h"
+#include "track/event_trace.h"
+
+namespace memseal::explain {
+
+namespace {
+
+// Enough for the deepest models; a graph beyond it is described from the nodes walked.
+constexpr std::size_t kMaxNodesWalked = 1u << 20;
+
+const void* storageOf(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage()) return nullptr;
+  return tensor.storage().data_ptr().get();
+}
+
+}  // namespace
+
+void BackwardRoles::onNodeStart(const std::shared_ptr<torch::autograd::Node>& node) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  backward_ran_ = true;
+  if (walked_.count(node.get()) != 0) return;
+  auto now = static_cast<std::int64_t>(track::eventTraceCount());
+  analyze::RetainedGraphs graph = analyze::inspectRetainedGraphs({node}, kMaxNodesWalked);
+  walked_.insert(graph.visited.begin(), graph.visited.end());
+  for (const void* storage : graph.held_storage) {
+    if (graph.leaf_storage.count(storage) == 0) saved_.emplace(storage, Seen{now, 0});
+  }
+  for (const auto& [storage, bytes] : graph.leaf_storage) {
+    leaves_.emplace(storage, Seen{now, bytes});
+  }
+}
+
+void BackwardRoles::onNodeEnd(const std::shared_ptr<torch::autograd::Node>& node) {
+  auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get());
+  if (accumulate == nullptr || !accumulate->variable.defined()) return;
+  const void* grad = storageOf(accumulate->variable.grad());
+  if (grad == nullptr) return;
+  auto now = static_cast<std::int64_t>(track::eventTraceCount());
+  std::lock_guard<std::mutex> lock(mutex_);
+  gradients_[grad] = Seen{now, 0};
+}
+
+void BackwardRoles::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  walked_.clear();
+  saved_.clear();
+  leaves_.clear();
+  gradients_.clear();
+  backward_ran_ = false;
+}
+
+bool BackwardRoles::backwardRan() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return backward_ran_;
+}
+
+BackwardRoles::SeenStorage BackwardRoles::saved() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return saved_;
+}
+
+BackwardRoles::SeenStorage BackwardRoles::leaves() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return leaves_;
+}
+
+BackwardRoles::SeenStorage BackwardRoles::gradients() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return gradients_;
+}
+
+}  // namespace memseal::explain

@@ -1,0 +1,44 @@
+// What backward reveals by identity while it runs: when the engine starts evaluating a graph it has
+// not walked yet, every tensor the graph saved for backward is still held, so walking it from that
+// first node gives the activations and the leaves (parameters); when an AccumulateGrad node
+// finishes, its variable's .grad is a gradient, whoever allocated it.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "track/grad_fn_observer.h"
+
+namespace memseal::explain {
+
+class BackwardRoles final : public track::BackwardObserver {
+ public:
+  void onNodeStart(const std::shared_ptr<torch::autograd::Node>& node) override;
+  void onNodeEnd(const std::shared_ptr<torch::autograd::Node>& node) override;
+
+  // What was seen of a storage, and when: the number of trace events recorded by then, so the
+  // analysis gives the role only to the allocation that held that address at that moment.
+  struct Seen {
+    std::int64_t at_event = 0;
+    std::int64_t bytes = 0;  // the storage's size (leaves only)
+  };
+  using SeenStorage = std::unordered_map<const void*, Seen>;
+
+  void clear();
+  bool backwardRan() const;
+  SeenStorage saved() const;
+  SeenStorage leaves() const;
+  SeenStorage gradients() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_set<const torch::autograd::Node*> walked_;
+  SeenStorage saved_;
+  SeenStorage leaves_;
+  SeenStorage gradients_;
+  bool backward_ran_ = false;
+};
+
+}  // namespace memseal::explain

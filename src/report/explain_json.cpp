@@ -1,0 +1,133 @@
+// PeakReport and FitReport as JSON (memseal.explain/1, memseal.fit/1; docs/explain-json.md). Keys
+// in a fixed order, schema first, as in memseal.check/1.
+#include <nlohmann/json.hpp>
+
+#include "memseal/explain.h"
+#include "report/json_fields.h"
+
+namespace memseal {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json optionalInt(const std::optional<std::int64_t>& value) {
+  return value ? Json(*value) : Json(nullptr);
+}
+
+}  // namespace
+
+std::string PeakReport::toJson() const {
+  Json json;
+  json["schema"] = "memseal.explain/1";
+  json["steps"] = steps;
+  json["warmup"] = warmup;
+  json["peak_step"] = peak_step;
+  json["peak_bytes"] = peak_bytes;
+  json["baseline_bytes"] = baseline_bytes;
+  json["end_bytes"] = end_bytes;
+  json["peak_live_count"] = peak_live_count;
+  json["events_in_step"] = events_in_step;
+  json["peak_event"] = peak_event;
+  Json role_list = Json::array();
+  for (const RoleBytes& role : roles) {
+    role_list.push_back(
+        {{"role", roleId(role.role)}, {"bytes", role.bytes}, {"count", role.count}});
+  }
+  json["roles"] = role_list;
+  Json module_list = Json::array();
+  for (const ModuleBytes& module : modules) {
+    Json by_role = Json::object();
+    for (int role = 0; role < kMemoryRoleCount; ++role) {
+      if (module.role_bytes[role] != 0) {
+        by_role[roleId(static_cast<MemoryRole>(role))] = module.role_bytes[role];
+      }
+    }
+    module_list.push_back({{"module", module.module},
+                           {"bytes", module.bytes},
+                           {"count", module.count},
+                           {"roles", by_role}});
+  }
+  json["modules"] = module_list;
+  Json site_list = Json::array();
+  for (const PeakSite& site : sites) {
+    site_list.push_back({{"op", site.site.op},
+                         {"outer_op", site.site.outer_op},
+                         {"scope", site.site.scope},
+                         {"frames", report::framesJson(site.site.frames)},
+                         {"role", roleId(site.role)},
+                         {"bytes", site.bytes},
+                         {"count", site.count},
+                         {"tensor", report::tensorJson(site.tensor)}});
+  }
+  json["sites"] = site_list;
+  Json tensor_list = Json::array();
+  for (const PeakTensor& tensor : tensors) {
+    tensor_list.push_back({{"bytes", tensor.bytes},
+                           {"role", roleId(tensor.role)},
+                           {"op", tensor.op},
+                           {"scope", tensor.scope},
+                           {"step", tensor.step},
+                           {"tensor", report::tensorJson(tensor.tensor)}});
+  }
+  json["tensors"] = tensor_list;
+  Json points = Json::array();
+  for (const auto& [event, live] : timeline) {
+    points.push_back({{"event", event}, {"live_bytes", live}});
+  }
+  json["timeline"] = points;
+  Json peaks = Json::array();
+  for (const StepPeak& peak : step_peaks) {
+    peaks.push_back({{"step", peak.step},
+                     {"peak_bytes", peak.peak_bytes},
+                     {"baseline_bytes", peak.baseline_bytes},
+                     {"end_bytes", peak.end_bytes}});
+  }
+  json["step_peaks"] = peaks;
+  json["identified"] = {{"model", model_identified}, {"optimizer", optimizer_identified}};
+  json["notes"] = notes;
+  return json.dump(2) + "\n";
+}
+
+std::string FitReport::toJson() const {
+  Json json;
+  json["schema"] = "memseal.fit/1";
+  Json point_list = Json::array();
+  for (const FitPoint& point : points) {
+    point_list.push_back({{"size", point.size}, {"peak_bytes", point.peak_bytes}});
+  }
+  json["points"] = point_list;
+  json["model"] = model;
+  json["is_linear"] = is_linear;
+  json["linear"] = {{"intercept", linear_intercept},
+                    {"slope", linear_slope},
+                    {"max_relative_residual", linear_max_residual},
+                    {"holdout_relative_error", linear_holdout_error}};
+  json["quadratic"] = has_quadratic ? Json{{"c0", quadratic_c0},
+                                           {"c1", quadratic_c1},
+                                           {"c2", quadratic_c2},
+                                           {"max_relative_residual", quadratic_max_residual},
+                                           {"holdout_relative_error", quadratic_holdout_error}}
+                                    : Json(nullptr);
+  json["tolerance"] = tolerance;
+  json["budget_bytes"] = optionalInt(budget_bytes);
+  json["budget_source"] = budget_source;
+  json["margin"] = margin;
+  json["predicted_max_size"] = optionalInt(predicted_max_size);
+  json["predicted_peak_bytes"] = optionalInt(predicted_peak_bytes);
+  json["refusal"] = refusal.empty() ? Json(nullptr) : Json(refusal);
+  if (verification) {
+    json["verify"] = {
+        {"size", verification->size},
+        {"predicted_peak_bytes", verification->predicted_peak_bytes},
+        {"measured_peak_bytes", verification->measured_peak_bytes},
+        {"relative_error", verification->relative_error},
+        {"within_budget", verification->within_budget},
+        {"error", verification->error.empty() ? Json(nullptr) : Json(verification->error)}};
+  } else {
+    json["verify"] = nullptr;
+  }
+  return json.dump(2) + "\n";
+}
+
+}  // namespace memseal

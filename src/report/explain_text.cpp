@@ -1,0 +1,142 @@
+// PeakReport and FitReport for people: the peak's headline, the roles as a bar each, then the
+// modules, sites and tensors that hold it; the fit's points, model and prediction.
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "memseal/explain.h"
+#include "report/text_format.h"
+
+namespace memseal {
+
+namespace {
+
+using report::bytesText;
+
+std::string percent(std::int64_t part, std::int64_t whole) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%5.1f%%",
+                whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+  return text;
+}
+
+std::string bar(std::int64_t part, std::int64_t whole, int width) {
+  int filled = whole > 0 ? static_cast<int>(std::lround(width * static_cast<double>(part) /
+                                                        static_cast<double>(whole)))
+                         : 0;
+  return std::string(static_cast<std::size_t>(filled), '#') +
+         std::string(static_cast<std::size_t>(width - filled), '.');
+}
+
+std::string padded(const std::string& text, std::size_t width) {
+  return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
+}
+
+}  // namespace
+
+std::string PeakReport::toText() const {
+  std::ostringstream out;
+  out << "memseal: peak of step " << peak_step << ": " << bytesText(peak_bytes)
+      << " of tensor memory live (" << bytesText(baseline_bytes) << " when the step began, "
+      << bytesText(end_bytes) << " when it ended; " << peak_live_count << " allocations)\n\n";
+  out << "by role\n";
+  for (const RoleBytes& role : roles) {
+    out << "  " << padded(roleId(role.role), 17) << padded(bytesText(role.bytes), 11)
+        << percent(role.bytes, peak_bytes) << "  " << bar(role.bytes, peak_bytes, 30) << "\n";
+  }
+  if (!modules.empty()) {
+    out << "\nby module (Python module or MEMSEAL_SCOPE)\n";
+    std::size_t shown = 0;
+    for (const ModuleBytes& module : modules) {
+      if (++shown > 10) break;
+      int top = 0;
+      for (int role = 1; role < kMemoryRoleCount; ++role) {
+        if (module.role_bytes[role] > module.role_bytes[top]) top = role;
+      }
+      out << "  " << padded(module.module.empty() ? "<none>" : module.module, 32)
+          << padded(bytesText(module.bytes), 11) << percent(module.bytes, peak_bytes) << "  mostly "
+          << roleId(static_cast<MemoryRole>(top)) << "\n";
+    }
+  }
+  if (!sites.empty()) {
+    out << "\nby site\n";
+    std::size_t shown = 0;
+    for (const PeakSite& site : sites) {
+      if (++shown > 8) break;
+      std::string op = site.site.op;
+      if (!site.site.outer_op.empty() && site.site.outer_op != op) {
+        op += " in " + site.site.outer_op;
+      }
+      out << "  " << padded(bytesText(site.bytes), 11) << padded(roleId(site.role), 16) << op
+          << "  x" << site.count << "\n";
+      std::vector<std::string> lines = report::stackLines(site.site.frames);
+      for (std::size_t i = 0; i < lines.size() && i < 3; ++i) {
+        out << "      at " << lines[i] << "\n";
+      }
+    }
+  }
+  if (!tensors.empty()) {
+    out << "\nlargest tensors at the peak\n";
+    std::size_t shown = 0;
+    for (const PeakTensor& tensor : tensors) {
+      if (++shown > 5) break;
+      out << "  " << padded(bytesText(tensor.bytes), 11) << padded(roleId(tensor.role), 16)
+          << report::tensorText(tensor.tensor) << "  (" << tensor.op << ")\n";
+    }
+  }
+  for (const std::string& note : notes) {
+    out << "note: " << report::wrap(note, 94, "      ") << "\n";
+  }
+  return out.str();
+}
+
+std::string FitReport::toText() const {
+  std::ostringstream out;
+  out << "memseal: peak tensor memory by size\n";
+  for (const FitPoint& point : points) {
+    out << "  size " << padded(std::to_string(point.size), 8) << bytesText(point.peak_bytes);
+    if (std::optional<double> fitted = predictPeak(point.size)) {
+      out << "  (model " << bytesText(static_cast<std::int64_t>(std::llround(*fitted))) << ")";
+    }
+    out << "\n";
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "linear fit: %s + %s per unit of size, worst residual %.1f%%, largest size "
+                "predicted from the others within %.1f%%",
+                bytesText(static_cast<std::int64_t>(std::llround(linear_intercept))).c_str(),
+                bytesText(static_cast<std::int64_t>(std::llround(linear_slope))).c_str(),
+                100 * linear_max_residual, 100 * linear_holdout_error);
+  out << line << (is_linear ? " (linear)" : " (not linear)") << "\n";
+  if (has_quadratic) {
+    std::snprintf(line, sizeof(line),
+                  "quadratic fit: worst residual %.1f%%, largest size predicted within %.1f%%",
+                  100 * quadratic_max_residual, 100 * quadratic_holdout_error);
+    out << line << "\n";
+  }
+  out << "model: " << model << "\n";
+  if (budget_bytes) {
+    out << "budget: " << bytesText(*budget_bytes) << " (" << budget_source << "), "
+        << static_cast<int>(std::lround(margin * 100)) << "% kept free\n";
+  }
+  if (predicted_max_size) {
+    out << "largest size that fits: " << *predicted_max_size << " (predicted peak "
+        << bytesText(*predicted_peak_bytes) << ")\n";
+  } else {
+    out << "no prediction: " << refusal << "\n";
+  }
+  if (verification) {
+    if (!verification->error.empty()) {
+      out << "verify: size " << verification->size << " failed: " << verification->error << "\n";
+    } else {
+      std::snprintf(line, sizeof(line), "%+.1f%%", 100 * verification->relative_error);
+      out << "verify: size " << verification->size << " measured "
+          << bytesText(verification->measured_peak_bytes) << ", predicted "
+          << bytesText(verification->predicted_peak_bytes) << " (" << line << "), "
+          << (verification->within_budget ? "within" : "OVER") << " the budget\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace memseal

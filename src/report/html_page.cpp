@@ -1,0 +1,33 @@
+// The public HTML entry points: the reports as their JSON documents, rendered by html_report.cpp.
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+
+#include "common/text.h"
+#include "memseal/explain.h"
+#include "report/html_report.h"
+
+namespace memseal {
+
+std::string renderHtml(const HtmlPage& page) {
+  nlohmann::json document = nlohmann::json::object();
+  if (!page.check_json.empty()) {
+    document["check"] = nlohmann::json::parse(page.check_json);
+  } else if (page.check != nullptr) {
+    document["check"] = nlohmann::json::parse(page.check->toJson());
+  }
+  if (page.explain != nullptr) document["explain"] = nlohmann::json::parse(page.explain->toJson());
+  if (page.fit != nullptr) document["fit"] = nlohmann::json::parse(page.fit->toJson());
+  return report::renderHtmlReport(document, page.title);
+}
+
+void writeReportFile(const std::string& path, const std::string& content) {
+  std::string error;
+  if (!common::writeFileAtomically(path, content, &error)) throw std::runtime_error(error);
+}
+
+void writeHtml(const HtmlPage& page, const std::string& path) {
+  writeReportFile(path, renderHtml(page));
+}
+
+}  // namespace memseal

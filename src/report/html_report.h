@@ -1,0 +1,29 @@
+// One self-contained HTML page for what memseal found and measured: nothing is loaded from
+// elsewhere (no network), charts are inline SVG, the little JavaScript it has is inline, and every
+// string that came from the traced program (paths, op names, frames, scope names) is escaped. Its
+// Content-Security-Policy lets nothing load and no script run but the page's own, as a second
+// line of defence behind the escaping.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+
+namespace memseal::report {
+
+// `page` holds any of these documents, each optional:
+//   "check":   a memseal.check/1 report (docs/check-json.md): verdict, timeline of tracked bytes
+//              and resident memory per step (warm-up shaded, each finding's growth marked), one
+//              card per finding, the top sites.
+//   "explain": a memseal.explain/1 document (docs/explain-json.md): the peak breakdown by role,
+//              module and site, and the live bytes over the peak step.
+//   "fit":     a memseal.fit/1 document (docs/explain-json.md): peak against size, the fitted
+//              model, the prediction for the budget and its verification.
+// Missing fields, and fields of the wrong type, read as absent: the page still renders. `title`
+// names the page (the case or script); it is escaped too.
+std::string renderHtmlReport(const nlohmann::json& page, const std::string& title);
+
+// Text made safe for HTML element content and attribute values (& < > " ').
+std::string escapeHtml(const std::string& text);
+
+}  // namespace memseal::report

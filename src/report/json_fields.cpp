@@ -1,0 +1,28 @@
+#include "report/json_fields.h"
+
+namespace memseal::report {
+
+using Json = nlohmann::ordered_json;
+
+Json tensorJson(const TensorInfo& tensor) {
+  if (!tensor.known) return nullptr;
+  return {{"shape", tensor.shape},
+          {"dtype", tensor.dtype},
+          {"requires_grad", tensor.requires_grad},
+          {"is_leaf", tensor.is_leaf},
+          {"grad_fn", tensor.grad_fn.empty() ? Json(nullptr) : Json(tensor.grad_fn)}};
+}
+
+Json framesJson(const std::vector<StackFrame>& frames) {
+  Json json = Json::array();
+  for (const StackFrame& frame : frames) {
+    json.push_back({{"function", frame.function},
+                    {"file", frame.file},
+                    {"line", frame.line},
+                    {"library", frame.library},
+                    {"internal", frame.is_internal}});
+  }
+  return json;
+}
+
+}  // namespace memseal::report

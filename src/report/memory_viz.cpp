@@ -1,0 +1,347 @@
+// memoryVizPickle: the tracker's trace as the dictionary torch.cuda.memory._snapshot() returns,
+// built from IValues and written by libtorch's Pickler the way torch/csrc/cuda/memory_snapshot.cpp
+// writes the CUDA allocator's snapshot.
+//
+// What the readers (pickle.load, torch.cuda._memory_viz, the web viewer MemoryViz.js) rely on:
+// - Plain dicts, lists, tuples, strings, ints and bools only. Aggregates are written untagged
+//   (tag_aggregates = false, as torch does here), so the pickle holds no GLOBAL or REDUCE:
+//   pickle.load needs no torch, and MemoryViz.js, whose own unpickler knows a fixed set of
+//   opcodes, reads every opcode in it.
+// - A stack is one List shared by every block and event made there. The Pickler memoizes an
+//   aggregate held more than once, so a stack is written once and later uses cost one BINGET;
+//   strings are memoized by value, so each key and action name is written once as well.
+// - Frames are innermost first, as torch's symbolizer gives them: memory_viz reverses them for
+//   flame graphs (root first) and the viewer prints them top-down.
+// - Every block lies in a segment at every point of the trace. The viewer's "Allocator State
+//   History" steps back from the final state, undoing events, and fails on a block outside every
+//   segment. Each allocation is its own segment, so the trace makes it (segment_alloc) just before
+//   the alloc and releases it (segment_free) just after the free_completed; the CUDA allocator's
+//   trace has these events too, and trace() prints them as cudaMalloc/cudaFree lines.
+// - Event dicts are never shared: the viewer rewrites events in place (version, stream, and it
+//   merges a free_requested followed by a free_completed at the same address into one "free").
+// - Strings are UTF-8: pickle decodes every string as UTF-8 and one bad byte fails the whole load,
+//   so invalid bytes in names and paths become U+FFFD.
+#include "report/memory_viz.h"
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/List.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace memseal::report {
+
+namespace {
+
+using c10::IValue;
+using GenericDict = c10::Dict<IValue, IValue>;
+using GenericList = c10::List<IValue>;
+
+// Under the top-level key "memseal", beside what torch's snapshot holds; the viewers ignore keys
+// they do not read.
+const char* const kMemoryVizSchema = "memseal.memory_viz";
+const std::int64_t kMemoryVizVersion = 1;
+
+GenericDict newDict() { return GenericDict(c10::AnyType::get(), c10::AnyType::get()); }
+GenericList newList() { return GenericList(c10::AnyType::get()); }
+
+// Every key and fixed value, made once: one string IValue reused costs a reference count where a
+// fresh one per event would cost an allocation (the pickle is the same: strings memoize by value).
+struct Names {
+  IValue device = "device";
+  IValue address = "address";
+  IValue total_size = "total_size";
+  IValue allocated_size = "allocated_size";
+  IValue active_size = "active_size";
+  IValue requested_size = "requested_size";
+  IValue stream = "stream";
+  IValue segment_type = "segment_type";
+  IValue large = "large";
+  IValue segment_pool_id = "segment_pool_id";
+  IValue is_expandable = "is_expandable";
+  IValue frames = "frames";
+  IValue blocks = "blocks";
+  IValue size = "size";
+  IValue state = "state";
+  IValue active_allocated = "active_allocated";
+  IValue action = "action";
+  IValue alloc = "alloc";
+  IValue free_requested = "free_requested";
+  IValue free_completed = "free_completed";
+  IValue segment_alloc = "segment_alloc";
+  IValue segment_free = "segment_free";
+  IValue addr = "addr";
+  IValue time_us = "time_us";
+  IValue name = "name";
+  IValue filename = "filename";
+  IValue line = "line";
+};
+
+const IValue& actionName(const Names& names, VizEvent::Action action) {
+  switch (action) {
+    case VizEvent::Action::kAlloc:
+      return names.alloc;
+    case VizEvent::Action::kFreeRequested:
+      return names.free_requested;
+    case VizEvent::Action::kFreeCompleted:
+      return names.free_completed;
+  }
+  throw std::invalid_argument("memory viz: an event has an unknown action");
+}
+
+// Length of the well-formed UTF-8 sequence starting at text[at], or 0 when none starts there
+// (stray continuation byte, truncated sequence, overlong form, surrogate, beyond U+10FFFF).
+std::size_t utf8SequenceLength(const std::string& text, std::size_t at) {
+  auto lead = static_cast<unsigned char>(text[at]);
+  if (lead < 0x80) return 1;
+  std::size_t length = 0;
+  std::uint32_t code_point = 0;
+  std::uint32_t smallest = 0;
+  if ((lead & 0xE0) == 0xC0) {
+    length = 2, code_point = lead & 0x1F, smallest = 0x80;
+  } else if ((lead & 0xF0) == 0xE0) {
+    length = 3, code_point = lead & 0x0F, smallest = 0x800;
+  } else if ((lead & 0xF8) == 0xF0) {
+    length = 4, code_point = lead & 0x07, smallest = 0x10000;
+  } else {
+    return 0;
+  }
+  if (text.size() - at < length) return 0;
+  for (std::size_t i = 1; i < length; ++i) {
+    auto next = static_cast<unsigned char>(text[at + i]);
+    if ((next & 0xC0) != 0x80) return 0;
+    code_point = (code_point << 6) | (next & 0x3F);
+  }
+  bool surrogate = code_point >= 0xD800 && code_point <= 0xDFFF;
+  if (code_point < smallest || code_point > 0x10FFFF || surrogate) return 0;
+  return length;
+}
+
+// `text` with each byte that starts no well-formed sequence replaced by U+FFFD.
+std::string validUtf8(const std::string& text) {
+  std::string out;
+  std::size_t copied = 0;  // text[0, copied) is in `out` already
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t length = utf8SequenceLength(text, at);
+    if (length > 0) {
+      at += length;
+      continue;
+    }
+    out.append(text, copied, at - copied).append("\xEF\xBF\xBD");
+    copied = ++at;
+  }
+  if (copied == 0) return text;
+  return out.append(text, copied, std::string::npos);
+}
+
+// The item an error is about ("device 0 (cpu) event 12"), put into words only on error: the
+// checks run once per traced allocation and free.
+struct Where {
+  const std::string& device;
+  const char* item;
+  std::size_t index;
+
+  std::string text() const {
+    return "memory viz: " + device + " " + item + " " + std::to_string(index);
+  }
+};
+
+std::string deviceLabel(const VizDevice& device, std::size_t index) {
+  return "device " + std::to_string(index) + (device.name.empty() ? "" : " (" + device.name + ")");
+}
+
+// Addresses are pickled as Python ints through int64 IValues.
+std::int64_t addressValue(std::uint64_t address, const Where& where) {
+  if (address > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    throw std::out_of_range(where.text() + " has address " + std::to_string(address) +
+                            ", beyond the signed 64-bit integers libtorch's pickler writes");
+  }
+  return static_cast<std::int64_t>(address);
+}
+
+std::int64_t sizeValue(std::int64_t size, const Where& where) {
+  if (size < 0) {
+    throw std::invalid_argument(where.text() + " has size " + std::to_string(size) +
+                                "; sizes are byte counts and cannot be negative");
+  }
+  return size;
+}
+
+// The stacks of one device as pickled lists, and the lookup that checks indices.
+class DeviceStacks {
+ public:
+  DeviceStacks(const VizDevice& device, const Names& names, const GenericList& empty_frames)
+      : empty_frames_(empty_frames) {
+    lists_.reserve(device.stacks.size());
+    for (const VizStack& stack : device.stacks) {
+      GenericList frames = newList();
+      frames.reserve(stack.size());
+      for (const VizFrame& frame : stack) {
+        GenericDict entry = newDict();
+        entry.insert(names.name, validUtf8(frame.name));
+        entry.insert(names.filename, validUtf8(frame.filename));
+        entry.insert(names.line, static_cast<std::int64_t>(frame.line));
+        frames.push_back(std::move(entry));
+      }
+      lists_.push_back(std::move(frames));
+    }
+  }
+
+  const GenericList& at(std::int32_t index, const Where& where) const {
+    if (index == -1) return empty_frames_;
+    if (index < -1 || static_cast<std::size_t>(index) >= lists_.size()) {
+      throw std::out_of_range(where.text() + " refers to stack " + std::to_string(index) +
+                              " but the device has " + std::to_string(lists_.size()) +
+                              " stacks (-1 means none)");
+    }
+    return lists_[static_cast<std::size_t>(index)];
+  }
+
+ private:
+  const GenericList& empty_frames_;
+  std::vector<GenericList> lists_;
+};
+
+// One live allocation as a segment of its own holding one active block: segsum then counts each
+// allocation once, with nothing free, and the viewers find every block inside a segment.
+GenericDict segmentOf(const VizBlock& block, std::int64_t device_index, const GenericList& frames,
+                      const IValue& pool_id, const Names& names, const Where& where) {
+  std::int64_t address = addressValue(block.address, where);
+  std::int64_t size = sizeValue(block.size, where);
+  GenericDict entry = newDict();
+  entry.insert(names.address, address);
+  entry.insert(names.size, size);
+  entry.insert(names.requested_size, size);
+  entry.insert(names.state, names.active_allocated);
+  entry.insert(names.frames, frames);
+  GenericList blocks = newList();
+  blocks.push_back(std::move(entry));
+
+  GenericDict segment = newDict();
+  segment.insert(names.device, device_index);
+  segment.insert(names.address, address);
+  segment.insert(names.total_size, size);
+  segment.insert(names.allocated_size, size);
+  segment.insert(names.active_size, size);
+  segment.insert(names.requested_size, size);
+  segment.insert(names.stream, std::int64_t{0});
+  segment.insert(names.segment_type, names.large);
+  segment.insert(names.segment_pool_id, pool_id);
+  segment.insert(names.is_expandable, false);
+  // The segment was made by the allocation itself, so it carries the same stack: with none the
+  // viewer would say it "was allocated before _record_history was enabled".
+  segment.insert(names.frames, frames);
+  segment.insert(names.blocks, std::move(blocks));
+  return segment;
+}
+
+GenericDict eventOf(const IValue& action, const VizEvent& event, const GenericList& frames,
+                    const Names& names, const Where& where) {
+  GenericDict entry = newDict();
+  entry.insert(names.action, action);
+  entry.insert(names.addr, addressValue(event.address, where));
+  entry.insert(names.size, sizeValue(event.size, where));
+  entry.insert(names.stream, std::int64_t{0});
+  entry.insert(names.time_us, event.time_us);
+  entry.insert(names.frames, frames);
+  return entry;
+}
+
+std::string writePickle(const IValue& value) {
+  std::string out;
+  torch::jit::Pickler pickler(
+      [&out](const char* data, std::size_t size) { out.append(data, size); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
+      /*memoized_class_types=*/nullptr, /*get_tensor_id=*/nullptr,
+      /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  return out;
+}
+
+}  // namespace
+
+std::string memoryVizPickle(const std::vector<VizDevice>& devices) {
+  const Names names;
+  // Shared like the stacks: every frameless block and event refers to this one list.
+  const GenericList empty_frames = newList();
+  // Every segment is in the default pool, (0, 0) as torch writes it; one tuple, memoized.
+  const IValue pool_id =
+      c10::ivalue::Tuple::create(IValue(std::int64_t{0}), IValue(std::int64_t{0}));
+
+  GenericList segments = newList();
+  GenericList device_traces = newList();
+  GenericList device_names = newList();
+  for (std::size_t index = 0; index < devices.size(); ++index) {
+    const VizDevice& device = devices[index];
+    const std::string label = deviceLabel(device, index);
+    const auto device_index = static_cast<std::int64_t>(index);
+    DeviceStacks stacks(device, names, empty_frames);
+    device_names.push_back(validUtf8(device.name));
+
+    // By address, as the CUDA allocator lists its segments.
+    std::vector<std::size_t> order(device.live.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return device.live[a].address < device.live[b].address;
+    });
+    for (std::size_t live_index : order) {
+      const VizBlock& block = device.live[live_index];
+      const Where where{label, "live block", live_index};
+      segments.push_back(
+          segmentOf(block, device_index, stacks.at(block.stack, where), pool_id, names, where));
+    }
+
+    GenericList trace = newList();
+    for (std::size_t event_index = 0; event_index < device.trace.size(); ++event_index) {
+      const VizEvent& event = device.trace[event_index];
+      const Where where{label, "event", event_index};
+      const GenericList& frames = stacks.at(event.stack, where);
+      if (event.action == VizEvent::Action::kAlloc) {
+        trace.push_back(eventOf(names.segment_alloc, event, frames, names, where));
+      }
+      trace.push_back(eventOf(actionName(names, event.action), event, frames, names, where));
+      if (event.action == VizEvent::Action::kFreeCompleted) {
+        trace.push_back(eventOf(names.segment_free, event, frames, names, where));
+      }
+    }
+    device_traces.push_back(std::move(trace));
+  }
+
+  // What memseal wrote, first in the file. It also names the event fields and actions before
+  // anything else: the Pickler gives each string the next memo id when first written and refers to
+  // it by id after, in 2 bytes below id 256 and 5 above, so strings first met after thousands of
+  // stack frames would cost every event some 12 bytes more.
+  GenericList event_fields = newList();
+  for (const IValue* key :
+       {&names.action, &names.addr, &names.size, &names.stream, &names.time_us, &names.frames}) {
+    event_fields.push_back(*key);
+  }
+  GenericList event_actions = newList();
+  for (const IValue* action : {&names.segment_alloc, &names.alloc, &names.free_requested,
+                               &names.free_completed, &names.segment_free}) {
+    event_actions.push_back(*action);
+  }
+  GenericDict about = newDict();
+  about.insert("schema", kMemoryVizSchema);
+  about.insert("version", kMemoryVizVersion);
+  about.insert("devices", std::move(device_names));
+  about.insert("event_fields", std::move(event_fields));
+  about.insert("event_actions", std::move(event_actions));
+
+  GenericDict snapshot = newDict();
+  snapshot.insert("memseal", std::move(about));
+  snapshot.insert("segments", std::move(segments));
+  snapshot.insert("device_traces", std::move(device_traces));
+  return writePickle(snapshot);
+}
+
+}  // namespace memseal::report

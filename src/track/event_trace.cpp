@@ -1,0 +1,93 @@
+#include "track/event_trace.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+namespace memseal::track {
+
+namespace {
+
+struct Ring {
+  TraceEvent* slots = nullptr;
+  std::size_t capacity = 0;
+  std::atomic<std::uint64_t> next{0};
+};
+
+std::mutex g_control;  // start and stop
+Ring g_ring;
+std::atomic<Ring*> g_active{nullptr};
+// Writers inside the ring: stop waits for them before reading (as setGradFnObserver does).
+std::atomic<std::int64_t> g_writers{0};
+
+void append(const LiveRecord& record, TraceEvent::Kind kind) {
+  g_writers.fetch_add(1, std::memory_order_seq_cst);
+  if (Ring* ring = g_active.load(std::memory_order_seq_cst)) {
+    std::uint64_t position = ring->next.fetch_add(1, std::memory_order_relaxed);
+    TraceEvent& event = ring->slots[position % ring->capacity];
+    event.data = record.data;
+    event.bytes = static_cast<std::int64_t>(record.bytes);
+    event.time_ns = record.time_ns;
+    event.site = record.site;
+    event.step = record.step;
+    event.kind = kind;
+    if (kind == TraceEvent::kFree) event.signature = record.signature;
+    event.sequence = position + 1;
+  }
+  g_writers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace
+
+bool startEventTrace(std::size_t capacity) {
+  std::lock_guard<std::mutex> lock(g_control);
+  if (g_active.load() != nullptr) return false;
+  if (capacity == 0) capacity = 1;
+  if (g_ring.capacity < capacity) {
+    // calloc, not the tracked allocator; the old ring is no longer used by anyone (stop waited).
+    auto* slots = static_cast<TraceEvent*>(std::calloc(capacity, sizeof(TraceEvent)));
+    if (slots == nullptr) return false;
+    std::free(g_ring.slots);
+    g_ring.slots = slots;
+    g_ring.capacity = capacity;
+  } else {
+    for (std::size_t i = 0; i < g_ring.capacity; ++i) g_ring.slots[i].sequence = 0;
+  }
+  g_ring.next.store(0);
+  g_active.store(&g_ring, std::memory_order_seq_cst);
+  return true;
+}
+
+TraceContents stopEventTrace() {
+  std::lock_guard<std::mutex> lock(g_control);
+  TraceContents contents;
+  if (g_active.load() == nullptr) return contents;
+  g_active.store(nullptr, std::memory_order_seq_cst);
+  while (g_writers.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  std::uint64_t written = g_ring.next.load();
+  std::uint64_t kept = written < g_ring.capacity ? written : g_ring.capacity;
+  contents.dropped = written - kept;
+  contents.events.reserve(kept);
+  for (std::uint64_t position = written - kept; position < written; ++position) {
+    const TraceEvent& event = g_ring.slots[position % g_ring.capacity];
+    if (event.sequence == position + 1) contents.events.push_back(event);
+  }
+  return contents;
+}
+
+bool eventTraceRunning() { return g_active.load(std::memory_order_acquire) != nullptr; }
+
+std::uint64_t eventTraceCount() {
+  Ring* ring = g_active.load(std::memory_order_acquire);
+  return ring != nullptr ? ring->next.load(std::memory_order_relaxed) : 0;
+}
+
+void traceAllocation(const LiveRecord& record) {
+  if (g_active.load(std::memory_order_relaxed) != nullptr) append(record, TraceEvent::kAllocation);
+}
+
+void traceFree(const LiveRecord& record) {
+  if (g_active.load(std::memory_order_relaxed) != nullptr) append(record, TraceEvent::kFree);
+}
+
+}  // namespace memseal::track
