@@ -12,6 +12,9 @@
     with memseal.Scope("preprocess") as s:   # nothing made here outlives the block...
         features = s.keep(normalize(image))  # ...except what is kept
 
+    peak = memseal.explain(train_step, model=model, optimizer=opt)  # what the peak holds
+    cap = memseal.fit(lambda batch, i: train(batch), sizes=(8, 16, 32, 64), budget="16GiB")
+
 The verdict, categories, numbers and hints come from the same C++ core as memseal's C++ API and
 the `memseal check` command; `python -m memseal check CASE.py` is that command for Python files.
 """
@@ -20,6 +23,7 @@ import torch as _torch  # noqa: F401  (loads libtorch and its Python bindings be
 
 from . import _memseal
 from ._api import CATEGORIES, LeakError, ScopeLeakError, Watch, check, watch
+from ._explain import ROLES, FitReport, PeakReport, explain, fit, write_html
 from ._report import CycleGarbage, Holder, LeakReport
 from ._scope import Scope
 
@@ -32,6 +36,9 @@ __all__ = [
     "CHECK_REPORT_SCHEMA",
     "CHECK_REPORT_VERSION",
     "CycleGarbage",
+    "FitReport",
+    "PeakReport",
+    "ROLES",
     "Holder",
     "LeakError",
     "LeakReport",
@@ -39,5 +46,8 @@ __all__ = [
     "ScopeLeakError",
     "Watch",
     "check",
+    "explain",
+    "fit",
     "watch",
+    "write_html",
 ]

@@ -1,5 +1,7 @@
 """check() and watch(): the leak detector of the C++ core, driven from Python."""
 
+import os
+
 from . import _memseal
 from ._options import apply_policy as _apply_policy
 from ._options import check_policy, configure_python_frames, tracker_options
@@ -51,6 +53,10 @@ class Watch:
       tensor_metadata 'on' or 'off' (True / False)
       python_frames   name the Python lines of allocations (True)
       find_holders    name the variable or container that holds leaked tensors (True)
+      html            write the report as one self-contained HTML page to this path at the end
+      memory_viz      write the allocation trace as the pickle PyTorch's memory viewer reads
+                      (torch.cuda._memory_viz, pytorch.org/memory_viz) to this path at the end
+      memory_viz_events  newest allocations and frees the trace keeps (40000)
     """
 
     def __init__(
@@ -66,6 +72,9 @@ class Watch:
         find_holders=True,
         watch_graph_nodes=True,
         watch_resident_memory=True,
+        html=None,
+        memory_viz=None,
+        memory_viz_events=40000,
     ):
         if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
             raise ValueError(f"memseal: warmup must be a non-negative integer, not {warmup!r}")
@@ -80,6 +89,13 @@ class Watch:
         self._find_holders = find_holders
         self._watch_graph_nodes = watch_graph_nodes
         self._watch_resident_memory = watch_resident_memory
+        self._html = _output_path("html", html)
+        self._memory_viz = _output_path("memory_viz", memory_viz)
+        if not isinstance(memory_viz_events, int) or memory_viz_events <= 0:
+            raise ValueError(f"memseal: memory_viz_events must be a positive integer, "
+                             f"not {memory_viz_events!r}")
+        self._memory_viz_events = memory_viz_events
+        self._trace = None
         self._detector = None
         self._final = None
 
@@ -90,6 +106,9 @@ class Watch:
         self._detector = _memseal.Detector(
             self._warmup, self._options, self._watch_graph_nodes, self._watch_resident_memory
         )
+        if self._memory_viz:
+            self._trace = _memseal.MemoryTrace(self._memory_viz_events)
+            self._trace.start()
         return self
 
     def __enter__(self):
@@ -110,8 +129,17 @@ class Watch:
         """Stops watching, completes the report (holders, garbage in reference cycles), applies
         on_leak and returns the report."""
         detector, self._detector = self._running(), None
+        if self._trace is not None:
+            self._trace.stop()
         report = complete_report(detector, find_holders=self._find_holders)
         self._final = report
+        if self._trace is not None:
+            self._trace.write_memory_viz(self._memory_viz)
+            self._trace = None
+        if self._html:
+            from ._explain import write_html
+
+            write_html(self._html, check=report, title="memseal watch")
         if apply_policy and report.leak:
             _apply_policy(self._on_leak, report, self._callback, LeakError)
         return report
@@ -122,6 +150,9 @@ class Watch:
         if exc_type is not None:
             # The loop failed: stop tracking, judge nothing, let the exception through.
             detector, self._detector = self._detector, None
+            if self._trace is not None:
+                self._trace.stop()
+                self._trace = None
             self._final = LeakReport(detector.finish())
             return False
         self.finish()
@@ -132,6 +163,19 @@ class Watch:
             state = "has ended" if self._final is not None else "has not started (use `with`)"
             raise RuntimeError(f"memseal: this watch {state}")
         return self._detector
+
+
+def _output_path(option, path):
+    """The path as a string, refused now (before any step runs) when it cannot be written."""
+    if path is None:
+        return None
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"memseal: {option}={path!r} is a directory")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"memseal: {option}={path!r}: no folder {folder}")
+    return path
 
 
 def watch(warmup=5, **options):

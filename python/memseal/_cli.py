@@ -53,12 +53,41 @@ def _parser():
     check.add_argument("--python-frames", choices=("on", "off"), default="on",
                        help="name the Python lines of allocations (on)")
     check.add_argument("--quiet", action="store_true", help="print the report only on a leak")
+    check.add_argument("--html", metavar="FILE", help="write the report as one HTML page")
+    check.add_argument("--memory-viz", metavar="FILE",
+                       help="write the allocation trace as the pickle PyTorch's memory viewer reads")
     report = commands.add_parser("report", help="print a saved JSON report as text again")
     report.add_argument("file", metavar="FILE.json")
+    explain = commands.add_parser(
+        "explain",
+        help="say what is live at the peak of step(i): parameters, gradients, optimizer state, "
+        "activations, temporaries; by module and line (exit 0, 2 on error)",
+    )
+    explain.add_argument("case", metavar="CASE.py",
+                         help="file defining step(i), optionally setup() and the globals `model` "
+                         "and `optimizer` (named by identity)")
+    explain.add_argument("--steps", type=_count, default=4, help="steps to run, warm-up included (4)")
+    explain.add_argument("--warmup", type=_count, default=2, help="steps not measured (2)")
+    explain.add_argument("--json", metavar="FILE", help="write the breakdown as JSON (memseal.explain/1)")
+    explain.add_argument("--html", metavar="FILE", help="write it as one HTML page")
+    explain.add_argument("--stacks", help="native stacks: on, off or sample:N")
+    fit = commands.add_parser(
+        "fit",
+        help="fit peak memory against size and predict the largest size that fits a budget "
+        "(exit 0: predicted, 1: no prediction or verification failed, 2: error)",
+    )
+    fit.add_argument("case", metavar="CASE.py",
+                     help="file defining sized_step(size, i) and optionally setup()")
+    fit.add_argument("--sizes", default="1,2,4,8", help="sizes to measure, at least three (1,2,4,8)")
+    fit.add_argument("--budget", help="memory budget, e.g. 16GiB (default: available memory)")
+    fit.add_argument("--margin", type=float, default=0.10, help="fraction of the budget kept free")
+    fit.add_argument("--verify", action="store_true", help="run the predicted size once")
+    fit.add_argument("--json", metavar="FILE", help="write the fit as JSON (memseal.fit/1)")
+    fit.add_argument("--html", metavar="FILE", help="write it as one HTML page")
     return parser
 
 
-def _load_case(path):
+def _load_case(path, entry="step"):
     """The case file as a module; raises _UsageError with what is wrong."""
     if not os.path.exists(path):
         raise _UsageError(f"{path}: no such file")
@@ -79,13 +108,34 @@ def _load_case(path):
     except BaseException as error:  # noqa: BLE001 (SystemExit in a case is an error too)
         raise _UsageError(f"{path} raised {type(error).__name__} while loading:\n"
                           f"{traceback.format_exc()}") from None
-    step = getattr(module, "step", None)
+    step = getattr(module, entry, None)
     if not callable(step):
-        raise _UsageError(f"{path} defines no function step(i)")
+        raise _UsageError(f"{path} defines no function {entry}({'size, i' if entry == 'sized_step' else 'i'})")
     setup = getattr(module, "setup", None)
     if setup is not None and not callable(setup):
         raise _UsageError(f"{path}: setup is not a function")
-    return step, setup
+    return step, setup, module
+
+
+def _run_setup(path, setup):
+    if setup is None:
+        return
+    try:
+        setup()
+    except BaseException:  # noqa: BLE001
+        raise _UsageError(f"{path}: setup() raised:\n{traceback.format_exc()}") from None
+
+
+def _check_outputs(args, *flags):
+    for flag in flags:
+        path = getattr(args, flag.replace("-", "_"), None)
+        if not path:
+            continue
+        if os.path.isdir(path):
+            raise _UsageError(f"--{flag} {path} is a directory")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise _UsageError(f"--{flag} {path}: no folder {folder}")
 
 
 def _write_atomically(path, content):
@@ -108,21 +158,16 @@ def _check(args):
     if args.steps <= args.warmup + 3:
         raise _UsageError(f"--steps ({args.steps}) must exceed --warmup ({args.warmup}) + 3, "
                           "to tell growth from noise")
-    if args.json and os.path.isdir(args.json):
-        raise _UsageError(f"--json {args.json} is a directory")
+    _check_outputs(args, "json", "html", "memory-viz")
     try:
         # Checks the options (and the environment's MEMSEAL_*) now; tracking starts with `with`.
         watch = memseal.Watch(args.warmup, on_leak="none", python_frames=args.python_frames == "on",
                               stacks=args.stacks, observe_ops=args.observe_ops,
-                              tensor_metadata=args.tensor_metadata)
+                              tensor_metadata=args.tensor_metadata, memory_viz=args.memory_viz)
     except (TypeError, ValueError) as error:
         raise _UsageError(str(error).removeprefix("memseal: ")) from None
-    step, setup = _load_case(args.case)
-    if setup is not None:
-        try:
-            setup()
-        except BaseException:  # noqa: BLE001
-            raise _UsageError(f"{args.case}: setup() raised:\n{traceback.format_exc()}") from None
+    step, setup, _ = _load_case(args.case)
+    _run_setup(args.case, setup)
     current = 0
     try:
         with watch:
@@ -136,7 +181,75 @@ def _check(args):
         sys.stdout.write(report.text())
     if args.json:
         _write_atomically(args.json, report.to_json())
+    if args.html:
+        memseal.write_html(args.html, check=report, title=os.path.basename(args.case))
     return EXIT_LEAK if report.leak else EXIT_OK
+
+
+def _explain(args):
+    import memseal
+
+    if args.steps <= args.warmup:
+        raise _UsageError(f"--steps ({args.steps}) must exceed --warmup ({args.warmup})")
+    _check_outputs(args, "json", "html")
+    step, setup, module = _load_case(args.case)
+    _run_setup(args.case, setup)
+    try:
+        report = memseal.explain(step, steps=args.steps, warmup=args.warmup,
+                                 model=getattr(module, "model", None),
+                                 optimizer=getattr(module, "optimizer", None), stacks=args.stacks)
+    except (TypeError, ValueError) as error:
+        raise _UsageError(str(error).removeprefix("memseal: ")) from None
+    except BaseException:  # noqa: BLE001
+        raise _UsageError(f"{args.case}: step raised:\n{traceback.format_exc()}") from None
+    sys.stdout.write(report.text())
+    if args.json:
+        _write_atomically(args.json, report.to_json())
+    if args.html:
+        memseal.write_html(args.html, explain=report, title=os.path.basename(args.case))
+    return EXIT_OK
+
+
+def _fit(args):
+    import memseal
+
+    try:
+        sizes = [int(size, 10) for size in args.sizes.split(",")]
+        if any(size <= 0 for size in sizes):
+            raise ValueError
+    except ValueError:
+        raise _UsageError(f"--sizes '{args.sizes}': expected positive integers separated by "
+                          "commas, e.g. 1,2,4,8") from None
+    if len(sizes) < 3:
+        raise _UsageError(f"--sizes needs at least three sizes to extrapolate (got {len(sizes)})")
+    if not 0 <= args.margin < 1:
+        raise _UsageError(f"--margin {args.margin}: expected a fraction in [0, 1)")
+    budget = None
+    if args.budget is not None:
+        budget = memseal._memseal.parse_byte_size(args.budget)
+        if budget is None:
+            raise _UsageError(f"--budget '{args.budget}': expected a positive size such as 16GiB")
+    _check_outputs(args, "json", "html")
+    step, setup, _ = _load_case(args.case, entry="sized_step")
+    _run_setup(args.case, setup)
+    try:
+        report = memseal.fit(step, sizes=sizes, budget=budget, margin=args.margin,
+                             verify=args.verify)
+    except (TypeError, ValueError) as error:
+        raise _UsageError(str(error).removeprefix("memseal: ")) from None
+    except BaseException:  # noqa: BLE001
+        raise _UsageError(f"{args.case}: sized_step raised:\n{traceback.format_exc()}") from None
+    sys.stdout.write(report.text())
+    if args.json:
+        _write_atomically(args.json, report.to_json())
+    if args.html:
+        memseal.write_html(args.html, fit=report, title=os.path.basename(args.case))
+    verify = report.verify
+    if report.predicted_max_size is None or (
+        verify is not None and (verify["error"] is not None or not verify["within_budget"])
+    ):
+        return EXIT_LEAK
+    return EXIT_OK
 
 
 def _report(args):
@@ -164,7 +277,8 @@ def main(argv=None):
         if args.command is None:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
-        return _check(args) if args.command == "check" else _report(args)
+        commands = {"check": _check, "report": _report, "explain": _explain, "fit": _fit}
+        return commands[args.command](args)
     except _UsageError as error:
         if error.args:
             sys.stderr.write(f"memseal {getattr(args, 'command', None) or 'check'}: {error.args[0]}\n")

@@ -10,7 +10,8 @@ namespace {
 
 struct Ring {
   TraceEvent* slots = nullptr;
-  std::size_t capacity = 0;
+  std::size_t allocated = 0;  // slots allocated (kept for later, larger or not, traces)
+  std::size_t capacity = 0;   // slots this trace uses: the newest `capacity` events
   std::atomic<std::uint64_t> next{0};
 };
 
@@ -43,16 +44,17 @@ bool startEventTrace(std::size_t capacity) {
   std::lock_guard<std::mutex> lock(g_control);
   if (g_active.load() != nullptr) return false;
   if (capacity == 0) capacity = 1;
-  if (g_ring.capacity < capacity) {
+  if (g_ring.allocated < capacity) {
     // calloc, not the tracked allocator; the old ring is no longer used by anyone (stop waited).
     auto* slots = static_cast<TraceEvent*>(std::calloc(capacity, sizeof(TraceEvent)));
     if (slots == nullptr) return false;
     std::free(g_ring.slots);
     g_ring.slots = slots;
-    g_ring.capacity = capacity;
+    g_ring.allocated = capacity;
   } else {
-    for (std::size_t i = 0; i < g_ring.capacity; ++i) g_ring.slots[i].sequence = 0;
+    for (std::size_t i = 0; i < capacity; ++i) g_ring.slots[i].sequence = 0;
   }
+  g_ring.capacity = capacity;
   g_ring.next.store(0);
   g_active.store(&g_ring, std::memory_order_seq_cst);
   return true;

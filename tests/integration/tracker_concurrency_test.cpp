@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "memseal/explain.h"
 #include "memseal/tracker.h"
 
 namespace memseal {
@@ -135,6 +136,45 @@ TEST(TrackerConcurrency, StepsTurnOpWatchingOnAndOffWhileThreadsRunOps) {
   EXPECT_EQ(after.live_bytes, before.live_bytes);
   EXPECT_EQ(after.allocations_total - before.allocations_total,
             after.frees_total - before.frees_total);
+}
+
+// The allocation trace claims ring slots with one atomic add: threads allocating and freeing at
+// once lose no event, and a trace stopped while another thread allocates waits for the writers it
+// races with and keeps at most its capacity.
+TEST(TrackerConcurrency, TheAllocationTraceKeepsEveryEventOfEveryThread) {
+  Tracker tracker;
+  tracker.start();
+  MemoryTrace trace(1 << 20);
+  trace.start();
+  DeviceStats before = tracker.stats();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 500; ++i) (void)torch::empty({16 + i % 7}).fill_(1.0f);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  DeviceStats after = tracker.stats();
+  trace.stop();
+  EXPECT_EQ(static_cast<std::int64_t>(trace.allocations()),
+            after.allocations_total - before.allocations_total);
+  EXPECT_EQ(static_cast<std::int64_t>(trace.frees()), after.frees_total - before.frees_total);
+  EXPECT_GE(trace.allocations(), 4u * 500u);
+
+  std::atomic<bool> running{true};
+  std::thread worker([&] {
+    while (running.load()) (void)torch::empty({64}).fill_(2.0f);
+  });
+  for (int round = 0; round < 20; ++round) {
+    MemoryTrace racing(256);
+    racing.start();
+    for (int i = 0; i < 200; ++i) (void)torch::empty({8}).fill_(3.0f);
+    racing.stop();
+    EXPECT_LE(racing.allocations() + racing.frees(), 256u);
+    EXPECT_GE(racing.allocations() + racing.frees() + racing.dropped(), 400u);
+  }
+  running.store(false);
+  worker.join();
 }
 
 }  // namespace

@@ -1,0 +1,217 @@
+"""Explaining memory that does not leak but still runs out: what is live at the peak of a step and
+why (by role, module and Python line), how far the batch can grow, the allocation trace for
+PyTorch's memory viewer, and one HTML page. The numbers come from the same C++ core as
+`memseal explain` and `memseal fit`."""
+
+import json
+import threading
+
+from . import _memseal
+from ._options import configure_python_frames, tracker_options
+
+ROLES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
+
+
+class PeakReport:
+    """What was live at the highest peak of the measured steps (memseal.explain/1).
+
+    peak_bytes, baseline_bytes (live when the step began), end_bytes; roles (role -> bytes);
+    modules, sites, tensors (lists of dicts, largest first); notes. text() for people, to_json()
+    for tools, bytes_of(role)."""
+
+    def __init__(self, native):
+        self._native = native
+        self._data = json.loads(native.to_json())
+
+    peak_bytes = property(lambda self: self._data["peak_bytes"])
+    baseline_bytes = property(lambda self: self._data["baseline_bytes"])
+    end_bytes = property(lambda self: self._data["end_bytes"])
+    peak_step = property(lambda self: self._data["peak_step"])
+    roles = property(lambda self: {r["role"]: r["bytes"] for r in self._data["roles"]})
+    modules = property(lambda self: self._data["modules"])
+    sites = property(lambda self: self._data["sites"])
+    tensors = property(lambda self: self._data["tensors"])
+    notes = property(lambda self: self._data["notes"])
+
+    def bytes_of(self, role):
+        return self._native.bytes_of(role)
+
+    def text(self):
+        return self._native.text()
+
+    def to_json(self):
+        return self._native.to_json()
+
+    def to_dict(self):
+        return json.loads(self.to_json())
+
+    def __repr__(self):
+        return f"<memseal.PeakReport peak {self.peak_bytes} bytes, step {self.peak_step}>"
+
+
+class FitReport:
+    """Peak against size, the model that describes it and the largest size that fits the budget
+    (memseal.fit/1): model ('linear', 'quadratic' or 'none'), is_linear, predicted_max_size,
+    predicted_peak_bytes, refusal, verify, points; predict_peak(size)."""
+
+    def __init__(self, native):
+        self._native = native
+        self._data = json.loads(native.to_json())
+
+    model = property(lambda self: self._data["model"])
+    is_linear = property(lambda self: self._data["is_linear"])
+    predicted_max_size = property(lambda self: self._data["predicted_max_size"])
+    predicted_peak_bytes = property(lambda self: self._data["predicted_peak_bytes"])
+    refusal = property(lambda self: self._data["refusal"])
+    verify = property(lambda self: self._data["verify"])
+    points = property(lambda self: [(p["size"], p["peak_bytes"]) for p in self._data["points"]])
+
+    def predict_peak(self, size):
+        return self._native.predict_peak(size)
+
+    def text(self):
+        return self._native.text()
+
+    def to_json(self):
+        return self._native.to_json()
+
+    def to_dict(self):
+        return json.loads(self.to_json())
+
+    def __repr__(self):
+        return f"<memseal.FitReport {self.model}, largest size {self.predicted_max_size}>"
+
+
+_scopes = threading.local()
+
+
+def _push_scope(name):
+    stack = getattr(_scopes, "stack", None)
+    if stack is None:
+        stack = _scopes.stack = []
+    stack.append(_memseal.ModuleScope(name))
+
+
+def _pop_scope():
+    stack = getattr(_scopes, "stack", None)
+    if stack:
+        stack.pop()  # the scope closes as its object goes
+
+
+def _attribute_to_modules(model):
+    """Forward hooks that open a memseal scope per module forward, so what a module allocates (its
+    activations above all) is attributed to its path ("Net/encoder/0"). Returns the handles."""
+    handles = []
+    for path, module in model.named_modules():
+        name = path.rsplit(".", 1)[-1] if path else type(module).__name__
+        handles.append(module.register_forward_pre_hook(lambda *_, name=name: _push_scope(name)))
+        handles.append(module.register_forward_hook(lambda *_: _pop_scope(), always_call=True))
+    return handles
+
+
+def _role_source(model, optimizer):
+    if model is None and optimizer is None:
+        return None
+
+    def roles():
+        parameters, gradients, state = [], [], []
+        if model is not None:
+            for parameter in model.parameters():
+                parameters.append(parameter.detach())
+                if parameter.grad is not None:
+                    gradients.append(parameter.grad)
+            parameters.extend(buffer for buffer in model.buffers())
+        if optimizer is not None:
+            for per_parameter in optimizer.state.values():
+                values = per_parameter.values() if isinstance(per_parameter, dict) else ()
+                state.extend(v for v in values if _is_tensor(v))
+        return parameters, gradients, state
+
+    return roles
+
+
+def _is_tensor(value):
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _positive_int(name, value, minimum=1):
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"memseal: {name} must be an integer >= {minimum}, not {value!r}")
+
+
+def explain(step, *, steps=4, warmup=2, model=None, optimizer=None, stacks=None,
+            tensor_metadata=None, python_frames=True, html=None, json_path=None, title=None):
+    """Runs step(i) for i in range(steps) and returns a PeakReport: what was live at the highest
+    peak of the steps after `warmup`, by role (parameters, gradients, optimizer_state,
+    activations, temporaries, other), module and site.
+
+    model / optimizer name the parameters, their .grad and the optimizer's state by identity (and
+    give module paths); without them, parameters and gradients are those backward reaches.
+    html / json_path: also write the page / the JSON (memseal.explain/1)."""
+    if not callable(step):
+        raise TypeError(f"memseal: explain() needs a function step(i), not {type(step).__name__}")
+    _positive_int("steps", steps)
+    _positive_int("warmup", warmup, minimum=0)
+    if steps <= warmup:
+        raise ValueError(f"memseal: steps ({steps}) must exceed warmup ({warmup})")
+    options = tracker_options(stacks=stacks, tensor_metadata=tensor_metadata)
+    configure_python_frames(python_frames)
+    handles = _attribute_to_modules(model) if model is not None else []
+    try:
+        native = _memseal.explain_peak(step, steps, warmup, options, _role_source(model, optimizer))
+    finally:
+        for handle in handles:
+            handle.remove()
+    report = PeakReport(native)
+    if json_path:
+        _memseal.write_report_file(json_path, report.to_json())
+    if html:
+        write_html(html, explain=report, title=title or getattr(step, "__name__", "step"))
+    return report
+
+
+def fit(step, *, sizes=(1, 2, 4, 8), budget=None, margin=0.10, tolerance=0.03, verify=False,
+        warmup=1, html=None, json_path=None, title=None):
+    """Runs step(size, i) at each size, fits peak tensor memory against size and predicts the
+    largest size that fits `budget` (bytes, or text such as "16GiB"; None: available memory) with
+    `margin` of it kept free. Refuses to extrapolate from fewer than three sizes, or when neither a
+    line nor a parabola describes the peaks. verify=True runs the predicted size once."""
+    if not callable(step):
+        raise TypeError(f"memseal: fit() needs a function step(size, i), not {type(step).__name__}")
+    sizes = list(sizes)
+    if len(sizes) < 3:
+        raise ValueError(f"memseal: fit() needs at least three sizes to extrapolate, got {sizes}")
+    for size in sizes:
+        _positive_int("every size", size)
+    if isinstance(budget, str):
+        parsed = _memseal.parse_byte_size(budget)
+        if parsed is None:
+            raise ValueError(f"memseal: budget {budget!r} is not a size such as 16GiB or 512MiB")
+        budget = parsed
+    elif budget is not None:
+        _positive_int("budget", budget)
+    _positive_int("warmup", warmup, minimum=0)
+    native = _memseal.fit_capacity(step, sizes, budget, float(margin), float(tolerance),
+                                   bool(verify), warmup)
+    report = FitReport(native)
+    if json_path:
+        _memseal.write_report_file(json_path, report.to_json())
+    if html:
+        write_html(html, fit=report, title=title or getattr(step, "__name__", "step"))
+    return report
+
+
+def write_html(path, *, check=None, explain=None, fit=None, title="memseal"):
+    """One self-contained HTML page (no network) with whichever reports are given: a LeakReport
+    (check / watch), a PeakReport (explain), a FitReport (fit)."""
+    if check is None and explain is None and fit is None:
+        raise ValueError("memseal: write_html() needs a report (check=, explain= or fit=)")
+    page = _memseal.render_html(
+        str(title),
+        check.to_json() if check is not None else "",
+        explain._native if explain is not None else None,
+        fit._native if fit is not None else None,
+    )
+    _memseal.write_report_file(str(path), page)

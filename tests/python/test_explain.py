@@ -1,0 +1,193 @@
+"""memseal.explain / fit / write_html and the memory_viz trace from Python: roles by identity,
+modules from forward hooks, Python lines, capacity, the files, and `python -m memseal explain|fit`."""
+
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import memseal
+
+
+def nbytes(tensors):
+    return sum(t.untyped_storage().nbytes() for t in tensors)
+
+
+def mlp(depth=3, width=256, inputs=128):
+    layers = [torch.nn.Linear(inputs, width)]
+    for _ in range(depth - 1):
+        layers += [torch.nn.ReLU(), torch.nn.Linear(width, width)]
+    return torch.nn.Sequential(*layers)
+
+
+def test_training_step_roles_are_exact():
+    torch.manual_seed(0)
+    model = mlp(3, 512, 256)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step(i):
+        optimizer.zero_grad()
+        model(torch.randn(4, 256)).pow(2).mean().backward()
+        optimizer.step()
+
+    report = memseal.explain(step, model=model, optimizer=optimizer)
+    parameters = list(model.parameters())
+    assert report.bytes_of("parameters") == nbytes(parameters)
+    assert report.bytes_of("gradients") == nbytes(p.grad for p in parameters)
+    state = [v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+    assert report.bytes_of("optimizer_state") == nbytes(state)
+    assert sum(report.roles.values()) == report.peak_bytes
+    assert list(report.roles) == list(memseal.ROLES)
+    with pytest.raises(ValueError, match="no role"):
+        report.bytes_of("weights")
+
+
+def test_activations_go_to_modules_and_python_lines():
+    torch.manual_seed(0)
+    model = mlp(4, 128, 128)
+
+    def forward_backward(i):
+        model.zero_grad()
+        model(torch.randn(1024, 128)).pow(2).mean().backward()
+
+    report = memseal.explain(forward_backward, model=model)
+    assert report.bytes_of("activations") >= 3 * 1024 * 128 * 4
+    layer_modules = [m for m in report.modules if m["module"].startswith("Sequential/")]
+    assert any(m["roles"].get("activations", 0) > 0 for m in layer_modules), report.modules
+    files = {f["file"] for site in report.sites for f in site["frames"] if f["library"] == "python"}
+    assert __file__ in files, files
+    # The hooks are gone afterwards.
+    assert not model._forward_pre_hooks and not model[0]._forward_hooks
+
+
+def test_inference_has_no_gradients_state_or_activations():
+    torch.manual_seed(0)
+    model = mlp(3, 256, 256).eval()
+
+    @torch.no_grad()
+    def infer(i):
+        model(torch.randn(64, 256)).sum().item()
+
+    report = memseal.explain(infer, model=model)
+    assert report.bytes_of("gradients") == 0
+    assert report.bytes_of("optimizer_state") == 0
+    assert report.bytes_of("activations") == 0
+    assert report.bytes_of("parameters") == nbytes(model.parameters())
+
+
+def test_explain_rejects_bad_arguments():
+    with pytest.raises(TypeError, match="step"):
+        memseal.explain(42)
+    with pytest.raises(ValueError, match="must exceed warmup"):
+        memseal.explain(lambda i: None, steps=2, warmup=2)
+    with pytest.raises(ValueError, match="stacks"):
+        memseal.explain(lambda i: None, stacks="sometimes")
+
+
+def test_fit_predicts_a_linear_peak_beyond_the_measured_sizes():
+    torch.manual_seed(0)
+    model = mlp(3, 64, 64)
+
+    def train(batch, i):
+        model.zero_grad()
+        model(torch.randn(batch, 64)).pow(2).mean().backward()
+
+    report = memseal.fit(train, sizes=(128, 256, 384, 512), budget="1GiB")
+    assert report.model == "linear" and report.is_linear
+    far = memseal.fit(train, sizes=(1536, 1537, 1538), budget="1GiB")
+    measured = far.points[0][1]
+    assert abs(report.predict_peak(1536) - measured) / measured < 0.05
+    assert report.predicted_max_size > 512
+
+
+def test_fit_refuses_what_it_cannot_extrapolate():
+    with pytest.raises(ValueError, match="at least three sizes"):
+        memseal.fit(lambda size, i: None, sizes=(1, 2))
+    with pytest.raises(ValueError, match="not a size"):
+        memseal.fit(lambda size, i: None, budget="lots")
+
+    def attention(length, i):
+        with torch.no_grad():
+            q = torch.randn(length, 32)
+            torch.softmax(q @ q.T, -1).sum().item()
+
+    report = memseal.fit(attention, sizes=(128, 256, 512), budget="1GiB")
+    assert not report.is_linear
+    assert report.predicted_max_size is None and "fourth size" in report.refusal
+
+
+def test_watch_writes_html_and_memory_viz(tmp_path):
+    kept = []
+    html, trace = tmp_path / "report.html", tmp_path / "trace.pickle"
+    with memseal.watch(warmup=2, on_leak="none", html=html, memory_viz=trace) as w:
+        for i in range(10):
+            kept.append(torch.randn(32, 32))
+            w.step()
+    assert w.report().leak
+    page = html.read_text()
+    assert 'data-verdict="leak"' in page
+    assert "http://" not in page and "https://" not in page
+    with open(trace, "rb") as source:
+        data = pickle.load(source)
+    from torch.cuda import _memory_viz
+
+    summary = _memory_viz.segsum(data)
+    assert "total_allocated" in summary
+    allocs = [e for e in data["device_traces"][0] if e["action"] == "alloc"]
+    assert len(allocs) >= 10
+    with pytest.raises(ValueError, match="is a directory"):
+        memseal.watch(html=tmp_path)
+
+
+def test_write_html_needs_a_report(tmp_path):
+    with pytest.raises(ValueError, match="needs a report"):
+        memseal.write_html(tmp_path / "x.html")
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "memseal", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_cli_explain(case_path, tmp_path):
+    out = run_cli("explain", "--json", str(tmp_path / "e.json"), "--html", str(tmp_path / "e.html"),
+                  case_path("explain_training.py"))
+    assert out.returncode == 0, out.stderr
+    assert "optimizer_state" in out.stdout
+    assert '"schema": "memseal.explain/1"' in (tmp_path / "e.json").read_text()
+    assert 'id="roles-chart"' in (tmp_path / "e.html").read_text()
+    assert run_cli("explain", case_path("missing.py")).returncode == 2
+    bad = run_cli("explain", "--steps", "2", "--warmup", "2", case_path("explain_training.py"))
+    assert bad.returncode == 2 and "must exceed --warmup" in bad.stderr
+    no_step = run_cli("explain", case_path("sized_mlp.py"))
+    assert no_step.returncode == 2 and "defines no function step(i)" in no_step.stderr
+
+
+def test_cli_fit(case_path, tmp_path):
+    out = run_cli("fit", "--sizes", "128,256,384,512", "--budget", "256MiB", "--verify",
+                  "--json", str(tmp_path / "f.json"), case_path("sized_mlp.py"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "model: linear" in out.stdout and "verify: size" in out.stdout
+    for args, message in [
+        (("--sizes", "1,2"), "at least three sizes"),
+        (("--sizes", "a,b,c"), "expected positive integers"),
+        (("--budget", "lots"), "expected a positive size"),
+        (("--margin", "2"), "expected a fraction"),
+    ]:
+        bad = run_cli("fit", *args, case_path("sized_mlp.py"))
+        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
+    no_entry = run_cli("fit", case_path("explain_training.py"))
+    assert no_entry.returncode == 2 and "sized_step(size, i)" in no_entry.stderr
+
+
+def test_cli_check_writes_html_and_memory_viz(case_path, tmp_path):
+    out = run_cli("check", "--steps", "12", "--warmup", "3", "--html", str(tmp_path / "c.html"),
+                  "--memory-viz", str(tmp_path / "c.pickle"), case_path("cache_by_shape.py"))
+    assert out.returncode in (0, 1), out.stderr
+    assert os.path.getsize(tmp_path / "c.pickle") > 0
+    assert 'id="verdict"' in (tmp_path / "c.html").read_text()
+    bad = run_cli("check", "--html", str(tmp_path), case_path("healthy.py"))
+    assert bad.returncode == 2 and "is a directory" in bad.stderr
