@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds what the demo runs (libmemseal, the memseal
-# command, the demo's loops and one `memseal check` case), runs the demo, then shows the command
-# on the case, and installs the Python module into the venv to show `python -m memseal check`.
+# command, the demo's loops and the example cases), runs the demo, then shows the command on the
+# cases (check with its HTML page, explain, fit), and installs the Python module into the venv to
+# show `python -m memseal check`.
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 root="$(cd "$here/.." && pwd)"
 "$here/bootstrap.sh"
-MEMSEAL_TARGETS="memseal_demo memseal_cli memseal_case_leaky_loss" "$here/build.sh" release
+MEMSEAL_TARGETS="memseal_demo memseal_cli memseal_case_leaky_loss memseal_case_training memseal_case_sized_mlp" \
+  "$here/build.sh" release
+reports="$root/build/release/reports"; mkdir -p "$reports"
 "$root/build/release/memseal-demo" "$@"
 echo
 echo "=== memseal check build/release/cases/leaky_loss_case.so  (the command line, on a shared library)"
 status=0
-"$root/build/release/memseal" check --steps 15 --warmup 3 "$root/build/release/cases/leaky_loss_case.so" || status=$?
+"$root/build/release/memseal" check --steps 15 --warmup 3 --html "$reports/check.html" \
+  "$root/build/release/cases/leaky_loss_case.so" || status=$?
 # `memseal check` exits 1 when it finds a leak, which this case has on purpose.
 [ "$status" -eq 1 ] || { echo "memseal demo: expected the leaky case to be found (exit 1), got $status" >&2; exit 1; }
+echo
+echo "=== memseal explain build/release/cases/training_case.so  (what the peak of a training step holds)"
+"$root/build/release/memseal" explain --html "$reports/explain.html" "$root/build/release/cases/training_case.so"
+echo
+echo "=== memseal fit --sizes 512,1024,1536,2048 --budget 256MiB --verify build/release/cases/sized_mlp_case.so"
+"$root/build/release/memseal" fit --sizes 512,1024,1536,2048 --budget 256MiB --verify \
+  --html "$reports/fit.html" "$root/build/release/cases/sized_mlp_case.so"
+echo "memseal: the HTML pages are in $reports (check.html, explain.html, fit.html)"
 echo
 echo "=== python -m memseal check examples/python/leaky_training.py  (the same, for a Python loop)"
 python_status=0

@@ -12,16 +12,29 @@ from ._options import configure_python_frames, tracker_options
 ROLES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
 
 
-class PeakReport:
+class _NativeReport:
+    """A report of the core, with its JSON document read once for the properties."""
+
+    def __init__(self, native):
+        self._native = native
+        self._data = json.loads(native.to_json())
+
+    def text(self):
+        return self._native.text()
+
+    def to_json(self):
+        return self._native.to_json()
+
+    def to_dict(self):
+        return json.loads(self.to_json())
+
+
+class PeakReport(_NativeReport):
     """What was live at the highest peak of the measured steps (memseal.explain/1).
 
     peak_bytes, baseline_bytes (live when the step began), end_bytes; roles (role -> bytes);
     modules, sites, tensors (lists of dicts, largest first); notes. text() for people, to_json()
     for tools, bytes_of(role)."""
-
-    def __init__(self, native):
-        self._native = native
-        self._data = json.loads(native.to_json())
 
     peak_bytes = property(lambda self: self._data["peak_bytes"])
     baseline_bytes = property(lambda self: self._data["baseline_bytes"])
@@ -36,27 +49,14 @@ class PeakReport:
     def bytes_of(self, role):
         return self._native.bytes_of(role)
 
-    def text(self):
-        return self._native.text()
-
-    def to_json(self):
-        return self._native.to_json()
-
-    def to_dict(self):
-        return json.loads(self.to_json())
-
     def __repr__(self):
         return f"<memseal.PeakReport peak {self.peak_bytes} bytes, step {self.peak_step}>"
 
 
-class FitReport:
+class FitReport(_NativeReport):
     """Peak against size, the model that describes it and the largest size that fits the budget
     (memseal.fit/1): model ('linear', 'quadratic' or 'none'), is_linear, predicted_max_size,
     predicted_peak_bytes, refusal, verify, points; predict_peak(size)."""
-
-    def __init__(self, native):
-        self._native = native
-        self._data = json.loads(native.to_json())
 
     model = property(lambda self: self._data["model"])
     is_linear = property(lambda self: self._data["is_linear"])
@@ -68,15 +68,6 @@ class FitReport:
 
     def predict_peak(self, size):
         return self._native.predict_peak(size)
-
-    def text(self):
-        return self._native.text()
-
-    def to_json(self):
-        return self._native.to_json()
-
-    def to_dict(self):
-        return json.loads(self.to_json())
 
     def __repr__(self):
         return f"<memseal.FitReport {self.model}, largest size {self.predicted_max_size}>"

@@ -79,11 +79,9 @@ int runCheck(const CheckOptions& options) {
   if (!options.json_path.empty() && !writeOutput("check", options.json_path, report.toJson())) {
     return kExitUsage;
   }
-  if (!options.html_path.empty()) {
-    HtmlPage page;
-    page.title = caseTitle(options.case_path);
-    page.check = &report;
-    if (!writeOutput("check", options.html_path, renderHtml(page))) return kExitUsage;
+  if (!writeHtmlIfAsked("check", options.html_path, options.case_path,
+                        HtmlPage{"", &report, nullptr, nullptr, ""})) {
+    return kExitUsage;
   }
   if (trace) {
     if (!writeOutput("check", options.memory_viz_path, trace->memoryVizPickle())) {

@@ -46,9 +46,12 @@ bool writeOutput(const char* command, const std::string& path, const std::string
   }
 }
 
-std::string caseTitle(const std::string& case_path) {
+bool writeHtmlIfAsked(const char* command, const std::string& path, const std::string& case_path,
+                      HtmlPage page) {
+  if (path.empty()) return true;
   std::string::size_type slash = case_path.rfind('/');
-  return slash == std::string::npos ? case_path : case_path.substr(slash + 1);
+  page.title = slash == std::string::npos ? case_path : case_path.substr(slash + 1);
+  return writeOutput(command, path, renderHtml(page));
 }
 
 }  // namespace memseal::cli

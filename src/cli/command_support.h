@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "memseal/explain.h"
 #include "memseal/tracker.h"
 
 namespace memseal::cli {
@@ -23,7 +24,9 @@ bool checkOutputPath(const char* command, const char* flag, const std::string& p
 // Writes the file whole (beside it, then renamed); false with a message on stderr.
 bool writeOutput(const char* command, const std::string& path, const std::string& content);
 
-// The case's name for a report title: its file name.
-std::string caseTitle(const std::string& case_path);
+// When --html was given (`path` not empty): the page titled by the case's file name, with the
+// reports given. False with a message on stderr when it cannot be written.
+bool writeHtmlIfAsked(const char* command, const std::string& path, const std::string& case_path,
+                      HtmlPage page);
 
 }  // namespace memseal::cli

@@ -73,11 +73,9 @@ int runExplain(const ExplainCommandOptions& options) {
   if (!options.json_path.empty() && !writeOutput("explain", options.json_path, report.toJson())) {
     return kExitUsage;
   }
-  if (!options.html_path.empty()) {
-    HtmlPage page;
-    page.title = caseTitle(options.case_path);
-    page.explain = &report;
-    if (!writeOutput("explain", options.html_path, renderHtml(page))) return kExitUsage;
+  if (!writeHtmlIfAsked("explain", options.html_path, options.case_path,
+                        HtmlPage{"", nullptr, &report, nullptr, ""})) {
+    return kExitUsage;
   }
   return kExitOk;
 }

@@ -98,11 +98,9 @@ int runFit(const FitCommandOptions& options) {
   if (!options.json_path.empty() && !writeOutput("fit", options.json_path, report.toJson())) {
     return kExitUsage;
   }
-  if (!options.html_path.empty()) {
-    HtmlPage page;
-    page.title = caseTitle(options.case_path);
-    page.fit = &report;
-    if (!writeOutput("fit", options.html_path, renderHtml(page))) return kExitUsage;
+  if (!writeHtmlIfAsked("fit", options.html_path, options.case_path,
+                        HtmlPage{"", nullptr, nullptr, &report, ""})) {
+    return kExitUsage;
   }
   if (!report.predicted_max_size) return kExitLeak;
   if (report.verification &&

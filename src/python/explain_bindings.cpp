@@ -13,18 +13,13 @@
 
 #include "memseal/explain.h"
 #include "memseal/tracker.h"
+#include "python/tracker_options.h"
 
 namespace py = pybind11;
 
 namespace memseal::python {
 
 namespace {
-
-TrackerOptions trackerOptionsFrom(const std::vector<std::pair<std::string, std::string>>& options) {
-  TrackerOptions tracker;
-  for (const auto& [name, value] : options) tracker.set(name, value);
-  return tracker;
-}
 
 // MEMSEAL_SCOPE names must outlive their scope: module paths are interned for the process (a
 // model has a bounded set of them).
@@ -85,7 +80,7 @@ void bindExplain(py::module_& m) {
         ExplainOptions explain;
         explain.steps = steps;
         explain.warmup = warmup;
-        explain.tracker = trackerOptionsFrom(options);
+        explain.tracker = trackerOptions(options);
         if (roles) {
           explain.roles = [roles] {
             py::gil_scoped_acquire gil;

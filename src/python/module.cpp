@@ -24,20 +24,13 @@
 #include "memseal/version.h"
 #include "python/explain_bindings.h"
 #include "python/python_frame_provider.h"
+#include "python/tracker_options.h"
 #include "track/tensor_reference.h"
 
 namespace py = pybind11;
 
 namespace memseal::python {
 namespace {
-
-// Options as the one grammar spells them ({"stacks": "sample:8", "observe_ops": "auto"}); values
-// are checked by TrackerOptions::set, which names the option and what it accepts.
-TrackerOptions trackerOptions(const std::vector<std::pair<std::string, std::string>>& options) {
-  TrackerOptions tracker;
-  for (const auto& [name, value] : options) tracker.set(name, value);
-  return tracker;
-}
 
 // A detector whose policy is applied by the Python package (warn to sys.stderr, raise, callback).
 class Detector {
