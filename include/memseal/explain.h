@@ -116,7 +116,7 @@ struct ExplainOptions {
   std::function<RoleTensors()> roles;
   // Events kept per measured step; a step making more is described from its newest events only,
   // and the report says so.
-  std::size_t max_events_per_step = std::size_t{1} << 22;
+  std::size_t max_events_per_step = std::size_t{1} << 20;
 };
 
 // Runs `step(i)` for i in [0, steps) under a tracker and describes the highest peak of the
@@ -210,7 +210,9 @@ class MEMSEAL_API MemoryTrace {
   MemoryTrace(const MemoryTrace&) = delete;
   MemoryTrace& operator=(const MemoryTrace&) = delete;
 
-  // Throws std::logic_error when another trace runs, std::bad_alloc when the ring cannot be had.
+  // Throws std::logic_error when another trace runs, std::runtime_error when the ring cannot be
+  // had. The ring is touched at once (max_events x ~100 bytes), so it is resident before whatever
+  // measures the process's memory starts.
   void start();
   // Stops recording and takes the allocations live now (of the newest tracking session).
   void stop();

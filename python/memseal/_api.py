@@ -103,12 +103,20 @@ class Watch:
         if self._detector is not None or self._final is not None:
             raise RuntimeError("memseal: a watch starts once")
         configure_python_frames(self._python_frames)
-        self._detector = _memseal.Detector(
-            self._warmup, self._options, self._watch_graph_nodes, self._watch_resident_memory
-        )
         if self._memory_viz:
+            # First: its ring is resident before the detector's resident-memory baseline, and a
+            # trace that cannot start leaves no detector running.
             self._trace = _memseal.MemoryTrace(self._memory_viz_events)
             self._trace.start()
+        try:
+            self._detector = _memseal.Detector(
+                self._warmup, self._options, self._watch_graph_nodes, self._watch_resident_memory
+            )
+        except BaseException:
+            if self._trace is not None:
+                self._trace.stop()
+                self._trace = None
+            raise
         return self
 
     def __enter__(self):
@@ -133,15 +141,18 @@ class Watch:
             self._trace.stop()
         report = complete_report(detector, find_holders=self._find_holders)
         self._final = report
-        if self._trace is not None:
-            self._trace.write_memory_viz(self._memory_viz)
-            self._trace = None
-        if self._html:
-            from ._explain import write_html
+        trace, self._trace = self._trace, None
+        try:
+            # The files first (a LeakError from the policy would skip them), the verdict always.
+            if trace is not None:
+                trace.write_memory_viz(self._memory_viz)
+            if self._html:
+                from ._explain import write_html
 
-            write_html(self._html, check=report, title="memseal watch")
-        if apply_policy and report.leak:
-            _apply_policy(self._on_leak, report, self._callback, LeakError)
+                write_html(self._html, check=report, title="memseal watch")
+        finally:
+            if apply_policy and report.leak:
+                _apply_policy(self._on_leak, report, self._callback, LeakError)
         return report
 
     def __exit__(self, exc_type, exc, traceback):

@@ -11,6 +11,8 @@
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
 #include <algorithm>
+#include <cstring>
+#include <typeinfo>
 #include <unordered_map>
 
 #include "analyze/live_view.h"
@@ -33,8 +35,19 @@ std::vector<std::int64_t> shapeOf(const at::Tensor& tensor) {
 
 }  // namespace
 
+namespace {
+
+// Python autograd Functions are torch::autograd::PyNode, defined in libtorch_python, which the core
+// does not link: told apart by type name.
+bool isPythonNode(const torch::autograd::Node& node) {
+  return std::strstr(typeid(node).name(), "PyNode") != nullptr;
+}
+
+}  // namespace
+
 RetainedGraphs inspectRetainedGraphs(
-    const std::vector<std::shared_ptr<torch::autograd::Node>>& roots, std::size_t max_nodes) {
+    const std::vector<std::shared_ptr<torch::autograd::Node>>& roots, std::size_t max_nodes,
+    bool python_nodes) {
   RetainedGraphs graphs;
   std::unordered_set<const torch::autograd::Node*> seen;
   std::vector<std::shared_ptr<torch::autograd::Node>> pending;
@@ -51,7 +64,9 @@ RetainedGraphs inspectRetainedGraphs(
       const at::Tensor& leaf = accumulate->variable;
       if (const void* storage = storageOf(leaf)) {
         graphs.held_storage.insert(storage);
-        graphs.leaf_storage.emplace(storage, static_cast<std::int64_t>(leaf.storage().nbytes()));
+        if (leaf.device().is_cpu()) {
+          graphs.leaf_storage.emplace(storage, static_cast<std::int64_t>(leaf.storage().nbytes()));
+        }
       }
       const at::Tensor& grad = leaf.defined() ? leaf.unsafeGetTensorImpl()->grad() : leaf;
       if (grad.defined() && grad.grad_fn() != nullptr &&
@@ -67,10 +82,15 @@ RetainedGraphs inspectRetainedGraphs(
         leaves.emplace(leaf.unsafeGetTensorImpl(), std::move(found));
       }
     }
+    graphs.visited.emplace(node.get(), node);
+    // A Python Function's compiled_args calls into Python: not where the GIL may not be held.
+    bool read_saved = python_nodes || !isPythonNode(*node);
     try {
-      compiled::NodeCall& node_call = call.node_calls.lookup(node);
-      compiled::CompiledNodeArgs args(call, node_call);
-      node->compiled_args(args);
+      if (read_saved) {
+        compiled::NodeCall& node_call = call.node_calls.lookup(node);
+        compiled::CompiledNodeArgs args(call, node_call);
+        node->compiled_args(args);
+      }
     } catch (const std::exception&) {
       // No compiled_args for this node type, or its saved tensors are gone or changed: keep what
       // was gathered.
@@ -81,7 +101,6 @@ RetainedGraphs inspectRetainedGraphs(
       }
     }
   }
-  graphs.visited = std::move(seen);
   for (const at::Tensor& tensor : call.tensor_args.inputs) {
     if (const void* storage = storageOf(tensor)) graphs.held_storage.insert(storage);
   }

@@ -34,13 +34,17 @@ struct RetainedGraphs {
   // Of those, the leaves (AccumulateGrad's variables: parameters and inputs that require grad),
   // with their storage's size.
   std::unordered_map<const void*, std::int64_t> leaf_storage;
-  std::unordered_set<const torch::autograd::Node*> visited;  // every node walked
+  // Every node walked, weakly: an address seen again later is the same node only while alive.
+  std::unordered_map<const torch::autograd::Node*, std::weak_ptr<torch::autograd::Node>> visited;
   std::size_t nodes_visited = 0;
 };
 
 // Walks the graphs behind `roots` through next_edges, visiting at most `max_nodes` nodes. Must run
 // where no backward runs through those graphs at the same time (the detector's step boundary).
+// `python_nodes`: also read what Python autograd Functions (PyNode) saved, which calls into Python
+// and needs the GIL; false where it may not be held (inside a running backward).
 RetainedGraphs inspectRetainedGraphs(
-    const std::vector<std::shared_ptr<torch::autograd::Node>>& roots, std::size_t max_nodes);
+    const std::vector<std::shared_ptr<torch::autograd::Node>>& roots, std::size_t max_nodes,
+    bool python_nodes = true);
 
 }  // namespace memseal::analyze

@@ -17,6 +17,8 @@ namespace memseal::cli {
 
 namespace {
 
+constexpr int kExitNoPrediction = 1;  // or the verified size failed or went over the budget
+
 struct FitCommandOptions {
   std::string case_path;
   std::string sizes = "1,2,4,8";
@@ -102,10 +104,10 @@ int runFit(const FitCommandOptions& options) {
                         HtmlPage{"", nullptr, nullptr, &report, ""})) {
     return kExitUsage;
   }
-  if (!report.predicted_max_size) return kExitLeak;
+  if (!report.predicted_max_size) return kExitNoPrediction;
   if (report.verification &&
       (!report.verification->error.empty() || !report.verification->within_budget)) {
-    return kExitLeak;
+    return kExitNoPrediction;
   }
   return kExitOk;
 }

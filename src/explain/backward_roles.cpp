@@ -13,8 +13,9 @@ namespace {
 // Enough for the deepest models; a graph beyond it is described from the nodes walked.
 constexpr std::size_t kMaxNodesWalked = 1u << 20;
 
+// CPU storage only: what the tracker sees (a CUDA model's parameters are not CPU memory).
 const void* storageOf(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.has_storage()) return nullptr;
+  if (!tensor.defined() || !tensor.has_storage() || !tensor.device().is_cpu()) return nullptr;
   return tensor.storage().data_ptr().get();
 }
 
@@ -23,15 +24,20 @@ const void* storageOf(const at::Tensor& tensor) {
 void BackwardRoles::onNodeStart(const std::shared_ptr<torch::autograd::Node>& node) {
   std::lock_guard<std::mutex> lock(mutex_);
   backward_ran_ = true;
-  if (walked_.count(node.get()) != 0) return;
+  auto walked = walked_.find(node.get());
+  if (walked != walked_.end() && !walked->second.expired()) return;
   auto now = static_cast<std::int64_t>(track::eventTraceCount());
-  analyze::RetainedGraphs graph = analyze::inspectRetainedGraphs({node}, kMaxNodesWalked);
-  walked_.insert(graph.visited.begin(), graph.visited.end());
+  // Backward runs without the GIL: Python Functions' saved tensors are not read here.
+  analyze::RetainedGraphs graph =
+      analyze::inspectRetainedGraphs({node}, kMaxNodesWalked, /*python_nodes=*/false);
+  for (auto& [address, weak] : graph.visited) walked_[address] = std::move(weak);
   for (const void* storage : graph.held_storage) {
-    if (graph.leaf_storage.count(storage) == 0) saved_.emplace(storage, Seen{now, 0});
+    if (graph.leaf_storage.count(storage) == 0) saved_[storage].at_events.push_back(now);
   }
   for (const auto& [storage, bytes] : graph.leaf_storage) {
-    leaves_.emplace(storage, Seen{now, bytes});
+    Seen& seen = leaves_[storage];
+    seen.at_events.push_back(now);
+    seen.bytes = bytes;
   }
 }
 
@@ -42,7 +48,7 @@ void BackwardRoles::onNodeEnd(const std::shared_ptr<torch::autograd::Node>& node
   if (grad == nullptr) return;
   auto now = static_cast<std::int64_t>(track::eventTraceCount());
   std::lock_guard<std::mutex> lock(mutex_);
-  gradients_[grad] = Seen{now, 0};
+  gradients_[grad].at_events.push_back(now);
 }
 
 void BackwardRoles::clear() {

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "track/grad_fn_observer.h"
 
@@ -21,8 +23,8 @@ class BackwardRoles final : public track::BackwardObserver {
   // What was seen of a storage, and when: the number of trace events recorded by then, so the
   // analysis gives the role only to the allocation that held that address at that moment.
   struct Seen {
-    std::int64_t at_event = 0;
-    std::int64_t bytes = 0;  // the storage's size (leaves only)
+    std::vector<std::int64_t> at_events;  // every time it was seen (a backward per micro-batch)
+    std::int64_t bytes = 0;               // the storage's size (leaves only)
   };
   using SeenStorage = std::unordered_map<const void*, Seen>;
 
@@ -34,7 +36,8 @@ class BackwardRoles final : public track::BackwardObserver {
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_set<const torch::autograd::Node*> walked_;
+  // Nodes already walked, weakly: an address that comes back once its node died is a new node.
+  std::unordered_map<const torch::autograd::Node*, std::weak_ptr<torch::autograd::Node>> walked_;
   SeenStorage saved_;
   SeenStorage leaves_;
   SeenStorage gradients_;

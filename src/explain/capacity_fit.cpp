@@ -97,7 +97,7 @@ Polynomial chosenModel(const FitReport& report) {
 }
 
 // The largest integer size >= 1 whose predicted peak is at most `usable`, for a model that grows
-// with size from `from` on; nullopt when even size 1 does not fit.
+// with size; nullopt when even size 1 does not fit, or nothing below 2^50 exceeds it.
 std::optional<std::int64_t> largestFitting(const Polynomial& model, double usable) {
   constexpr std::int64_t kLimit = std::int64_t{1} << 50;
   if (model.at(1) > usable) return std::nullopt;
@@ -107,7 +107,7 @@ std::optional<std::int64_t> largestFitting(const Polynomial& model, double usabl
     low = high;
     high *= 2;
   }
-  if (high >= kLimit) return kLimit;
+  if (high >= kLimit) return std::nullopt;
   while (high - low > 1) {
     std::int64_t middle = low + (high - low) / 2;
     if (model.at(static_cast<double>(middle)) <= usable) {
@@ -133,9 +133,13 @@ void predict(FitReport& report) {
     return;
   }
   double usable = static_cast<double>(*report.budget_bytes) * (1.0 - report.margin);
+  if (model.at(1) > usable) {
+    report.refusal = "even size 1 is predicted above the budget less its margin";
+    return;
+  }
   std::optional<std::int64_t> size = largestFitting(model, usable);
   if (!size) {
-    report.refusal = "even size 1 is predicted above the budget less its margin";
+    report.refusal = "the model stays under the budget beyond any sensible size";
     return;
   }
   report.predicted_max_size = *size;
@@ -219,8 +223,10 @@ FitReport fitPeaks(std::vector<FitPoint> points, const FitOptions& options) {
   }
   if (report.is_linear) {
     report.model = "linear";
-  } else if (report.has_quadratic && report.quadratic_max_residual <= options.tolerance &&
+  } else if (report.has_quadratic && report.quadratic_c2 > 0 &&
+             report.quadratic_max_residual <= options.tolerance &&
              report.quadratic_holdout_error <= options.tolerance) {
+    // Only a parabola that opens upward: one that bends down would promise unbounded room.
     report.model = "quadratic";
   } else {
     report.model = "none";
@@ -310,6 +316,9 @@ std::optional<std::int64_t> parseByteSize(const std::string& text) {
   const char* begin = text.c_str();
   char* end = nullptr;
   errno = 0;
+  if (text.find('x') != std::string::npos || text.find('X') != std::string::npos) {
+    return std::nullopt;  // strtod reads hexadecimal; sizes are decimal
+  }
   double value = std::strtod(begin, &end);
   if (end == begin || errno != 0 || !(value > 0)) return std::nullopt;
   std::string unit(end);

@@ -1,6 +1,7 @@
 // MemoryTrace: the event ring of track/event_trace.h between start() and stop(), the allocations
 // live at stop(), and their conversion into what PyTorch's memory viewer reads.
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "analyze/live_view.h"
@@ -54,7 +55,10 @@ void MemoryTrace::start() {
   if (track::eventTraceRunning()) {
     throw std::logic_error("memseal: another allocation trace (MemoryTrace or explain) runs");
   }
-  if (!track::startEventTrace(max_events_)) throw std::bad_alloc();
+  if (!track::startEventTrace(max_events_, /*prefault=*/true)) {
+    throw std::runtime_error("memseal: the allocation trace could not start (another runs, or " +
+                             std::to_string(max_events_) + " events do not fit in memory)");
+  }
   running_ = true;
 }
 

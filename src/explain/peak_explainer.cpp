@@ -33,8 +33,9 @@ struct Named {
 };
 using StorageRoles = std::unordered_map<const void*, Named>;
 
+// CPU storage only: what the tracker sees (a CUDA model's parameters are not CPU memory).
 const void* storageOf(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.has_storage()) return nullptr;
+  if (!tensor.defined() || !tensor.has_storage() || !tensor.device().is_cpu()) return nullptr;
   return tensor.storage().data_ptr().get();
 }
 
@@ -105,8 +106,12 @@ bool heldWhenSeen(const analyze::PeakAllocation& allocation,
                   const explain::BackwardRoles::SeenStorage& seen_storage) {
   auto found = seen_storage.find(allocation.data);
   if (found == seen_storage.end()) return false;
-  std::int64_t at = found->second.at_event;
-  return allocation.made_at < at && (allocation.freed_at < 0 || allocation.freed_at >= at);
+  for (std::int64_t at : found->second.at_events) {
+    if (allocation.made_at < at && (allocation.freed_at < 0 || allocation.freed_at >= at)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 MeasuredStep measureStep(const std::function<void(int)>& step, std::uint32_t index,
@@ -142,6 +147,12 @@ MeasuredStep measureStep(const std::function<void(int)>& step, std::uint32_t ind
   measured.leaves = backward.leaves();
   measured.gradients = backward.gradients();
   measured.saved = backward.saved();
+  // Backward saw trace positions; the analysis indexes the events the ring kept.
+  for (auto* seen_storage : {&measured.leaves, &measured.gradients, &measured.saved}) {
+    for (auto& [storage, seen] : *seen_storage) {
+      for (std::int64_t& at : seen.at_events) at -= static_cast<std::int64_t>(trace.first_position);
+    }
+  }
   addUntrackedStorage(baseline, trace.events, before, after, measured.leaves);
   measured.peak = analyze::replayStepPeak(baseline, trace.events);
   auto hasRole = [](const StorageRoles& roles, MemoryRole role) {
@@ -284,7 +295,8 @@ PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options)
   if (measured.dropped_events > 0) {
     report.notes.push_back("the step made more than " +
                            std::to_string(options.max_events_per_step) +
-                           " allocations and frees; its peak is read from the newest only");
+                           " allocations and frees (max_events_per_step): its peak is read from "
+                           "the newest only, and roles told by backward may be missing");
   }
   return report;
 }

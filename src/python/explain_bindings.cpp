@@ -30,6 +30,24 @@ const char* internedName(const std::string& name) {
   return names->insert(name).first->c_str();
 }
 
+// Ctrl-C (or SystemExit) in a Python step must stop fit, not be reported as the step failing at
+// the verified size: it crosses the C++ core as a type that is no std::exception.
+struct Interrupted {};
+
+std::function<void(std::int64_t, int)> interruptible(std::function<void(std::int64_t, int)> step) {
+  return [step = std::move(step)](std::int64_t size, int i) {
+    try {
+      step(size, i);
+    } catch (py::error_already_set& error) {
+      if (error.matches(PyExc_KeyboardInterrupt) || error.matches(PyExc_SystemExit)) {
+        error.restore();
+        throw Interrupted{};
+      }
+      throw;
+    }
+  };
+}
+
 // A module's forward, as a MEMSEAL_SCOPE: opened by the forward pre-hook, closed by the forward
 // hook (always_call, so an exception closes it too). Scopes nest per thread, like forwards.
 class ModuleScope {
@@ -110,7 +128,11 @@ void bindExplain(py::module_& m) {
                    double margin, double tolerance, bool verify, std::uint32_t warmup) {
         FitOptions fit = fitOptions(budget, margin, tolerance, verify, warmup);
         fit.sizes = sizes;
-        return fitCapacity(step, fit);
+        try {
+          return fitCapacity(interruptible(step), fit);
+        } catch (const Interrupted&) {
+          throw py::error_already_set();  // the interrupt, as Python raised it
+        }
       },
       py::arg("step"), py::arg("sizes"), py::arg("budget"), py::arg("margin"), py::arg("tolerance"),
       py::arg("verify"), py::arg("warmup"));

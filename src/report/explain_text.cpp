@@ -1,5 +1,6 @@
 // PeakReport and FitReport for people: the peak's headline, the roles as a bar each, then the
 // modules, sites and tensors that hold it; the fit's points, model and prediction.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -24,6 +25,7 @@ std::string bar(std::int64_t part, std::int64_t whole, int width) {
   int filled = whole > 0 ? static_cast<int>(std::lround(width * static_cast<double>(part) /
                                                         static_cast<double>(whole)))
                          : 0;
+  filled = std::clamp(filled, 0, width);
   return std::string(static_cast<std::size_t>(filled), '#') +
          std::string(static_cast<std::size_t>(width - filled), '.');
 }

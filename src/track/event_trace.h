@@ -29,12 +29,18 @@ struct TraceEvent {
 
 struct TraceContents {
   std::vector<TraceEvent> events;  // oldest first
-  std::uint64_t dropped = 0;       // older events the ring no longer held
+  std::uint64_t dropped = 0;       // events not here: older than the ring holds, or given up
+  // The position (eventTraceCount() at the time) of the oldest event the ring kept: subtract it
+  // from a position to index `events` when `incomplete` is false.
+  std::uint64_t first_position = 0;
+  // Some event inside the kept window was given up (two writers a lap apart on one slot), so
+  // positions no longer index `events` exactly.
+  bool incomplete = false;
 };
 
-// Starts a trace keeping the newest `capacity` events (at least 1). False when one runs already
-// or the ring cannot be allocated.
-bool startEventTrace(std::size_t capacity);
+// Starts a trace keeping the newest `capacity` events (at least 1); `prefault` touches the whole
+// ring first. False when one runs already or the ring cannot be allocated.
+bool startEventTrace(std::size_t capacity, bool prefault = false);
 // Stops the trace (waits until no thread is still writing into it) and returns its events.
 TraceContents stopEventTrace();
 bool eventTraceRunning();

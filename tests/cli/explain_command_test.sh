@@ -102,13 +102,17 @@ expect check-html-hostile-in-browser 0 "" -- browser --html "$work/hostile.html"
   --expect-verdict leak --expect-title "hostile_names_case.so"
 expect check-html-into-directory 2 "is a directory" -- "$memseal" check --html "$work" "$cases/healthy_case.so"
 
-# check --memory-viz: torch's readers accept the pickle; its totals are the tracker's.
+# check --memory-viz: torch's readers accept the pickle, with the totals memseal printed (the C++
+# test MemoryTrace.CountsEveryAllocationAndFreeOfATrackedLoop holds those to the tracker's counts);
+# a healthy case stays healthy with the trace's ring in the process.
 expect check-memory-viz 1 "memory_viz trace: [0-9]+ allocations" -- "$memseal" check --steps 10 \
   --warmup 3 --memory-viz "$work/trace.pickle" "$cases/leaky_loss_case.so"
 read -r allocs frees live <<<"$(sed -nE 's/.*memory_viz trace: ([0-9]+) allocations, ([0-9]+) frees, ([0-9]+) bytes live.*/\1 \2 \3/p' "$work/out")"
 expect memory-viz-read-by-torch 0 "memory_viz check passed" -- "$python" "$here/../report/memory_viz_check.py" \
   "$work/trace.pickle" --expect-allocs "${allocs:-0}" --expect-frees "${frees:-0}" --expect-live-bytes "${live:-0}" \
   --expect-frame "aten::"
+expect memory-viz-healthy-stays-healthy 0 "no leak" -- "$memseal" check --steps 15 --warmup 3 \
+  --memory-viz "$work/healthy.pickle" --memory-viz-events 400000 "$cases/healthy_case.so"
 expect memory-viz-into-directory 2 "is a directory" -- \
   "$memseal" check --memory-viz "$work" "$cases/healthy_case.so"
 

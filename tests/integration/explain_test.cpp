@@ -140,6 +140,26 @@ TEST(ExplainPeak, ScopesNameTheModules) {
   EXPECT_TRUE(encoder_activations);
 }
 
+// Gradient accumulation: two backward passes per step, the second's activations on addresses the
+// first one's freed. Each pass is told apart by when backward saw it.
+TEST(ExplainPeak, MicroBatchesKeepTheirActivationsApart) {
+  torch::manual_seed(0);
+  torch::nn::Sequential model = mlp(4, 128, 128);
+  memseal::ExplainOptions options;
+  options.roles = [&] { return memseal::rolesOf(*model); };
+  memseal::PeakReport report = memseal::explainPeak(
+      [&](int) {
+        model->zero_grad();
+        for (int micro = 0; micro < 2; ++micro) {
+          model->forward(torch::randn({1024, 128})).pow(2).mean().backward();
+        }
+      },
+      options);
+  EXPECT_GE(report.bytesOf(memseal::MemoryRole::kActivations), 3 * 1024 * 128 * 4)
+      << report.toText();
+  EXPECT_EQ(report.bytesOf(memseal::MemoryRole::kParameters), storageBytes(model->parameters()));
+}
+
 TEST(ExplainPeak, RejectsOptionsThatCannotWork) {
   memseal::ExplainOptions options;
   options.steps = 2;
@@ -235,6 +255,12 @@ TEST(FitPeaks, RefusesFewerThanThreePointsAndThreeThatAreNotLinear) {
   // 1000 + 100 s <= 900000  ->  s = 8990
   ASSERT_TRUE(line.predicted_max_size.has_value());
   EXPECT_EQ(*line.predicted_max_size, 8990);
+  // A parabola that bends down would promise unbounded room: refused, not extrapolated.
+  auto concave = [](double s) { return static_cast<std::int64_t>(1e6 + 1e5 * s - 2e3 * s * s); };
+  memseal::FitReport bent = memseal::fitPeaks(
+      {{1, concave(1)}, {2, concave(2)}, {4, concave(4)}, {8, concave(8)}}, options);
+  EXPECT_NE(bent.model, "quadratic");
+  EXPECT_FALSE(bent.predicted_max_size.has_value());
   EXPECT_THROW(memseal::fitPeaks({{1, 1}, {1, 2}, {3, 3}}, options), std::invalid_argument);
   options.margin = 1.5;
   EXPECT_THROW(memseal::fitPeaks({{1, 1}, {2, 2}, {3, 3}}, options), std::invalid_argument);
