@@ -152,6 +152,27 @@ def _write_atomically(path, content):
         raise _UsageError(f"cannot write {path}: {error.strerror}") from None
 
 
+def _write_outputs(args, report, kind):
+    """--json and --html of a report; kind names it for write_html (check, explain or fit)."""
+    import memseal
+
+    if args.json:
+        _write_atomically(args.json, report.to_json())
+    if args.html:
+        memseal.write_html(args.html, title=os.path.basename(args.case), **{kind: report})
+
+
+def _measure(case, entry, run):
+    """Runs an explain or fit over the case: bad options are usage errors, and so is the case's
+    own exception, shown with its traceback."""
+    try:
+        return run()
+    except (TypeError, ValueError) as error:
+        raise _UsageError(str(error).removeprefix("memseal: ")) from None
+    except BaseException:  # noqa: BLE001
+        raise _UsageError(f"{case}: {entry} raised:\n{traceback.format_exc()}") from None
+
+
 def _check(args):
     import memseal
 
@@ -179,10 +200,7 @@ def _check(args):
     report = watch.report()
     if not args.quiet or report.leak:
         sys.stdout.write(report.text())
-    if args.json:
-        _write_atomically(args.json, report.to_json())
-    if args.html:
-        memseal.write_html(args.html, check=report, title=os.path.basename(args.case))
+    _write_outputs(args, report, "check")
     return EXIT_LEAK if report.leak else EXIT_OK
 
 
@@ -194,19 +212,11 @@ def _explain(args):
     _check_outputs(args, "json", "html")
     step, setup, module = _load_case(args.case)
     _run_setup(args.case, setup)
-    try:
-        report = memseal.explain(step, steps=args.steps, warmup=args.warmup,
-                                 model=getattr(module, "model", None),
-                                 optimizer=getattr(module, "optimizer", None), stacks=args.stacks)
-    except (TypeError, ValueError) as error:
-        raise _UsageError(str(error).removeprefix("memseal: ")) from None
-    except BaseException:  # noqa: BLE001
-        raise _UsageError(f"{args.case}: step raised:\n{traceback.format_exc()}") from None
+    report = _measure(args.case, "step", lambda: memseal.explain(
+        step, steps=args.steps, warmup=args.warmup, model=getattr(module, "model", None),
+        optimizer=getattr(module, "optimizer", None), stacks=args.stacks))
     sys.stdout.write(report.text())
-    if args.json:
-        _write_atomically(args.json, report.to_json())
-    if args.html:
-        memseal.write_html(args.html, explain=report, title=os.path.basename(args.case))
+    _write_outputs(args, report, "explain")
     return EXIT_OK
 
 
@@ -232,18 +242,10 @@ def _fit(args):
     _check_outputs(args, "json", "html")
     step, setup, _ = _load_case(args.case, entry="sized_step")
     _run_setup(args.case, setup)
-    try:
-        report = memseal.fit(step, sizes=sizes, budget=budget, margin=args.margin,
-                             verify=args.verify)
-    except (TypeError, ValueError) as error:
-        raise _UsageError(str(error).removeprefix("memseal: ")) from None
-    except BaseException:  # noqa: BLE001
-        raise _UsageError(f"{args.case}: sized_step raised:\n{traceback.format_exc()}") from None
+    report = _measure(args.case, "sized_step", lambda: memseal.fit(
+        step, sizes=sizes, budget=budget, margin=args.margin, verify=args.verify))
     sys.stdout.write(report.text())
-    if args.json:
-        _write_atomically(args.json, report.to_json())
-    if args.html:
-        memseal.write_html(args.html, fit=report, title=os.path.basename(args.case))
+    _write_outputs(args, report, "fit")
     verify = report.verify
     if report.predicted_max_size is None or (
         verify is not None and (verify["error"] is not None or not verify["within_budget"])
