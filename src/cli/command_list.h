@@ -18,5 +18,6 @@ void addExplainCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addFitCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addPlanCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addReportCommand(CLI::App& app, std::vector<CommandEntry>& entries);
+void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 
 }  // namespace memseal::cli

@@ -22,6 +22,7 @@ void registerCommands(CLI::App& app) {
   addFitCommand(app, entries());
   addPlanCommand(app, entries());
   addReportCommand(app, entries());
+  addRunCommand(app, entries());
 }
 
 int runSelected(CLI::App& app) {

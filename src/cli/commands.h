@@ -13,5 +13,8 @@ constexpr int kExitUsage = 2;
 void registerCommands(CLI::App& app);
 // Runs the subcommand that was parsed; returns the process exit code.
 int runSelected(CLI::App& app);
+// `memseal run [options] -- PROGRAM ARGS...`: the words after "--" are the program's, whatever
+// they look like; they are set aside before CLI11 parses the rest. Returns the argc to parse.
+int setAsideRunProgram(int argc, char** argv);
 
 }  // namespace memseal::cli

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   memseal::cli::registerCommands(app);
   try {
-    app.parse(argc, argv);
+    app.parse(memseal::cli::setAsideRunProgram(argc, argv), argv);
   } catch (const CLI::ParseError& error) {
     int code = app.exit(error);
     // CLI11 exits 0 for --help/--version and 1..n for bad usage; usage errors are 2 for us.

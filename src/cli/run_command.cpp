@@ -1,0 +1,514 @@
+// `memseal run [options] -- PROGRAM ARGS...`: starts an unmodified program with memseal injected
+// (LD_PRELOAD of the shim in src/inject/), passes its stdin, stdout, stderr and exit status
+// through, and when it has ended prints the leak report of the program (and of each child, with
+// --follow-fork) and writes --json/--html. Exit: the program's own status (a signal that ended it
+// ends memseal the same way); 1 instead of 0 with --fail-on-leak when a leak was reported; 2 when
+// the program cannot be started under memseal.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/command_list.h"
+#include "cli/command_support.h"
+#include "cli/commands.h"
+#include "inject/run_protocol.h"
+#include "memseal/leak_detector.h"
+
+extern char** environ;
+
+namespace memseal::cli {
+
+namespace {
+
+struct RunOptions {
+  std::vector<std::string> command;
+  std::string output_path;
+  std::string json_path;
+  std::string html_path;
+  std::optional<std::string> interval;
+  std::optional<std::string> step_on;
+  std::uint32_t warmup = 5;
+  bool follow_fork = false;
+  bool fail_on_leak = false;
+  std::optional<std::string> stacks;
+  std::optional<std::string> observe_ops;
+  std::optional<std::string> tensor_metadata;
+};
+
+// A traced process, from its status file.
+struct TracedProcess {
+  long pid = 0;
+  long ppid = 0;
+  std::string kind;
+  std::string program;
+};
+
+void fail(const std::string& message) { std::cerr << "memseal run: " << message << "\n"; }
+
+// "250ms", "2s", "1.5s", "1m": a positive duration.
+std::optional<std::chrono::nanoseconds> parseDuration(const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !(value > 0)) return std::nullopt;
+  std::string unit(end);
+  double scale = 0;
+  if (unit == "ms") scale = 1e6;
+  if (unit == "s") scale = 1e9;
+  if (unit == "m" || unit == "min") scale = 60e9;
+  if (scale == 0 || value * scale < 1e6 || value * scale > 86400e9) return std::nullopt;
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(value * scale));
+}
+
+// PATH lookup as execvp does it; empty when not found.
+std::string resolveProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::stringstream folders(path == nullptr ? "/usr/local/bin:/usr/bin:/bin" : path);
+  std::string folder;
+  while (std::getline(folders, folder, ':')) {
+    std::string candidate = (folder.empty() ? "." : folder) + "/" + name;
+    struct stat info {};
+    if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return "";
+}
+
+// Why LD_PRELOAD cannot reach the program, or empty. Scripts (#!) run an interpreter that is
+// checked when it starts; ELF files need a program interpreter (the dynamic loader).
+std::string whyNotInjectable(const std::string& path, const struct stat& info) {
+  if ((info.st_mode & (S_ISUID | S_ISGID)) != 0) {
+    return "it is set-user-ID or set-group-ID: the loader ignores LD_PRELOAD for it";
+  }
+  std::ifstream in(path, std::ios::binary);
+  unsigned char header[64] = {};
+  in.read(reinterpret_cast<char*>(header), sizeof(header));
+  std::size_t length = static_cast<std::size_t>(in.gcount());
+  if (length < 4 || std::memcmp(header,
+                                "\x7f"
+                                "ELF",
+                                4) != 0)
+    return "";
+  if (length < 64 || header[4] != 2 /* ELFCLASS64 */ || header[5] != 1 /* little endian */) {
+    return "it is not a 64-bit little-endian ELF program like this memseal";
+  }
+  auto read16 = [&](std::size_t at) { return header[at] | (header[at + 1] << 8); };
+  std::uint64_t program_headers = 0;
+  std::memcpy(&program_headers, header + 32, sizeof(program_headers));
+  std::size_t entry_size = read16(54);
+  std::size_t entries = read16(56);
+  for (std::size_t i = 0; i < entries; ++i) {
+    unsigned char entry[8] = {};
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(program_headers + i * entry_size));
+    in.read(reinterpret_cast<char*>(entry), sizeof(entry));
+    if (in.gcount() != sizeof(entry)) break;
+    std::uint32_t type = 0;
+    std::memcpy(&type, entry, sizeof(type));
+    if (type == 3 /* PT_INTERP */) return "";
+  }
+  return "it is statically linked: there is no dynamic loader to inject memseal with LD_PRELOAD";
+}
+
+std::string selfDirectory() {
+  char path[4096];
+  ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0) return ".";
+  path[length] = '\0';
+  std::string text(path);
+  return text.substr(0, text.rfind('/'));
+}
+
+// The folder holding libmemseal_preload.so and libmemseal_run.so: MEMSEAL_RUN_LIBDIR, else next
+// to the memseal command in a build tree (lib/memseal) or an install (../LIBDIR/memseal).
+std::string injectLibraryDirectory() {
+  std::vector<std::string> candidates;
+  if (const char* forced = std::getenv("MEMSEAL_RUN_LIBDIR")) candidates.emplace_back(forced);
+  std::string self = selfDirectory();
+  candidates.push_back(self + "/lib/memseal");
+  candidates.push_back(self + "/../" MEMSEAL_INSTALL_LIBDIR "/memseal");
+  for (const std::string& folder : candidates) {
+    if (access((folder + "/libmemseal_preload.so").c_str(), R_OK) == 0 &&
+        access((folder + "/libmemseal_run.so").c_str(), R_OK) == 0) {
+      return folder;
+    }
+  }
+  return "";
+}
+
+std::string makeSessionDirectory() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/memseal-run-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (mkdtemp(buffer.data()) == nullptr) return "";
+  return buffer.data();
+}
+
+void removeSessionDirectory(const std::string& folder) {
+  if (DIR* dir = opendir(folder.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != "..") unlink((folder + "/" + name).c_str());
+    }
+    closedir(dir);
+  }
+  rmdir(folder.c_str());
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::vector<TracedProcess> tracedProcesses(const std::string& folder) {
+  std::vector<TracedProcess> processes;
+  DIR* dir = opendir(folder.c_str());
+  if (dir == nullptr) return processes;
+  const std::string suffix = inject::kStatusSuffix;
+  while (dirent* entry = readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    TracedProcess process;
+    std::stringstream lines(readFile(folder + "/" + name));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::size_t equals = line.find('=');
+      if (equals == std::string::npos) continue;
+      std::string key = line.substr(0, equals), value = line.substr(equals + 1);
+      if (key == "pid") process.pid = std::strtol(value.c_str(), nullptr, 10);
+      if (key == "ppid") process.ppid = std::strtol(value.c_str(), nullptr, 10);
+      if (key == "kind") process.kind = value;
+      if (key == "program") process.program = value;
+    }
+    if (process.pid > 0) processes.push_back(process);
+  }
+  closedir(dir);
+  // The program first, then its children in the order they started (pids grow, mostly).
+  std::sort(processes.begin(), processes.end(), [](const TracedProcess& a, const TracedProcess& b) {
+    if ((a.kind == "root") != (b.kind == "root")) return a.kind == "root";
+    return a.pid < b.pid;
+  });
+  return processes;
+}
+
+// report.json -> report.PID.json, for a child's copy of --json/--html.
+std::string childPath(const std::string& path, long pid) {
+  std::size_t slash = path.rfind('/');
+  std::size_t dot = path.rfind('.');
+  std::string tag = "." + std::to_string(pid);
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + tag;
+  return path.substr(0, dot) + tag + path.substr(dot);
+}
+
+std::string exitText(int status) {
+  if (WIFSIGNALED(status)) {
+    return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exit status " + std::to_string(WEXITSTATUS(status));
+}
+
+pid_t g_child = -1;
+std::vector<std::string> g_program_after_dashes;
+
+void forwardSignal(int signal_number) {
+  if (g_child > 0) kill(g_child, signal_number);
+}
+
+int runProgram(const RunOptions& options) {
+  if (options.command.empty()) {
+    fail("no program given: memseal run [options] -- PROGRAM [ARGS...]");
+    return kExitUsage;
+  }
+  if (options.interval && options.step_on) {
+    fail("--interval and --step-on choose the steps two ways: give one");
+    return kExitUsage;
+  }
+  std::string step_rule = "auto";
+  if (options.interval) {
+    auto duration = parseDuration(*options.interval);
+    if (!duration) {
+      fail("--interval '" + *options.interval +
+           "': expected a duration from 1ms to 24h such as 250ms, 2s or 1m");
+      return kExitUsage;
+    }
+    step_rule = "interval:" + std::to_string(duration->count());
+  }
+  if (options.step_on) {
+    if (options.step_on->empty()) {
+      fail("--step-on needs the name of an op, TorchScript function or named region");
+      return kExitUsage;
+    }
+    step_rule = "on:" + *options.step_on;
+  }
+  TrackerOptions tracker;
+  try {
+    setTrackerOption(tracker, "stacks", "--stacks", options.stacks);
+    setTrackerOption(tracker, "observe_ops", "--observe-ops", options.observe_ops);
+    setTrackerOption(tracker, "tensor_metadata", "--tensor-metadata", options.tensor_metadata);
+    TrackerOptions::fromEnvironment();
+  } catch (const std::exception& error) {
+    fail(error.what());
+    return kExitUsage;
+  }
+  if (!checkOutputPath("run", "--output", options.output_path) ||
+      !checkOutputPath("run", "--json", options.json_path) ||
+      !checkOutputPath("run", "--html", options.html_path)) {
+    return kExitUsage;
+  }
+  const std::string& name = options.command.front();
+  std::string program = resolveProgram(name);
+  struct stat info {};
+  if (program.empty() || stat(program.c_str(), &info) != 0) {
+    fail(name + ": no such program" +
+         (name.find('/') == std::string::npos ? " in PATH" : std::string()));
+    return kExitUsage;
+  }
+  if (S_ISDIR(info.st_mode)) {
+    fail(program + " is a directory, not a program");
+    return kExitUsage;
+  }
+  if (access(program.c_str(), X_OK) != 0) {
+    fail(program + " is not executable (chmod +x, or run it through its interpreter)");
+    return kExitUsage;
+  }
+  std::string why = whyNotInjectable(program, info);
+  if (!why.empty()) {
+    fail("cannot trace " + program + ": " + why);
+    return kExitUsage;
+  }
+  std::string libraries = injectLibraryDirectory();
+  if (libraries.empty()) {
+    fail(
+        "cannot find libmemseal_preload.so and libmemseal_run.so next to this memseal (or in "
+        "MEMSEAL_RUN_LIBDIR)");
+    return kExitUsage;
+  }
+  std::string session = makeSessionDirectory();
+  if (session.empty()) {
+    fail(std::string("cannot make a folder for the reports: ") + std::strerror(errno));
+    return kExitUsage;
+  }
+
+  // The child tells the parent through this pipe why exec failed (nothing arrives on success).
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    fail(std::string("pipe: ") + std::strerror(errno));
+    return kExitUsage;
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t child = fork();
+  if (child < 0) {
+    fail(std::string("fork: ") + std::strerror(errno));
+    return kExitUsage;
+  }
+  if (child == 0) {
+    close(exec_pipe[0]);
+    std::string preload = libraries + "/libmemseal_preload.so";
+    if (const char* existing = std::getenv("LD_PRELOAD"); existing != nullptr && *existing) {
+      preload += std::string(":") + existing;
+    }
+    setenv("LD_PRELOAD", preload.c_str(), 1);
+    setenv(inject::kEnvRuntime, (libraries + "/libmemseal_run.so").c_str(), 1);
+    setenv(inject::kEnvDirectory, session.c_str(), 1);
+    setenv(inject::kEnvRootPid, std::to_string(getpid()).c_str(), 1);
+    setenv(inject::kEnvFollowFork, options.follow_fork ? "1" : "0", 1);
+    setenv(inject::kEnvStep, step_rule.c_str(), 1);
+    setenv(inject::kEnvWarmup, std::to_string(options.warmup).c_str(), 1);
+    if (!options.output_path.empty()) setenv(inject::kEnvOutput, options.output_path.c_str(), 1);
+    if (options.stacks) setenv("MEMSEAL_STACKS", options.stacks->c_str(), 1);
+    if (options.observe_ops) setenv("MEMSEAL_OBSERVE_OPS", options.observe_ops->c_str(), 1);
+    if (options.tensor_metadata) {
+      setenv("MEMSEAL_TENSOR_METADATA", options.tensor_metadata->c_str(), 1);
+    }
+    std::vector<char*> argv;
+    for (const std::string& argument : options.command) {
+      argv.push_back(const_cast<char*>(argument.c_str()));
+    }
+    argv.push_back(nullptr);
+    execv(program.c_str(), argv.data());
+    int error = errno;
+    ssize_t ignored = write(exec_pipe[1], &error, sizeof(error));
+    (void)ignored;
+    _exit(127);
+  }
+  close(exec_pipe[1]);
+  g_child = child;
+  // Ctrl-C and Ctrl-\ reach the program from the terminal (same process group): memseal waits for
+  // it to act on them. What is sent to memseal alone is passed on.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  struct sigaction forward {};
+  forward.sa_handler = &forwardSignal;
+  sigemptyset(&forward.sa_mask);
+  forward.sa_flags = SA_RESTART;
+  for (int signal_number : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) {
+    sigaction(signal_number, &forward, nullptr);
+  }
+  int exec_error = 0;
+  ssize_t got = 0;
+  do {
+    got = read(exec_pipe[0], &exec_error, sizeof(exec_error));
+  } while (got < 0 && errno == EINTR);
+  close(exec_pipe[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = -1;
+  if (got == static_cast<ssize_t>(sizeof(exec_error))) {
+    removeSessionDirectory(session);
+    fail("cannot start " + program + ": " + std::strerror(exec_error));
+    return kExitUsage;
+  }
+
+  std::vector<TracedProcess> processes = tracedProcesses(session);
+  std::ostringstream text;
+  bool any_leak = false;
+  bool outputs_ok = true;
+  bool root_seen = false;
+  for (const TracedProcess& process : processes) {
+    bool root = process.kind == "root";
+    root_seen = root_seen || root;
+    if (root) {
+      text << "memseal run: " << name << " (pid " << process.pid << "), " << exitText(status)
+           << "\n";
+    } else {
+      text << "\nmemseal run: child pid " << process.pid << " of " << process.ppid << " ("
+           << (process.kind == "fork" ? "forked" : "exec'd") << "): " << process.program << "\n";
+    }
+    std::string json =
+        readFile(session + "/" + std::to_string(process.pid) + inject::kReportSuffix);
+    if (json.empty()) {
+      text << "memseal run: pid " << process.pid
+           << " ended before memseal could write its report (killed by SIGKILL, or ended by "
+              "_exit before its first time window)\n";
+      continue;
+    }
+    LeakReport report;
+    try {
+      report = LeakReport::fromJson(json);
+    } catch (const std::exception& error) {
+      text << "memseal run: the report of pid " << process.pid
+           << " cannot be read: " << error.what() << "\n";
+      continue;
+    }
+    any_leak = any_leak || report.leak;
+    text << report.toText();
+    std::string json_path = root || options.json_path.empty()
+                                ? options.json_path
+                                : childPath(options.json_path, process.pid);
+    std::string html_path = root || options.html_path.empty()
+                                ? options.html_path
+                                : childPath(options.html_path, process.pid);
+    if (!json_path.empty()) outputs_ok = writeOutput("run", json_path, json) && outputs_ok;
+    if (!html_path.empty()) {
+      std::string title = root ? name : name + " child " + std::to_string(process.pid);
+      outputs_ok =
+          writeHtmlIfAsked("run", html_path, title, HtmlPage{"", &report, nullptr, nullptr, ""}) &&
+          outputs_ok;
+    }
+  }
+  if (!root_seen) {
+    text << "memseal run: " << name << " never loaded libtorch: nothing was tracked in it ("
+         << exitText(status) << ")\n";
+  }
+  removeSessionDirectory(session);
+  if (options.output_path.empty()) {
+    std::cerr << text.str() << std::flush;
+  } else if (!writeOutput("run", options.output_path, text.str())) {
+    outputs_ok = false;
+  }
+  if (!outputs_ok) return kExitUsage;
+  if (WIFSIGNALED(status)) {
+    // End the way the program ended, so a shell sees the same.
+    int signal_number = WTERMSIG(status);
+    signal(signal_number, SIG_DFL);
+    kill(getpid(), signal_number);
+    return 128 + signal_number;
+  }
+  int code = WEXITSTATUS(status);
+  if (code == 0 && options.fail_on_leak && any_leak) return kExitLeak;
+  return code;
+}
+
+}  // namespace
+
+int setAsideRunProgram(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "run") != 0) return argc;
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      g_program_after_dashes.assign(argv + i + 1, argv + argc);
+      return i;
+    }
+  }
+  return argc;
+}
+
+void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* command = app.add_subcommand(
+      "run",
+      "Run an unmodified program (a libtorch binary, or python script.py) under the leak detector "
+      "and report when it ends (exit: the program's own; 2 when it cannot be started)");
+  // Everything from the program's name on is the program's, flags included.
+  // Without "--", everything from the program's name on is the program's, flags included.
+  command->prefix_command();
+  command->add_option("--output", options->output_path,
+                      "Write the text report here instead of stderr");
+  command->add_option("--json", options->json_path,
+                      "Write the program's report as JSON (memseal.check/1); a child's gets .PID");
+  command->add_option("--html", options->html_path, "Write it as one self-contained HTML page");
+  command->add_option("--interval", options->interval,
+                      "Steps are time windows of this length (250ms, 2s, 1m) instead of the loop "
+                      "memseal finds itself");
+  command->add_option("--step-on", options->step_on,
+                      "A step ends at each outermost call of this op (aten::linear or linear), "
+                      "TorchScript function (forward) or named region (RECORD_USER_SCOPE, "
+                      "record_function)");
+  command->add_option("--warmup", options->warmup, "Warm-up steps never blamed (default 5)");
+  command->add_flag("--follow-fork", options->follow_fork,
+                    "Trace the program's children too (forked and exec'd); each gets a report");
+  command->add_flag("--fail-on-leak", options->fail_on_leak,
+                    "Exit 1 instead of 0 when a leak is reported");
+  command->add_option("--stacks", options->stacks,
+                      "Native stacks: on, off or sample:N (default on; env MEMSEAL_STACKS)");
+  command->add_option("--observe-ops", options->observe_ops,
+                      "Steps whose ops are watched: all, off, every:N or auto (default all; env "
+                      "MEMSEAL_OBSERVE_OPS)");
+  command->add_option("--tensor-metadata", options->tensor_metadata,
+                      "Read shape, dtype and grad_fn of new tensors: on or off (default on)");
+  entries.push_back({command, [options, command] {
+                       options->command = command->remaining();
+                       options->command.insert(options->command.end(),
+                                               g_program_after_dashes.begin(),
+                                               g_program_after_dashes.end());
+                       return runProgram(*options);
+                     }});
+}
+
+}  // namespace memseal::cli

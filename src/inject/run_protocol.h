@@ -1,0 +1,24 @@
+// What `memseal run` (the launcher, src/cli/run_command.cpp) tells the program it starts, through
+// its environment, and where the program's side leaves its reports. One header, so both sides
+// agree; no code.
+#pragma once
+
+namespace memseal::inject {
+
+// Set by the launcher for the program (and inherited by its children).
+constexpr const char* kEnvRuntime = "MEMSEAL_RUN_RUNTIME";         // path of libmemseal_run.so
+constexpr const char* kEnvDirectory = "MEMSEAL_RUN_DIR";           // where reports are written
+constexpr const char* kEnvRootPid = "MEMSEAL_RUN_ROOT_PID";        // the program's own pid
+constexpr const char* kEnvFollowFork = "MEMSEAL_RUN_FOLLOW_FORK";  // "1": children report too
+constexpr const char* kEnvStep = "MEMSEAL_RUN_STEP";  // "auto", "interval:NANOSECONDS", "on:NAME"
+constexpr const char* kEnvWarmup = "MEMSEAL_RUN_WARMUP";  // warm-up steps, decimal
+constexpr const char* kEnvOutput = "MEMSEAL_RUN_OUTPUT";  // text on SIGUSR1: a file, or stderr
+
+// Written by each traced process into the directory: "PID.status" once memseal is active in it
+// (lines "key=value": pid, ppid, kind = root | exec | fork, program), then "PID.json" (a
+// memseal.check report) when it exits or is stopped by a signal, and, for forked children, after
+// every time window (they may end in _exit, which runs no exit handler).
+constexpr const char* kStatusSuffix = ".status";
+constexpr const char* kReportSuffix = ".json";
+
+}  // namespace memseal::inject

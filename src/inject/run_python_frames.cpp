@@ -1,0 +1,80 @@
+// libmemseal_run_python.so: the Python frames of allocations for `memseal run -- python ...`. It is
+// the Python module's frame provider (src/python/python_frame_provider.cpp) built without the
+// module: the runtime loads it only into a process that runs Python, and hands it the runtime's
+// own setter, since the runtime's copy of the core is not visible to other libraries. Built for
+// one Python version (the build's); another version's interpreter is left alone.
+#include <Python.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "python/python_frame_provider.h"
+#include "track/python_frames.h"
+
+namespace {
+
+using ProviderSetter = void (*)(const memseal::track::PythonFrameProvider*);
+ProviderSetter g_set_provider = nullptr;
+
+std::string folderOf(PyObject* module) {
+  if (module == nullptr) return "";
+  PyObject* file = PyObject_GetAttrString(module, "__file__");
+  if (file == nullptr) {
+    PyErr_Clear();
+    return "";
+  }
+  const char* text = PyUnicode_Check(file) ? PyUnicode_AsUTF8(file) : nullptr;
+  std::string path = text == nullptr ? "" : text;
+  Py_DECREF(file);
+  if (text == nullptr) PyErr_Clear();
+  std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+// torch's folder, the folder holding it (site-packages) and the standard library's, as the Python
+// module names them (python/memseal/_options.py).
+std::vector<std::pair<std::string, std::string>> internalPaths() {
+  std::vector<std::pair<std::string, std::string>> paths;
+  PyObject* modules = PyImport_GetModuleDict();  // borrowed
+  std::string torch = folderOf(PyDict_GetItemString(modules, "torch"));
+  std::string stdlib = folderOf(PyDict_GetItemString(modules, "os"));
+  if (!torch.empty()) {
+    paths.emplace_back(torch, "torch");
+    std::string parent = torch.substr(0, torch.find_last_of('/', torch.size() - 2) + 1);
+    if (parent.size() > 15 && parent.compare(parent.size() - 15, 15, "site-packages/") == 0) {
+      paths.emplace_back(parent, "site-packages");
+    }
+  }
+  if (!stdlib.empty()) paths.emplace_back(stdlib, "python stdlib");
+  return paths;
+}
+
+}  // namespace
+
+namespace memseal::track {
+void setPythonFrameProvider(const PythonFrameProvider* provider) {
+  if (g_set_provider != nullptr) g_set_provider(provider);
+}
+}  // namespace memseal::track
+
+// Returns 0 when Python frames are on; 1 when this interpreter is not the one this was built for
+// or is not running.
+extern "C" __attribute__((visibility("default"))) int memseal_run_python_start(
+    ProviderSetter set_provider) {
+  char built_for[16];
+  std::snprintf(built_for, sizeof(built_for), "%d.%d", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+  const char* running = Py_GetVersion();
+  std::size_t length = std::strlen(built_for);
+  if (running == nullptr || std::strncmp(running, built_for, length) != 0 ||
+      (running[length] >= '0' && running[length] <= '9') || !Py_IsInitialized()) {
+    return 1;
+  }
+  g_set_provider = set_provider;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  memseal::python::setInternalPaths(internalPaths());
+  PyGILState_Release(gil);
+  memseal::python::enablePythonFrames(true);
+  return 0;
+}

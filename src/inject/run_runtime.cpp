@@ -1,0 +1,436 @@
+// libmemseal_run.so: memseal inside a program that was not built for it. The preload shim
+// (preload_shim.cpp) loads it once libtorch is in the process and calls memseal_run_activate(),
+// which starts a leak detector and decides where the program's steps end (step_boundary.h). Reports
+// go to the directory the launcher named (run_protocol.h): at exit, when SIGINT or SIGTERM would
+// end the program, and on SIGUSR1 while it runs.
+//
+// The program is not ours: memseal takes a signal only where the program left its default action
+// (a handler the program installs later wins), keeps one thread of its own, and leaves the
+// detector alive at exit (other threads of the program may still allocate).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "common/text.h"
+#include "inject/fork_child_watch.h"
+#include "inject/run_protocol.h"
+#include "inject/step_boundary.h"
+#include "memseal/leak_detector.h"
+#include "track/device_counters.h"
+#include "track/python_frames.h"
+
+namespace memseal::inject {
+
+namespace {
+
+enum class ProcessKind { kRoot, kExec, kFork };
+
+const char* kindName(ProcessKind kind) {
+  switch (kind) {
+    case ProcessKind::kRoot:
+      return "root";
+    case ProcessKind::kExec:
+      return "exec";
+    case ProcessKind::kFork:
+      return "fork";
+  }
+  return "root";
+}
+
+struct RunConfig {
+  std::string directory;
+  std::string output;  // text report on SIGUSR1; empty: stderr
+  bool follow_fork = false;
+  std::uint32_t warmup = 5;
+  StepRule rule;
+};
+
+// One byte per event on the self-pipe: a signal number, or these.
+constexpr unsigned char kWakeStop = 0;
+
+struct Runtime {
+  RunConfig config;
+  ProcessKind kind = ProcessKind::kRoot;
+  pid_t pid = 0;
+  LeakDetector* detector = nullptr;  // never destroyed: the program may allocate until the end
+  std::unique_ptr<StepBoundary> boundary;
+  std::unique_ptr<ForkChildWatch> fork_watch;  // in a forked child, instead of the detector
+  int wake_pipe[2] = {-1, -1};
+  std::thread thread;
+  std::atomic<bool> inert{false};  // a forked child not followed: reports nothing
+  std::mutex report_mutex;
+  bool final_written = false;
+  // The report as of a recent step, taken while the program runs: by the time exit handlers run,
+  // main() has returned (or Python has finalised) and what the loop kept is freed.
+  std::mutex snapshot_mutex;
+  std::optional<LeakReport> snapshot;
+  std::chrono::steady_clock::time_point snapshot_time{};
+  std::chrono::steady_clock::time_point next_snapshot{};
+  std::uint64_t snapshot_steps = 0;
+  std::int64_t peak_snapshot_live = 0;  // tracked tensor bytes, the most at any snapshot
+  bool snapshotting = false;
+};
+
+Runtime* g_runtime = nullptr;
+const int kHandledSignals[] = {SIGUSR1, SIGINT, SIGTERM};
+
+bool writeFileWhole(const std::string& path, const std::string& content) {
+  std::string error;
+  return common::writeFileAtomically(path, content, &error);
+}
+
+std::string reportPath(const Runtime& runtime) {
+  return runtime.config.directory + "/" + std::to_string(runtime.pid) + kReportSuffix;
+}
+
+std::string programName() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (char& c : text) {
+    if (c == '\0') c = ' ';
+  }
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+void writeStatus(const Runtime& runtime) {
+  std::string status = "pid=" + std::to_string(runtime.pid) +
+                       "\nppid=" + std::to_string(getppid()) + "\nkind=" + kindName(runtime.kind) +
+                       "\nprogram=" + programName() + "\n";
+  writeFileWhole(runtime.config.directory + "/" + std::to_string(runtime.pid) + kStatusSuffix,
+                 status);
+}
+
+// Holds Python's GIL, where the process runs Python, for as long as it lives. A report names
+// Python frames, which needs the GIL; a thread that ends a step may hold the GIL while it waits
+// for the step lock (a step on a Python-level record_function). Taking the GIL before the step
+// lock, as that thread does, keeps the two in one order.
+class PythonLock {
+ public:
+  PythonLock() {
+    using IsInitialized = int (*)();
+    static auto is_initialized =
+        reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+    static auto is_finalizing =
+        reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+    static auto ensure = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_Ensure"));
+    static auto release =
+        reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "PyGILState_Release"));
+    if (is_initialized == nullptr || ensure == nullptr || release == nullptr ||
+        is_initialized() == 0 || (is_finalizing != nullptr && is_finalizing() != 0)) {
+      return;
+    }
+    release_ = release;
+    state_ = ensure();
+  }
+  ~PythonLock() {
+    if (release_ != nullptr) release_(state_);
+  }
+  PythonLock(const PythonLock&) = delete;
+  PythonLock& operator=(const PythonLock&) = delete;
+
+ private:
+  void (*release_)(int) = nullptr;
+  int state_ = 0;
+};
+
+LeakReport currentReport(Runtime& runtime) {
+  if (runtime.fork_watch) return runtime.fork_watch->report();
+  PythonLock python;
+  std::lock_guard<std::mutex> steps(runtime.boundary->stepMutex());
+  LeakReport report = runtime.detector->report();
+  report.notes.push_back(runtime.boundary->description());
+  return report;
+}
+
+// Every so often, right after a step ends: a report to fall back on at exit, when main() has
+// returned (or Python has finalised) and what the loop kept is freed. The pause grows with what a
+// report costs (a twentieth of the time spent in reports at most). Taken on the thread that ended
+// the step, at the boundary, after the step lock is released (currentReport takes the GIL first).
+void snapshotAfterStep(Runtime& runtime) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point now = Clock::now();
+  if (runtime.fork_watch || runtime.inert.load()) return;
+  {
+    std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
+    if (now < runtime.next_snapshot || runtime.snapshotting) return;
+    runtime.snapshotting = true;
+  }
+  std::int64_t live = track::cpuCounters().read("cpu").live_bytes;
+  std::uint64_t steps = runtime.boundary->stepsTaken();
+  LeakReport report = currentReport(runtime);
+  Clock::time_point done = Clock::now();
+  std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
+  runtime.snapshotting = false;
+  runtime.next_snapshot =
+      done + std::max<Clock::duration>({std::chrono::milliseconds(100), 20 * (done - now)});
+  runtime.peak_snapshot_live = std::max(runtime.peak_snapshot_live, live);
+  // While the program tears down (its tensor memory mostly freed), its loop is over: keep the
+  // report taken while it ran.
+  if (runtime.snapshot && 2 * live < runtime.peak_snapshot_live) return;
+  runtime.snapshot = std::move(report);
+  runtime.snapshot_time = done;
+  runtime.snapshot_steps = steps;
+}
+
+// At exit: the last report taken at a step boundary while the loop ran, when it saw a leak. By now
+// the program has freed what its loop kept (main's locals, Python's globals), so what a leak holds
+// can no longer be shown; the report now only adds the last steps.
+LeakReport finalReport(Runtime& runtime) {
+  LeakReport now = currentReport(runtime);
+  std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
+  if (!runtime.snapshot || !runtime.snapshot->leak) return now;
+  LeakReport earlier = *runtime.snapshot;
+  auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - runtime.snapshot_time);
+  earlier.notes.push_back("memseal run: this report was taken after step " +
+                          std::to_string(runtime.snapshot_steps) + ", " +
+                          std::to_string(before.count()) +
+                          " ms before the program ended (at its end the program freed what it "
+                          "held)");
+  return earlier;
+}
+
+void writeReport(Runtime& runtime, bool also_text) {
+  LeakReport report = also_text ? currentReport(runtime) : finalReport(runtime);
+  writeFileWhole(reportPath(runtime), report.toJson());
+  if (!also_text) return;
+  std::string text = "memseal run: report of pid " + std::to_string(runtime.pid) +
+                     " while it runs\n" + report.toText();
+  if (runtime.config.output.empty()) {
+    std::cerr << text << std::flush;
+  } else if (!writeFileWhole(runtime.config.output, text)) {
+    std::cerr << "memseal run: cannot write " << runtime.config.output << "\n";
+  }
+}
+
+void onSignal(int signal_number) {
+  int saved_errno = errno;
+  if (g_runtime != nullptr && g_runtime->wake_pipe[1] >= 0) {
+    unsigned char byte = static_cast<unsigned char>(signal_number);
+    ssize_t ignored = write(g_runtime->wake_pipe[1], &byte, 1);
+    (void)ignored;
+  }
+  errno = saved_errno;
+}
+
+void takeSignalsLeftAtDefault() {
+  for (int signal_number : kHandledSignals) {
+    struct sigaction current {};
+    if (sigaction(signal_number, nullptr, &current) != 0) continue;
+    if (current.sa_handler != SIG_DFL || (current.sa_flags & SA_SIGINFO) != 0) continue;
+    struct sigaction ours {};
+    ours.sa_handler = &onSignal;
+    sigemptyset(&ours.sa_mask);
+    ours.sa_flags = SA_RESTART;
+    sigaction(signal_number, &ours, nullptr);
+  }
+}
+
+void writeFinalReport(Runtime& runtime) {
+  std::lock_guard<std::mutex> lock(runtime.report_mutex);
+  if (runtime.final_written) return;
+  runtime.final_written = true;
+  writeReport(runtime, false);
+}
+
+// The runtime's own thread: time windows, the step rule's decisions, signals, and in a forked
+// child the windows of its watch.
+void runThread(Runtime* runtime) {
+  for (;;) {
+    auto wait = runtime->fork_watch ? runtime->fork_watch->untilNextWindow()
+                                    : runtime->boundary->untilNextTick();
+    struct pollfd poll_fd {
+      runtime->wake_pipe[0], POLLIN, 0
+    };
+    int timeout_ms = static_cast<int>(std::max<std::int64_t>(1, wait.count() / 1000000));
+    int ready = poll(&poll_fd, 1, timeout_ms);
+    if (ready < 0 && errno != EINTR) return;
+    if (ready <= 0) {
+      if (runtime->inert.load()) continue;
+      if (runtime->fork_watch) {
+        runtime->fork_watch->window();
+        writeFileWhole(reportPath(*runtime), runtime->fork_watch->report().toJson());
+      } else {
+        runtime->boundary->tick();
+      }
+      continue;
+    }
+    unsigned char event = 0;
+    if (read(runtime->wake_pipe[0], &event, 1) != 1) continue;
+    if (event == kWakeStop) return;
+    if (runtime->inert.load()) continue;
+    if (event == SIGUSR1) {
+      writeReport(*runtime, true);
+      continue;
+    }
+    // SIGINT or SIGTERM, whose default action ends the program: the report first, then the
+    // signal's own action, so the program's exit status is what it would have been.
+    writeFinalReport(*runtime);
+    signal(event, SIG_DFL);
+    kill(getpid(), event);
+  }
+}
+
+void startThread(Runtime& runtime) {
+  if (pipe2(runtime.wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    runtime.wake_pipe[0] = runtime.wake_pipe[1] = -1;
+    return;
+  }
+  // The read end blocks in poll() only; reads after poll never wait.
+  runtime.thread = std::thread(runThread, &runtime);
+}
+
+void stopThread(Runtime& runtime) {
+  if (!runtime.thread.joinable()) return;
+  unsigned char byte = kWakeStop;
+  ssize_t ignored = write(runtime.wake_pipe[1], &byte, 1);
+  (void)ignored;
+  runtime.thread.join();
+}
+
+void onExit() {
+  Runtime* runtime = g_runtime;
+  if (runtime == nullptr || runtime->pid != getpid() || runtime->inert.load()) return;
+  stopThread(*runtime);
+  if (runtime->fork_watch) runtime->fork_watch->window();
+  writeFinalReport(*runtime);
+}
+
+void beforeFork() {
+  if (g_runtime != nullptr && g_runtime->boundary) g_runtime->boundary->stepMutex().lock();
+}
+
+void afterForkInParent() {
+  if (g_runtime != nullptr && g_runtime->boundary) g_runtime->boundary->stepMutex().unlock();
+}
+
+void afterForkInChild() {
+  Runtime* runtime = g_runtime;
+  if (runtime == nullptr) return;
+  if (runtime->boundary) runtime->boundary->stepMutex().unlock();
+  // The runtime's thread is not in the child; its std::thread must not be joined or destroyed.
+  new (&runtime->thread) std::thread();
+  runtime->boundary->stopSteps();  // the parent's steps are not the child's
+  if (!runtime->config.follow_fork) {
+    runtime->inert.store(true);
+    return;
+  }
+  // A forked child shares the parent's pages until it writes them. Its report watches tracked
+  // tensor memory against private memory (copy-on-write) per time window; the parent's detector
+  // state it inherited describes the parent, not the child.
+  runtime->pid = getpid();
+  runtime->kind = ProcessKind::kFork;
+  runtime->final_written = false;
+  new (&runtime->report_mutex) std::mutex();
+  runtime->fork_watch = std::make_unique<ForkChildWatch>(getppid());
+  writeStatus(*runtime);
+  startThread(*runtime);
+}
+
+bool readConfig(RunConfig& config) {
+  const char* directory = std::getenv(kEnvDirectory);
+  if (directory == nullptr || *directory == '\0') return false;
+  config.directory = directory;
+  if (const char* output = std::getenv(kEnvOutput)) config.output = output;
+  const char* follow = std::getenv(kEnvFollowFork);
+  config.follow_fork = follow != nullptr && std::strcmp(follow, "1") == 0;
+  if (const char* warmup = std::getenv(kEnvWarmup)) {
+    config.warmup = static_cast<std::uint32_t>(std::strtoul(warmup, nullptr, 10));
+  }
+  const char* step = std::getenv(kEnvStep);
+  std::string error;
+  if (!parseStepRule(step == nullptr ? "auto" : step, &config.rule, &error)) {
+    std::cerr << "memseal run: " << error << "\n";
+    return false;
+  }
+  return true;
+}
+
+void setPythonFrameProvider(const track::PythonFrameProvider* provider) {
+  track::setPythonFrameProvider(provider);
+}
+
+// In a Python process: Python frames for every captured stack, from the plugin built for this
+// Python (run_python_frames.cpp); without it (another Python version), native frames only.
+void startPythonFrames() {
+  using IsInitialized = int (*)();
+  auto is_initialized = reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  if (is_initialized == nullptr || is_initialized() == 0) return;
+  std::string runtime = std::getenv(kEnvRuntime) == nullptr ? "" : std::getenv(kEnvRuntime);
+  std::string plugin = runtime.substr(0, runtime.rfind('/') + 1) + "libmemseal_run_python.so";
+  void* handle = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+  using Start = int (*)(void (*)(const track::PythonFrameProvider*));
+  auto start = handle == nullptr
+                   ? nullptr
+                   : reinterpret_cast<Start>(dlsym(handle, "memseal_run_python_start"));
+  if (start == nullptr || start(&setPythonFrameProvider) != 0) {
+    std::cerr << "memseal run: Python frames are not available for this Python (memseal was built "
+                 "for another version); stacks show native frames only\n";
+  }
+}
+
+int activate() {
+  auto runtime = std::make_unique<Runtime>();
+  if (!readConfig(runtime->config)) return 1;
+  runtime->pid = getpid();
+  const char* root = std::getenv(kEnvRootPid);
+  runtime->kind = root != nullptr && std::strtol(root, nullptr, 10) == runtime->pid
+                      ? ProcessKind::kRoot
+                      : ProcessKind::kExec;
+  DetectorOptions options;
+  options.warmup = runtime->config.warmup;
+  options.on_leak = LeakPolicy::kNone;
+  // Steps found by the runtime are not one per iteration in every mode (time windows), so the
+  // one-step-in-N replay of op names would not match: ops are watched on every step unless the
+  // user asks otherwise.
+  if (std::getenv("MEMSEAL_OBSERVE_OPS") == nullptr) {
+    options.tracker.observe_ops = OpWatching::everyStep();
+  }
+  try {
+    runtime->detector = new LeakDetector(options);
+  } catch (const std::exception& error) {
+    std::cerr << "memseal run: cannot start tracking: " << error.what() << "\n";
+    return 1;
+  }
+  Runtime* raw = runtime.get();
+  runtime->boundary = std::make_unique<StepBoundary>(runtime->config.rule, *runtime->detector,
+                                                     [raw] { snapshotAfterStep(*raw); });
+  startPythonFrames();
+  g_runtime = runtime.release();
+  writeStatus(*g_runtime);
+  startThread(*g_runtime);
+  takeSignalsLeftAtDefault();
+  pthread_atfork(&beforeFork, &afterForkInParent, &afterForkInChild);
+  std::atexit(&onExit);
+  return 0;
+}
+
+}  // namespace
+
+}  // namespace memseal::inject
+
+extern "C" __attribute__((visibility("default"))) int memseal_run_activate() {
+  static std::once_flag once;
+  static int result = 0;
+  std::call_once(once, [] { result = memseal::inject::activate(); });
+  return result;
+}
