@@ -4,12 +4,12 @@
 
 namespace memseal::analyze {
 
-std::optional<RepeatingOp> findRepeatingOp(const std::vector<std::uint32_t>& outermost_ops,
+std::optional<RepeatingOp> findRepeatingOp(const std::vector<std::uint32_t>& sequence,
                                            std::size_t min_repeats) {
-  const std::size_t skip = outermost_ops.size() / 4;
-  const std::size_t length = outermost_ops.size() - skip;
+  const std::size_t skip = sequence.size() / 4;
+  const std::size_t length = sequence.size() - skip;
   if (length < 2 || min_repeats == 0) return std::nullopt;
-  const std::uint32_t* ops = outermost_ops.data() + skip;
+  const std::uint32_t* ops = sequence.data() + skip;
   // Prefix function: border[i] is the longest proper prefix of ops[0..i] that is also its suffix.
   // The sequence is p-periodic (ops[i] == ops[i + p]) for p = length - border[length - 1].
   std::vector<std::size_t> border(length, 0);

@@ -21,7 +21,7 @@ struct RepeatingOp {
 // the first op of the last period that runs only once in it. Empty when the ops do not repeat
 // exactly (data-dependent control flow), repeat too few times, or every op runs more than once per
 // period. Linear in the length of the sequence (prefix function).
-std::optional<RepeatingOp> findRepeatingOp(const std::vector<std::uint32_t>& outermost_ops,
+std::optional<RepeatingOp> findRepeatingOp(const std::vector<std::uint32_t>& ops,
                                            std::size_t min_repeats);
 
 }  // namespace memseal::analyze

@@ -1,8 +1,9 @@
 // Where a program that has no step() ends its steps, for `memseal run`:
-//   auto      time windows sized to the run while the loop is learned from the outermost ops the
-//             program runs (analyze/repeating_ops.h); once they are seen to repeat exactly, a step
-//             ends at each call of the op that runs once per iteration; when they do not, the
-//             windows go on;
+//   auto      the loop is learned from the outermost ops the program runs
+//   (analyze/repeating_ops.h), with
+//             no steps meanwhile (start-up would look like growth); once they are seen to repeat
+//             exactly, a step ends at each call of the op that runs once per iteration; when they
+//             do not (kLastCheckpoint ops or kMaxLearning), time windows sized to the run;
 //   interval  time windows of a fixed length;
 //   on:NAME   each outermost call of an ATen op ("aten::linear" or "linear"), a TorchScript
 //             function ("forward") or a named region (RECORD_USER_SCOPE, torch.profiler's
@@ -14,9 +15,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -47,8 +50,9 @@ class StepBoundary {
   StepBoundary(const StepBoundary&) = delete;
   StepBoundary& operator=(const StepBoundary&) = delete;
 
-  // Called by the RecordFunction callback for every outermost op of every thread.
-  void onOutermostOp(const char* name);
+  // Called by the RecordFunction callback for every op of every thread; only outermost ops count
+  // (nested ones vary between iterations in Python: the order of profiler bookkeeping ops).
+  void onOp(const char* name, bool outermost);
   // How long the runtime's thread may sleep before tick() has work.
   std::chrono::nanoseconds untilNextTick() const;
   void tick();
@@ -86,12 +90,11 @@ class StepBoundary {
   Clock::time_point last_step_{};
   Clock::time_point next_window_{};
   std::uint64_t steps_taken_ = 0;
-  std::uint64_t steps_in_windows_ = 0;  // before the loop was found
 
   // Learning (auto only), under learn_mutex_.
   std::mutex learn_mutex_;
-  std::unordered_map<std::string, std::uint32_t> op_ids_;
-  std::vector<std::string> op_names_;
+  std::deque<std::string> op_names_;  // a deque: its strings never move (op_ids_ views them)
+  std::unordered_map<std::string_view, std::uint32_t> op_ids_;
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> ops_by_thread_;
   Clock::time_point first_op_{};
   std::size_t ops_seen_ = 0;
@@ -100,6 +103,7 @@ class StepBoundary {
   std::vector<std::uint32_t> ring_;
   std::size_t ring_position_ = 0;
   std::uint64_t anchor_thread_ = 0;
+  std::size_t mismatches_ = 0;   // in the current block of 4 periods
   std::uint32_t relearned_ = 0;  // decisions taken back because the ops stopped repeating
   std::string anchor_;           // the op a step ends at (kOps)
   std::string decision_;         // why this boundary, in words

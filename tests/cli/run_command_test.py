@@ -1,0 +1,257 @@
+"""`memseal run` as users run it: an unmodified server binary and Python scripts, leaky and healthy,
+signals and exit codes passed through, children followed, and every bad input refused.
+
+Synchronisation is by pipes: a test that needs the program busy reads the program's own output
+("served N") before it sends a signal, and reads memseal's stderr for what it waits for.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ARGS = None
+
+
+def run(*command, stdin_text=None, timeout=300):
+    """memseal run ARGS...: (exit status, stdout, stderr)."""
+    result = subprocess.run([ARGS.memseal, "run", *command], input=stdin_text, text=True,
+                            capture_output=True, timeout=timeout)
+    return result.returncode, result.stdout, result.stderr
+
+
+class Server(unittest.TestCase):
+    """The example server: no memseal code in it, requests made by itself or read from stdin."""
+
+    def test_a_leaking_server_is_found_with_the_category_and_op_check_gives(self):
+        code, out, err = run("--", ARGS.server, "--requests", "3000", "--leak", "history")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.count("response "), 3000)
+        self.assertIn("LEAK", err)
+        self.assertIn("tensors-retained", err)
+        self.assertIn("made by   aten::_softmax (inside aten::softmax)", err)
+        self.assertIn("inference_server.cpp", err)  # the server's own line, from its stack
+        # The loop was found from the ops: no flag needed, and the report says so.
+        self.assertIn("one step per call of", err)
+
+    def test_grad_enabled_inference_is_named(self):
+        code, _, err = run("--", ARGS.server, "--requests", "2000", "--leak", "grad")
+        self.assertEqual(code, 0, err)
+        self.assertIn("grad-enabled-inference", err)
+
+    def test_a_healthy_server_under_steady_load_is_not_flagged(self):
+        for workers in ("1", "2"):
+            with self.subTest(workers=workers):
+                code, out, err = run("--", ARGS.server, "--requests", "3000", "--workers", workers)
+                self.assertEqual(code, 0, err)
+                self.assertEqual(out.count("response "), 3000)
+                self.assertIn("memseal: no leak", err)
+                self.assertNotIn("LEAK", err)
+
+    def test_stdin_stdout_and_exit_status_pass_through(self):
+        code, out, err = run(ARGS.server, "--exit-code", "3", stdin_text="4\n2\n")
+        self.assertEqual(code, 3, err)
+        self.assertEqual(out.splitlines(), [line for line in out.splitlines() if line])
+        self.assertRegex(out, r"response 1 batch 4 ")
+        self.assertRegex(out, r"response 2 batch 2 ")
+        self.assertIn("exit status 3", err)
+
+    def test_fail_on_leak_turns_a_clean_exit_into_1(self):
+        code, _, _ = run("--fail-on-leak", "--", ARGS.server, "--requests", "3000", "--leak",
+                         "history")
+        self.assertEqual(code, 1)
+        code, _, err = run("--fail-on-leak", "--", ARGS.server, "--requests", "1000")
+        self.assertEqual(code, 0, err)
+
+    def test_step_on_and_interval_choose_the_steps(self):
+        code, _, err = run("--step-on", "aten::max", "--", ARGS.server, "--requests", "3000",
+                           "--leak", "history")
+        self.assertEqual(code, 0, err)
+        self.assertIn("one step per outermost call of aten::max (--step-on)", err)
+        self.assertIn("tensors-retained", err)
+        code, _, err = run("--interval", "20ms", "--", ARGS.server, "--requests", "6000",
+                           "--leak", "history")
+        self.assertEqual(code, 0, err)
+        self.assertIn("time windows of 20 ms (--interval)", err)
+        self.assertIn("tensors-retained", err)
+
+    def test_json_html_and_output_files(self):
+        with tempfile.TemporaryDirectory() as folder:
+            json_path = os.path.join(folder, "run.json")
+            html_path = os.path.join(folder, "run.html")
+            text_path = os.path.join(folder, "run.txt")
+            code, out, err = run("--json", json_path, "--html", html_path, "--output", text_path,
+                                 "--", ARGS.server, "--requests", "3000", "--leak", "history")
+            self.assertEqual(code, 0, err)
+            self.assertNotIn("LEAK", err)  # the text went to --output
+            with open(text_path, encoding="utf-8") as text:
+                self.assertIn("tensors-retained", text.read())
+            with open(json_path, encoding="utf-8") as source:
+                report = json.load(source)
+            self.assertEqual(report["schema"], "memseal.check/1")
+            self.assertEqual(report["verdict"], "leak")
+            self.assertEqual(report["findings"][0]["category"], "tensors-retained")
+            self.assertTrue(any("memseal run:" in note for note in report["notes"]))
+            with open(html_path, encoding="utf-8") as page:
+                html = page.read()
+            self.assertIn("tensors-retained", html)
+            self.assertNotIn("<script src=", html)
+
+
+class Signals(unittest.TestCase):
+    """A server reading requests from stdin: busy until stdin closes."""
+
+    def start(self, *flags, new_session=False):
+        process = subprocess.Popen([ARGS.memseal, "run", *flags, "--", ARGS.server, "--announce",
+                                    "200", "--leak", "history"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, bufsize=1,
+                                   start_new_session=new_session)
+        self.addCleanup(lambda: process.poll() is None and process.kill())
+        return process
+
+    def serve(self, process, requests):
+        """Sends requests and waits until the server says it has served them."""
+        for i in range(requests):
+            process.stdin.write(f"{1 + i % 8}\n")
+        process.stdin.flush()
+        for line in process.stdout:
+            if line.startswith(f"served {requests}"):
+                return
+        self.fail("the server stopped before serving its requests")
+
+    def test_sigusr1_prints_a_report_while_the_program_runs(self):
+        process = self.start()
+        self.serve(process, 2000)
+        process.send_signal(signal.SIGUSR1)  # to memseal, which passes it on
+        for line in process.stderr:
+            if "while it runs" in line:
+                break
+        else:
+            self.fail("no report on SIGUSR1")
+        process.stdin.close()
+        process.stdout.read()
+        rest = process.stderr.read()
+        self.assertEqual(process.wait(), 0)
+        self.assertIn("exit status 0", rest)
+
+    def test_sigterm_writes_the_report_and_ends_the_program_as_sigterm_would(self):
+        process = self.start()
+        self.serve(process, 2000)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+        self.assertEqual(process.returncode, -signal.SIGTERM, err)
+        self.assertIn("killed by signal 15", err)
+        self.assertIn("tensors-retained", err)
+
+    def test_ctrl_c_reaches_the_program_and_the_report_is_written(self):
+        process = self.start(new_session=True)
+        self.serve(process, 2000)
+        os.killpg(process.pid, signal.SIGINT)  # as a terminal does: the whole process group
+        _, err = process.communicate(timeout=120)
+        self.assertEqual(process.returncode, -signal.SIGINT, err)
+        self.assertIn("killed by signal 2", err)
+        self.assertIn("tensors-retained", err)
+
+
+class Python(unittest.TestCase):
+    def test_a_leaking_training_script_is_reported_with_its_python_line(self):
+        script = os.path.join(ARGS.scripts, "train.py")
+        code, out, err = run("--", ARGS.python, script, "--leak", "total-loss", "--exit-code", "4")
+        self.assertEqual(code, 4, err)
+        self.assertIn("mean loss", out)
+        self.assertIn("autograd-graph-retained", err)
+        self.assertRegex(err, r"train\.py:\d+")
+
+    def test_the_fixed_script_is_not_flagged(self):
+        code, _, err = run("--", ARGS.python, os.path.join(ARGS.scripts, "train.py"))
+        self.assertEqual(code, 0, err)
+        self.assertIn("memseal: no leak", err)
+
+
+class Children(unittest.TestCase):
+    def dataloader(self, dataset, *flags):
+        return run(*flags, "--", ARGS.python, os.path.join(ARGS.scripts, "dataloader.py"),
+                   "--dataset", dataset, "--items", "300000")
+
+    def test_workers_that_copy_a_python_dataset_on_read_are_reported(self):
+        code, out, err = self.dataloader("lists", "--follow-fork")
+        self.assertEqual(code, 0, err)
+        self.assertIn("sum ", out)
+        self.assertEqual(err.count("(forked)"), 2, err)
+        self.assertEqual(err.count("private memory +"), 2, err)
+        self.assertIn("copy-on-write", err)
+
+    def test_workers_reading_a_tensor_dataset_are_not(self):
+        code, _, err = self.dataloader("tensor", "--follow-fork")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(err.count("(forked)"), 2, err)
+        self.assertNotIn("LEAK", err)
+
+    def test_children_are_not_traced_without_follow_fork(self):
+        code, _, err = self.dataloader("lists")
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("child pid", err)
+
+    def test_an_execd_child_gets_its_own_full_report(self):
+        script = os.path.join(ARGS.scripts, "train.py")
+        shell_command = f"'{ARGS.python}' '{script}' --leak total-loss"
+        code, _, err = run("--follow-fork", "--", "/bin/sh", "-c", shell_command)
+        self.assertEqual(code, 0, err)
+        self.assertIn("/bin/sh never loaded libtorch", err)
+        self.assertIn("(exec'd)", err)
+        self.assertIn("autograd-graph-retained", err)
+        code, _, err = run("--", "/bin/sh", "-c", shell_command)
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("(exec'd)", err)
+
+
+class BadInput(unittest.TestCase):
+    def assert_refused(self, expected, *command):
+        code, out, err = run(*command)
+        self.assertEqual(code, 2, err)
+        self.assertIn(expected, err)
+        self.assertEqual(out, "")
+
+    def test_each_bad_input_is_refused_before_the_program_starts(self):
+        with tempfile.TemporaryDirectory() as folder:
+            not_executable = os.path.join(folder, "data.txt")
+            with open(not_executable, "w", encoding="utf-8") as data:
+                data.write("not a program\n")
+            self.assert_refused("no program given")
+            self.assert_refused("no program given", "--warmup", "3", "--")
+            self.assert_refused("no such program in PATH", "memseal-no-such-program")
+            self.assert_refused("no such program", os.path.join(folder, "missing"))
+            self.assert_refused("is not executable", not_executable)
+            self.assert_refused("is a directory", folder)
+            self.assert_refused("statically linked", ARGS.static_program)
+            self.assert_refused("--interval and --step-on", "--interval", "1s", "--step-on",
+                                "forward", ARGS.server)
+            self.assert_refused("--interval 'soon'", "--interval", "soon", ARGS.server)
+            self.assert_refused("--stacks", "--stacks", "sometimes", ARGS.server)
+            self.assert_refused("is a directory", "--json", folder, ARGS.server)
+
+    def test_a_program_that_never_loads_libtorch_runs_and_says_so(self):
+        code, out, err = run("--", "/bin/sh", "-c", "echo hello; exit 5")
+        self.assertEqual(code, 5)
+        self.assertEqual(out, "hello\n")
+        self.assertIn("never loaded libtorch", err)
+
+    def test_a_static_program_is_not_started(self):
+        code, out, _ = run(ARGS.static_program)
+        self.assertEqual(code, 2)
+        self.assertNotIn("static program ran", out)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--memseal", required=True)
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--static-program", required=True)
+    parser.add_argument("--scripts", required=True)
+    parser.add_argument("--python", required=True)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
