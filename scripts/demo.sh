@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds what the demo runs (libmemseal, the memseal
 # command, the demo's loops and the example cases), runs the demo, then shows the command on the
-# cases (check with its HTML page, explain, fit), and installs the Python module into the venv to
+# cases (check with its HTML page, explain, fit), `memseal run` on the unmodified example server, and installs the Python module into the venv to
 # show `python -m memseal check`.
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 root="$(cd "$here/.." && pwd)"
 "$here/bootstrap.sh"
-MEMSEAL_TARGETS="memseal_demo memseal_cli memseal_case_leaky_loss memseal_case_training memseal_case_sized_mlp" \
+MEMSEAL_TARGETS="memseal_demo memseal_cli memseal_case_leaky_loss memseal_case_training memseal_case_sized_mlp memseal_inference_server" \
   "$here/build.sh" release
 reports="$root/build/release/reports"; mkdir -p "$reports"
 "$root/build/release/memseal-demo" "$@"
@@ -25,7 +25,13 @@ echo
 echo "=== memseal fit --sizes 512,1024,1536,2048 --budget 256MiB --verify build/release/cases/sized_mlp_case.so"
 "$root/build/release/memseal" fit --sizes 512,1024,1536,2048 --budget 256MiB --verify \
   --html "$reports/fit.html" "$root/build/release/cases/sized_mlp_case.so"
-echo "memseal: the HTML pages are in $reports (check.html, explain.html, fit.html)"
+echo
+echo "=== memseal run -- build/release/examples/inference_server --requests 3000 --leak history  (an unmodified server)"
+status=0
+"$root/build/release/memseal" run --fail-on-leak --html "$reports/run.html" -- \
+  "$root/build/release/examples/inference_server" --requests 3000 --leak history > /dev/null || status=$?
+[ "$status" -eq 1 ] || { echo "memseal demo: expected the leaky server to be found (exit 1), got $status" >&2; exit 1; }
+echo "memseal: the HTML pages are in $reports (check.html, explain.html, fit.html, run.html)"
 echo
 echo "=== python -m memseal check examples/python/leaky_training.py  (the same, for a Python loop)"
 python_status=0
