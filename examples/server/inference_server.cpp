@@ -6,10 +6,12 @@
 //   grad      requests run with autograd on and outputs are kept (each holds its graph);
 //   none      healthy (the default).
 // --announce N prints "served N" after every N requests (tests use it to know the server is busy);
-// --exit-code sets the exit status. No sleeps: requests run back to back.
+// --exit-code sets the exit status; --timing 1 prints the request loop's time to stderr. No sleeps:
+// requests run back to back.
 #include <torch/torch.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +32,7 @@ struct Options {
   long announce = 0;
   int exit_code = 0;
   int hidden = 256;
+  bool timing = false;  // --timing 1: the request loop's wall time on stderr (the benchmark)
 };
 
 struct MlpImpl : torch::nn::Module {
@@ -87,6 +90,8 @@ int parse(int argc, char** argv, Options& options) {
       options.announce = std::atol(value.c_str());
     } else if (flag == "--exit-code") {
       options.exit_code = std::atoi(value.c_str());
+    } else if (flag == "--timing") {
+      options.timing = value == "1";
     } else if (flag == "--hidden") {
       options.hidden = std::max(1, std::atoi(value.c_str()));
     } else {
@@ -140,10 +145,15 @@ int main(int argc, char** argv) {
       }
     }
   };
+  auto started = std::chrono::steady_clock::now();
   std::vector<std::thread> workers;
   for (int i = 1; i < options.workers; ++i) workers.emplace_back(serve);
   serve();
   for (std::thread& worker : workers) worker.join();
+  if (options.timing) {
+    std::chrono::duration<double, std::milli> loop = std::chrono::steady_clock::now() - started;
+    std::fprintf(stderr, "request loop: %ld requests in %.1f ms\n", served.load(), loop.count());
+  }
   std::fflush(stdout);
   return options.exit_code;
 }
