@@ -126,14 +126,20 @@ StepBoundary::StepBoundary(StepRule rule, LeakDetector& detector, std::function<
       break;
   }
   g_boundary.store(this, std::memory_order_release);
+  // Time windows need no ops: without a callback, libtorch skips its RecordFunction work on every
+  // op (unless the tracker watches ops), the largest cost of watching a loop of small ops.
+  if (rule_.kind == StepRule::Kind::kInterval) return;
   // Outermost ops only need their names: no inputs, no outputs.
-  at::addGlobalCallback(
+  callback_ = at::addGlobalCallback(
       at::RecordFunctionCallback(&onOpStart, &onOpEnd)
           .scopes({at::RecordScope::FUNCTION, at::RecordScope::TORCHSCRIPT_FUNCTION,
                    at::RecordScope::USER_SCOPE}));
 }
 
-StepBoundary::~StepBoundary() { g_boundary.store(nullptr, std::memory_order_release); }
+StepBoundary::~StepBoundary() {
+  g_boundary.store(nullptr, std::memory_order_release);
+  if (callback_ != 0) at::removeCallback(callback_);
+}
 
 void StepBoundary::onOp(const char* name, bool outermost) {
   switch (phase_.load(std::memory_order_acquire)) {
@@ -261,6 +267,11 @@ void StepBoundary::startWindows(std::string reason) {
   next_window_ = Clock::now() + kShortestWindow;
   phase_.store(Phase::kWindows, std::memory_order_release);
   ops_by_thread_.clear();
+  // Windows for good: the ops are no longer needed.
+  if (callback_ != 0) {
+    at::removeCallback(callback_);
+    callback_ = 0;
+  }
 }
 
 std::chrono::nanoseconds StepBoundary::untilNextTick() const {

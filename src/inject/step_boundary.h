@@ -83,6 +83,7 @@ class StepBoundary {
 
   StepRule rule_;
   LeakDetector& detector_;
+  std::uint64_t callback_ = 0;  // the RecordFunction callback's handle, 0: none
   std::function<void()> after_step_;
   std::atomic<Phase> phase_{Phase::kLearning};
   std::mutex step_mutex_;
