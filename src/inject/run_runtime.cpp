@@ -196,6 +196,7 @@ void snapshotAfterStep(Runtime& runtime) {
 // can no longer be shown; the report now only adds the last steps.
 LeakReport finalReport(Runtime& runtime) {
   LeakReport now = currentReport(runtime);
+  if (runtime.fork_watch) return now;
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
   if (!runtime.snapshot || !runtime.snapshot->leak) return now;
   LeakReport earlier = *runtime.snapshot;
@@ -323,6 +324,18 @@ void afterForkInParent() {
   if (g_runtime != nullptr && g_runtime->boundary) g_runtime->boundary->stepMutex().unlock();
 }
 
+// Signals the parent's runtime took go back to their default action in a child that is not
+// watched: its handler would write to nothing, and SIGTERM would no longer end it (a pool's
+// terminate() would hang).
+void giveSignalsBack() {
+  for (int signal_number : kHandledSignals) {
+    struct sigaction current {};
+    if (sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == &onSignal) {
+      signal(signal_number, SIG_DFL);
+    }
+  }
+}
+
 void afterForkInChild() {
   Runtime* runtime = g_runtime;
   if (runtime == nullptr) return;
@@ -330,17 +343,28 @@ void afterForkInChild() {
   // The runtime's thread is not in the child; its std::thread must not be joined or destroyed.
   new (&runtime->thread) std::thread();
   runtime->boundary->stopSteps();  // the parent's steps are not the child's
+  // The wake-up pipe is the parent's: a signal the child takes must not wake the parent's thread.
+  int inherited[2] = {runtime->wake_pipe[0], runtime->wake_pipe[1]};
+  runtime->wake_pipe[0] = runtime->wake_pipe[1] = -1;
+  for (int fd : inherited) {
+    if (fd >= 0) close(fd);
+  }
   if (!runtime->config.follow_fork) {
     runtime->inert.store(true);
+    giveSignalsBack();
     return;
   }
   // A forked child shares the parent's pages until it writes them. Its report watches tracked
   // tensor memory against private memory (copy-on-write) per time window; the parent's detector
-  // state it inherited describes the parent, not the child.
+  // state (and its reports) describe the parent, not the child. Locks another thread of the
+  // parent held at fork() are made anew.
   runtime->pid = getpid();
   runtime->kind = ProcessKind::kFork;
   runtime->final_written = false;
   new (&runtime->report_mutex) std::mutex();
+  new (&runtime->snapshot_mutex) std::mutex();
+  runtime->snapshot.reset();
+  runtime->snapshotting = false;
   runtime->fork_watch = std::make_unique<ForkChildWatch>(getppid());
   writeStatus(*runtime);
   startThread(*runtime);

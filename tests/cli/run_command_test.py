@@ -196,6 +196,40 @@ class Children(unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertNotIn("child pid", err)
 
+    def test_a_pool_terminating_its_workers_ends_them_and_leaves_the_program_alone(self):
+        # Pool.terminate() sends SIGTERM to each worker and waits for it: a worker must die of it
+        # as it would without memseal, and the signal must not reach the program's own handler.
+        script = ("import multiprocessing, torch\n"
+                  "def double(x):\n    return x * 2\n"
+                  "if __name__ == '__main__':\n"
+                  "    pool = multiprocessing.get_context('fork').Pool(2)\n"
+                  "    print(sum(pool.map(double, range(100))))\n"
+                  "    pool.terminate()\n    pool.join()\n")
+        for flags in ([], ["--follow-fork"]):
+            with self.subTest(flags=flags):
+                code, out, err = run(*flags, "--", ARGS.python, "-c", script, timeout=120)
+                self.assertEqual(code, 0, err)
+                self.assertEqual(out, "9900\n")
+                self.assertIn("exit status 0", err)
+
+    def test_sigterm_ends_a_forked_child_that_is_not_followed(self):
+        # The child says it runs, then waits for ever; the parent ends it with SIGTERM.
+        script = ("import os, signal, torch\n"
+                  "ready_r, ready_w = os.pipe()\n"
+                  "never_r, never_w = os.pipe()\n"
+                  "pid = os.fork()\n"
+                  "if pid == 0:\n"
+                  "    os.write(ready_w, b'x')\n"
+                  "    os.read(never_r, 1)\n"
+                  "    os._exit(3)\n"
+                  "os.read(ready_r, 1)\n"
+                  "os.kill(pid, signal.SIGTERM)\n"
+                  "_, status = os.waitpid(pid, 0)\n"
+                  "print('signal', os.WTERMSIG(status) if os.WIFSIGNALED(status) else None)\n")
+        code, out, err = run("--", ARGS.python, "-c", script, timeout=120)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, f"signal {int(signal.SIGTERM)}\n")
+
     def test_an_execd_child_gets_its_own_full_report(self):
         script = os.path.join(ARGS.scripts, "train.py")
         shell_command = f"'{ARGS.python}' '{script}' --leak total-loss"
