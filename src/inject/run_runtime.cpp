@@ -412,6 +412,20 @@ void startPythonFrames() {
   }
 }
 
+void onScopeEntered(const char* name) {
+  if (Runtime* runtime = g_runtime; runtime != nullptr && runtime->boundary) {
+    runtime->boundary->onNamedScope(name);
+  }
+}
+
+// --step-on NAME also takes MEMSEAL_SCOPE(NAME) in a program linked to libmemseal: its library
+// tells the runtime of each scope entered (memseal_set_scope_observer, in track/tracker.cpp).
+void listenToMemsealScopes() {
+  using SetObserver = void (*)(void (*)(const char*));
+  auto set = reinterpret_cast<SetObserver>(dlsym(RTLD_DEFAULT, "memseal_set_scope_observer"));
+  if (set != nullptr) set(&onScopeEntered);
+}
+
 int activate() {
   auto runtime = std::make_unique<Runtime>();
   if (!readConfig(runtime->config)) return 1;
@@ -440,6 +454,7 @@ int activate() {
                                                      [raw] { snapshotAfterStep(*raw); });
   startPythonFrames();
   g_runtime = runtime.release();
+  if (g_runtime->config.rule.kind == StepRule::Kind::kOn) listenToMemsealScopes();
   writeStatus(*g_runtime);
   startThread(*g_runtime);
   takeSignalsLeftAtDefault();

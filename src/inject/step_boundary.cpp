@@ -161,6 +161,13 @@ void StepBoundary::onOp(const char* name, bool outermost) {
   }
 }
 
+void StepBoundary::onNamedScope(const char* name) {
+  if (rule_.kind == StepRule::Kind::kOn && phase_.load(std::memory_order_acquire) == Phase::kOps &&
+      stepNameMatches(name, anchor_)) {
+    takeStep();
+  }
+}
+
 bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce) {
   std::lock_guard<std::mutex> lock(step_mutex_);
   Phase phase = phase_.load();

@@ -2,6 +2,8 @@
 // are analysis and live in analyze/snapshot.cpp.
 #include "memseal/tracker.h"
 
+#include <atomic>
+
 #include "track/device_counters.h"
 #include "track/session.h"
 #include "track/site_table.h"
@@ -35,7 +37,14 @@ void setStep(std::uint32_t step) { track::setSessionStep(step); }
 
 std::uint32_t currentStep() { return track::currentStep(); }
 
+namespace {
+// `memseal run --step-on NAME` in a program that uses MEMSEAL_SCOPE: the runtime it injects asks to
+// hear of every scope entered (one relaxed load per scope otherwise).
+std::atomic<void (*)(const char*)> g_scope_observer{nullptr};
+}  // namespace
+
 ScopeGuard::ScopeGuard(const char* name) {
+  if (auto observer = g_scope_observer.load(std::memory_order_relaxed)) observer(name);
   track::ThreadState& state = track::threadState();
   previous_path_ = state.scope_path;
   track::TrackerWork work;
@@ -45,3 +54,8 @@ ScopeGuard::ScopeGuard(const char* name) {
 ScopeGuard::~ScopeGuard() { track::threadState().scope_path = previous_path_; }
 
 }  // namespace memseal
+
+// Not part of the C++ API: found by name (dlsym) by the runtime `memseal run` injects.
+extern "C" MEMSEAL_API void memseal_set_scope_observer(void (*observer)(const char*)) {
+  memseal::g_scope_observer.store(observer, std::memory_order_relaxed);
+}

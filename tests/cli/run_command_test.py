@@ -78,6 +78,14 @@ class Server(unittest.TestCase):
         self.assertIn("time windows of 20 ms (--interval)", err)
         self.assertIn("tensors-retained", err)
 
+    def test_step_on_takes_a_memseal_scope_of_a_program_linked_to_libmemseal(self):
+        code, out, err = run("--step-on", "request", "--", ARGS.scoped_loop)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "kept 20000\n")
+        self.assertIn("one step per outermost call of request (--step-on)", err)
+        self.assertIn("tensors-retained", err)
+        self.assertNotIn("(0 steps)", err)
+
     def test_json_html_and_output_files(self):
         with tempfile.TemporaryDirectory() as folder:
             json_path = os.path.join(folder, "run.json")
@@ -110,8 +118,16 @@ class Signals(unittest.TestCase):
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, bufsize=1,
                                    start_new_session=new_session)
-        self.addCleanup(lambda: process.poll() is None and process.kill())
+        self.addCleanup(self.stop, process)
         return process
+
+    @staticmethod
+    def stop(process):
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            stream.close()
 
     def serve(self, process, requests):
         """Sends requests and waits until the server says it has served them."""
@@ -142,7 +158,9 @@ class Signals(unittest.TestCase):
         process = self.start()
         self.serve(process, 2000)
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=120)
+        # stdin stays open: the server must end by the signal, not by the end of its input.
+        process.wait(timeout=120)
+        err = process.stderr.read()
         self.assertEqual(process.returncode, -signal.SIGTERM, err)
         self.assertIn("killed by signal 15", err)
         self.assertIn("tensors-retained", err)
@@ -151,7 +169,8 @@ class Signals(unittest.TestCase):
         process = self.start(new_session=True)
         self.serve(process, 2000)
         os.killpg(process.pid, signal.SIGINT)  # as a terminal does: the whole process group
-        _, err = process.communicate(timeout=120)
+        process.wait(timeout=120)
+        err = process.stderr.read()
         self.assertEqual(process.returncode, -signal.SIGINT, err)
         self.assertIn("killed by signal 2", err)
         self.assertIn("tensors-retained", err)
@@ -285,6 +304,7 @@ if __name__ == "__main__":
     parser.add_argument("--memseal", required=True)
     parser.add_argument("--server", required=True)
     parser.add_argument("--static-program", required=True)
+    parser.add_argument("--scoped-loop", required=True)
     parser.add_argument("--scripts", required=True)
     parser.add_argument("--python", required=True)
     ARGS, rest = parser.parse_known_args()
