@@ -478,6 +478,7 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   // Everything from the program's name on is the program's, flags included.
   // Without "--", everything from the program's name on is the program's, flags included.
   command->prefix_command();
+  command->footer("Usage: memseal run [OPTIONS] [--] PROGRAM [ARGS...]");
   command->add_option("--output", options->output_path,
                       "Write the text report here instead of stderr");
   command->add_option("--json", options->json_path,
