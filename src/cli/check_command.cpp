@@ -26,11 +26,7 @@ struct CheckOptions {
   std::string html_path;
   std::string memory_viz_path;
   std::size_t memory_viz_events = 40000;
-  // Tracker options as the user spelled them; unset ones come from the environment, then from
-  // the detector's defaults (TrackerOptions::resolved).
-  std::optional<std::string> stacks;
-  std::optional<std::string> observe_ops;
-  std::optional<std::string> tensor_metadata;
+  TrackerFlags tracker;
   bool quiet = false;
 };
 
@@ -44,10 +40,7 @@ int runCheck(const CheckOptions& options) {
   detector.steps = options.steps;
   detector.warmup = options.warmup;
   detector.on_leak = LeakPolicy::kNone;
-  setTrackerOption(detector.tracker, "stacks", "--stacks", options.stacks);
-  setTrackerOption(detector.tracker, "observe_ops", "--observe-ops", options.observe_ops);
-  setTrackerOption(detector.tracker, "tensor_metadata", "--tensor-metadata",
-                   options.tensor_metadata);
+  options.tracker.applyTo(detector.tracker);
   // The environment is read now, so a bad MEMSEAL_* value stops us before the case runs.
   try {
     detector.tracker.resolved();
@@ -111,15 +104,7 @@ void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
       ->check(CLI::Range(1u, 10000000u));
   command->add_option("--warmup", options->warmup, "Warm-up steps never blamed (default 5)");
   command->add_option("--json", options->json_path, "Write the report as JSON (memseal.check/1)");
-  command->add_option("--stacks", options->stacks,
-                      "Native stacks: on, off or sample:N (default on; env MEMSEAL_STACKS)");
-  command->add_option("--observe-ops", options->observe_ops,
-                      "Steps whose ops are watched: all, off, every:N, or auto (default: every "
-                      "step until the loop repeats itself, then one in 16; env "
-                      "MEMSEAL_OBSERVE_OPS)");
-  command->add_option("--tensor-metadata", options->tensor_metadata,
-                      "Read shape, dtype and grad_fn of new tensors: on or off (default on; env "
-                      "MEMSEAL_TENSOR_METADATA)");
+  options->tracker.addTo(command, "every step until the loop repeats itself, then one in 16");
   command->add_option("--html", options->html_path,
                       "Write the report as one self-contained HTML page");
   command->add_option("--memory-viz", options->memory_viz_path,

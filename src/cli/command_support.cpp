@@ -8,6 +8,8 @@
 
 namespace memseal::cli {
 
+namespace {
+
 void setTrackerOption(TrackerOptions& tracker, const char* name, const char* flag,
                       const std::optional<std::string>& value) {
   if (!value) return;
@@ -17,6 +19,28 @@ void setTrackerOption(TrackerOptions& tracker, const char* name, const char* fla
     throw CLI::ValidationError(
         flag, "'" + *value + "': expected " + TrackerOptions::expectedValues(name));
   }
+}
+
+}  // namespace
+
+void TrackerFlags::addTo(CLI::App* command, const char* observe_ops_default) {
+  command->add_option("--stacks", stacks,
+                      "Native stacks: on, off or sample:N (default on; env MEMSEAL_STACKS)");
+  if (observe_ops_default != nullptr) {
+    command->add_option("--observe-ops", observe_ops,
+                        std::string("Steps whose ops are watched: all, off, every:N or auto "
+                                    "(default: ") +
+                            observe_ops_default + "; env MEMSEAL_OBSERVE_OPS)");
+  }
+  command->add_option("--tensor-metadata", tensor_metadata,
+                      "Read shape, dtype and grad_fn of new tensors: on or off (default on; env "
+                      "MEMSEAL_TENSOR_METADATA)");
+}
+
+void TrackerFlags::applyTo(TrackerOptions& tracker) const {
+  setTrackerOption(tracker, "stacks", "--stacks", stacks);
+  setTrackerOption(tracker, "observe_ops", "--observe-ops", observe_ops);
+  setTrackerOption(tracker, "tensor_metadata", "--tensor-metadata", tensor_metadata);
 }
 
 bool checkOutputPath(const char* command, const char* flag, const std::string& path) {

@@ -12,10 +12,21 @@
 
 namespace memseal::cli {
 
-// Sets one tracker option from its flag (TrackerOptions::set's grammar); a bad value is a
-// CLI::ValidationError naming the flag and what it accepts.
-void setTrackerOption(TrackerOptions& tracker, const char* name, const char* flag,
-                      const std::optional<std::string>& value);
+// The tracker's flags (--stacks, --observe-ops, --tensor-metadata) as the user spelled them; an
+// unset one comes from the environment, then from the command's defaults. Registered and applied
+// here for every command that tracks.
+struct TrackerFlags {
+  std::optional<std::string> stacks;
+  std::optional<std::string> observe_ops;
+  std::optional<std::string> tensor_metadata;
+
+  // `observe_ops_default` is --observe-ops' default in words for its help; nullptr: the command
+  // has no --observe-ops.
+  void addTo(CLI::App* command, const char* observe_ops_default);
+  // TrackerOptions::set's grammar; a bad value is a CLI::ValidationError naming the flag and what
+  // it accepts.
+  void applyTo(TrackerOptions& tracker) const;
+};
 
 // False with a message on stderr ("memseal COMMAND: FLAG PATH is a directory" / "... no folder
 // ...") when `path` cannot be written; true for an empty path (flag not given).

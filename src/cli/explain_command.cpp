@@ -22,8 +22,7 @@ struct ExplainCommandOptions {
   std::uint32_t warmup = 2;
   std::string json_path;
   std::string html_path;
-  std::optional<std::string> stacks;
-  std::optional<std::string> tensor_metadata;
+  TrackerFlags tracker;
 };
 
 int runExplain(const ExplainCommandOptions& options) {
@@ -35,9 +34,7 @@ int runExplain(const ExplainCommandOptions& options) {
   ExplainOptions explain;
   explain.steps = options.steps;
   explain.warmup = options.warmup;
-  setTrackerOption(explain.tracker, "stacks", "--stacks", options.stacks);
-  setTrackerOption(explain.tracker, "tensor_metadata", "--tensor-metadata",
-                   options.tensor_metadata);
+  options.tracker.applyTo(explain.tracker);
   try {
     explain.tracker.resolved();
   } catch (const std::invalid_argument& error) {
@@ -100,10 +97,7 @@ void addExplainCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_option("--json", options->json_path,
                       "Write the breakdown as JSON (memseal.explain/1)");
   command->add_option("--html", options->html_path, "Write it as one self-contained HTML page");
-  command->add_option("--stacks", options->stacks,
-                      "Native stacks: on, off or sample:N (default on; env MEMSEAL_STACKS)");
-  command->add_option("--tensor-metadata", options->tensor_metadata,
-                      "Read shape, dtype and grad_fn of new tensors: on or off (default on)");
+  options->tracker.addTo(command, nullptr);
   entries.push_back({command, [options] { return runExplain(*options); }});
 }
 

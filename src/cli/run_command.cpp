@@ -47,9 +47,7 @@ struct RunOptions {
   std::uint32_t warmup = 5;
   bool follow_fork = false;
   bool fail_on_leak = false;
-  std::optional<std::string> stacks;
-  std::optional<std::string> observe_ops;
-  std::optional<std::string> tensor_metadata;
+  TrackerFlags tracker;
 };
 
 // A traced process, from its status file.
@@ -267,9 +265,7 @@ int runProgram(const RunOptions& options) {
   }
   TrackerOptions tracker;
   try {
-    setTrackerOption(tracker, "stacks", "--stacks", options.stacks);
-    setTrackerOption(tracker, "observe_ops", "--observe-ops", options.observe_ops);
-    setTrackerOption(tracker, "tensor_metadata", "--tensor-metadata", options.tensor_metadata);
+    options.tracker.applyTo(tracker);
     TrackerOptions::fromEnvironment();
   } catch (const std::exception& error) {
     fail(error.what());
@@ -341,11 +337,11 @@ int runProgram(const RunOptions& options) {
     setenv(inject::kEnvStep, step_rule.c_str(), 1);
     setenv(inject::kEnvWarmup, std::to_string(options.warmup).c_str(), 1);
     if (!options.output_path.empty()) setenv(inject::kEnvOutput, options.output_path.c_str(), 1);
-    if (options.stacks) setenv("MEMSEAL_STACKS", options.stacks->c_str(), 1);
-    if (options.observe_ops) setenv("MEMSEAL_OBSERVE_OPS", options.observe_ops->c_str(), 1);
-    if (options.tensor_metadata) {
-      setenv("MEMSEAL_TENSOR_METADATA", options.tensor_metadata->c_str(), 1);
-    }
+    // The program reads the flags as its environment (TrackerOptions::fromEnvironment).
+    const TrackerFlags& flags = options.tracker;
+    if (flags.stacks) setenv("MEMSEAL_STACKS", flags.stacks->c_str(), 1);
+    if (flags.observe_ops) setenv("MEMSEAL_OBSERVE_OPS", flags.observe_ops->c_str(), 1);
+    if (flags.tensor_metadata) setenv("MEMSEAL_TENSOR_METADATA", flags.tensor_metadata->c_str(), 1);
     std::vector<char*> argv;
     for (const std::string& argument : options.command) {
       argv.push_back(const_cast<char*>(argument.c_str()));
@@ -496,13 +492,7 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
                     "Trace the program's children too (forked and exec'd); each gets a report");
   command->add_flag("--fail-on-leak", options->fail_on_leak,
                     "Exit 1 instead of 0 when a leak is reported");
-  command->add_option("--stacks", options->stacks,
-                      "Native stacks: on, off or sample:N (default on; env MEMSEAL_STACKS)");
-  command->add_option("--observe-ops", options->observe_ops,
-                      "Steps whose ops are watched: all, off, every:N or auto (default all; env "
-                      "MEMSEAL_OBSERVE_OPS)");
-  command->add_option("--tensor-metadata", options->tensor_metadata,
-                      "Read shape, dtype and grad_fn of new tensors: on or off (default on)");
+  options->tracker.addTo(command, "all");
   entries.push_back({command, [options, command] {
                        options->command = command->remaining();
                        options->command.insert(options->command.end(),

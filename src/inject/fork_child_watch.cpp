@@ -6,14 +6,13 @@
 #include <string>
 
 #include "detect/growth_criterion.h"
+#include "inject/step_boundary.h"
 #include "track/device_counters.h"
 
 namespace memseal::inject {
 
 namespace {
 
-constexpr auto kShortestWindow = std::chrono::milliseconds(50);
-constexpr int kWindowsPerRun = 48;
 // Private memory growing slower than this per window is noise (allocator arenas, stacks).
 constexpr double kMinPrivateGrowthPerWindow = 256.0 * 1024;
 
@@ -109,8 +108,7 @@ void ForkChildWatch::window() {
   tensor_bytes_.push_back(track::cpuCounters().read("cpu").live_bytes);
   private_bytes_.push_back(privateMemoryBytes());
   Clock::time_point now = Clock::now();
-  next_window_ =
-      now + std::max<std::chrono::nanoseconds>(kShortestWindow, (now - started_) / kWindowsPerRun);
+  next_window_ = now + runSizedWindow(now - started_);
 }
 
 LeakReport ForkChildWatch::report() const {

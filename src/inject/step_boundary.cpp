@@ -22,11 +22,6 @@ constexpr std::size_t kLastCheckpoint = 1 << 16;
 constexpr std::size_t kMinRepeats = 8;
 constexpr auto kMaxLearning = std::chrono::seconds(10);
 constexpr auto kLearningTick = std::chrono::milliseconds(100);
-// Time windows sized to the run: the first ones short, so that a run of a few seconds still gets
-// dozens of steps; later ones a 48th of the time since the first, so that a long run's steps stay
-// few and each is longer than one iteration.
-constexpr auto kShortestWindow = std::chrono::milliseconds(50);
-constexpr int kWindowsPerRun = 48;
 // Steps closer than this are one step: a loop of microsecond iterations would spend its time in
 // the detector.
 constexpr auto kMinStepGap = std::chrono::milliseconds(1);
@@ -310,7 +305,7 @@ void StepBoundary::tick() {
   }
   std::chrono::nanoseconds window = rule_.interval;
   if (rule_.kind != StepRule::Kind::kInterval) {
-    window = std::max<std::chrono::nanoseconds>(kShortestWindow, (now - started_) / kWindowsPerRun);
+    window = runSizedWindow(now - started_);
   }
   next_window_ = now + window;
 }

@@ -13,6 +13,7 @@
 // tick() for windows and for the learning's time limit.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -34,6 +35,15 @@ struct StepRule {
   std::chrono::nanoseconds interval{0};
   std::string name;
 };
+
+// Time windows sized to the run, for steps (StepBoundary) and forked children (ForkChildWatch):
+// the first ones short, so that a run of a few seconds still gets dozens of them; later ones a
+// 48th of the time since the start, so that a long run has few and each outlasts an iteration.
+constexpr std::chrono::milliseconds kShortestWindow{50};
+constexpr int kWindowsPerRun = 48;
+inline std::chrono::nanoseconds runSizedWindow(std::chrono::nanoseconds since_start) {
+  return std::max<std::chrono::nanoseconds>(kShortestWindow, since_start / kWindowsPerRun);
+}
 
 // "auto", "interval:NANOSECONDS" or "on:NAME" (what the launcher writes in MEMSEAL_RUN_STEP).
 bool parseStepRule(const std::string& text, StepRule* rule, std::string* error);
