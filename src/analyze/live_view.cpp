@@ -7,6 +7,7 @@
 
 #include "analyze/symbolize.h"
 #include "track/live_table.h"
+#include "track/pool_leases.h"
 #include "track/python_frames.h"
 #include "track/session.h"
 #include "track/site_table.h"
@@ -15,12 +16,30 @@
 
 namespace memseal::analyze {
 
-std::vector<LiveItem> collectLive(const std::function<bool(const track::LiveRecord&)>& keep) {
+namespace {
+
+// Visits the session's records of `set` under the tables' locks.
+template <typename Visit>
+void visitSession(LiveSet set, Visit&& visit) {
   std::uint32_t session = track::sessionId();
-  std::vector<LiveItem> items;
-  track::TrackerWork work;  // the vector's own growth is not a tensor, but keep the guard honest
   track::liveAllocations().forEach([&](const track::LiveRecord& record) {
     if (record.session != session) return;
+    if (set == LiveSet::kHeld && (record.flags & track::kPoolBuffer) != 0) return;
+    visit(record);
+  });
+  if (set != LiveSet::kHeld) return;
+  track::poolLeases().forEach([&](const track::LiveRecord& record) {
+    if (record.session == session) visit(record);
+  });
+}
+
+}  // namespace
+
+std::vector<LiveItem> collectLive(const std::function<bool(const track::LiveRecord&)>& keep,
+                                  LiveSet set) {
+  std::vector<LiveItem> items;
+  track::TrackerWork work;  // the vector's own growth is not a tensor, but keep the guard honest
+  visitSession(set, [&](const track::LiveRecord& record) {
     if (keep && !keep(record)) return;
     LiveItem item;
     item.record = record;
@@ -30,12 +49,9 @@ std::vector<LiveItem> collectLive(const std::function<bool(const track::LiveReco
   return items;
 }
 
-void forEachLiveRecord(const std::function<void(const track::LiveRecord&)>& visit) {
-  std::uint32_t session = track::sessionId();
+void forEachLiveRecord(const std::function<void(const track::LiveRecord&)>& visit, LiveSet set) {
   track::TrackerWork work;
-  track::liveAllocations().forEach([&](const track::LiveRecord& record) {
-    if (record.session == session) visit(record);
-  });
+  visitSession(set, visit);
 }
 
 bool newerThan(const track::LiveRecord& a, const track::LiveRecord& b) {

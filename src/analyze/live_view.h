@@ -19,13 +19,23 @@ struct LiveItem {
   c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> tensor;  // undefined when gone
 };
 
+// Which records a view holds. Memory accounting (snapshots, explain) wants the storage as it is;
+// leak analysis (the detector's census, scopes) wants what holders keep: a tensor pool's leases
+// instead of its buffers, which are the pool's by design and never blamed.
+enum class LiveSet {
+  kStorage,
+  kHeld,
+};
+
 // Records of the current session for which `keep` is true (all when empty). Holding the returned
 // vector keeps those tensors alive: drop it before expecting frees.
 std::vector<LiveItem> collectLive(
-    const std::function<bool(const track::LiveRecord&)>& keep = nullptr);
-// Visits the current session's records under the table's locks, taking no tensor reference.
+    const std::function<bool(const track::LiveRecord&)>& keep = nullptr,
+    LiveSet set = LiveSet::kStorage);
+// Visits the current session's records under the tables' locks, taking no tensor reference.
 // `visit` must not free tensors or allocate tracked memory.
-void forEachLiveRecord(const std::function<void(const track::LiveRecord&)>& visit);
+void forEachLiveRecord(const std::function<void(const track::LiveRecord&)>& visit,
+                       LiveSet set = LiveSet::kStorage);
 
 // Newest first: by time, then by the thread's own allocation order.
 bool newerThan(const track::LiveRecord& a, const track::LiveRecord& b);

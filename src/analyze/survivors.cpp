@@ -89,16 +89,18 @@ std::vector<std::int64_t> ShapeSummary::maxShape() const {
 
 SurvivorCensus takeSurvivorCensus(std::uint32_t first_step, std::uint32_t last_step) {
   SurvivorCensus census;
-  forEachLiveRecord([&](const track::LiveRecord& record) {
-    if (record.step < first_step || record.step > last_step) return;
-    SurvivorGroup& group = census.groups[survivorKeyOf(record)];
-    if (group.steps.empty() || group.steps.back() != record.step) {
-      group.steps.push_back(record.step);
-    }
-    group.count += 1;
-    group.bytes += static_cast<std::int64_t>(record.bytes);
-    group.shapes.add(record.signature);
-  });
+  forEachLiveRecord(
+      [&](const track::LiveRecord& record) {
+        if (record.step < first_step || record.step > last_step) return;
+        SurvivorGroup& group = census.groups[survivorKeyOf(record)];
+        if (group.steps.empty() || group.steps.back() != record.step) {
+          group.steps.push_back(record.step);
+        }
+        group.count += 1;
+        group.bytes += static_cast<std::int64_t>(record.bytes);
+        group.shapes.add(record.signature);
+      },
+      LiveSet::kHeld);
   for (auto& [key, group] : census.groups) {
     std::sort(group.steps.begin(), group.steps.end());
     group.steps.erase(std::unique(group.steps.begin(), group.steps.end()), group.steps.end());

@@ -2,9 +2,11 @@
 // loop") and TorchSharp's memory guide, in C++ first and Python second.
 #include "detect/diagnosis.h"
 
+#include <cstring>
 #include <sstream>
 
 #include "common/text.h"
+#include "track/pool_leases.h"
 
 namespace memseal::detect {
 
@@ -100,6 +102,15 @@ std::string hintFor(const LeakFinding& finding) {
              "needed, drop the old one (and its optimizer) before making the next.";
     }
     case LeakCategory::kTensorsRetained:
+      if (finding.site.op.rfind(track::kPoolLeaseOpPrefix, 0) == 0) {
+        return "Leases of pool class " +
+               finding.site.op.substr(std::strlen(track::kPoolLeaseOpPrefix) + 1) +
+               " are taken and kept across steps: their buffers never go back to the pool, "
+               "which grows (PoolExhaustion::kGrow) or runs out. A lease gives its buffer back "
+               "when it is destroyed: let it end with the request (a local TensorLease), or "
+               "clear the container that keeps leases; to keep a result, copy it out "
+               "(`lease->clone()`) and let the lease go.";
+      }
       return "Tensors" + shapesOf(finding) + " made by " + madeBy(finding.site) +
              " are kept across steps and never freed: a container or a cache keyed by input " +
              (finding.shapes.distinct > 1 ? "size (a new shape keeps adding entries)" : "") +

@@ -67,10 +67,12 @@ std::map<analyze::SurvivorKey, GroupSurvivors> groupSurvivors(
   std::vector<analyze::SurvivorKey> keys;
   for (const StorageEvidence& evidence : groups) keys.push_back(evidence.key);
   std::sort(keys.begin(), keys.end());
-  std::vector<analyze::LiveItem> items = analyze::collectLive([&](const track::LiveRecord& record) {
-    return record.step >= first && record.step <= last &&
-           std::binary_search(keys.begin(), keys.end(), analyze::survivorKeyOf(record));
-  });
+  std::vector<analyze::LiveItem> items = analyze::collectLive(
+      [&](const track::LiveRecord& record) {
+        return record.step >= first && record.step <= last &&
+               std::binary_search(keys.begin(), keys.end(), analyze::survivorKeyOf(record));
+      },
+      analyze::LiveSet::kHeld);
   for (const analyze::LiveItem& item : items) {
     analyze::SurvivorKey key = analyze::survivorKeyOf(item.record);
     std::vector<const void*>& storages = survivors[key].storages;

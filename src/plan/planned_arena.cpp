@@ -188,6 +188,21 @@ struct PlannedArena::Impl {
            ", above the arena's max_bytes; runs under this key use the normal allocator");
     } else {
       recorded.plan = std::move(made);
+      // The first block is made with the plan, so the first replay finds it ready: making it
+      // (its pages faulted in) belongs to the recording, the run that already allocates.
+      std::size_t block_size =
+          plan::Block::memorySize(recorded.plan->summary.block_bytes, options.huge_pages);
+      if (recorded.free_blocks.empty() && recorded.blocks_in_use == 0 &&
+          makeRoom(block_size, key)) {
+        try {
+          recorded.free_blocks.reserve(2);  // what the first checkOut asks room for
+          recorded.free_blocks.push_back(new plan::Block(
+              recorded.plan, recorded.plan->summary.block_bytes, options.huge_pages));
+          stats.reserved_bytes += recorded.free_blocks.back()->memory_size;
+        } catch (const std::bad_alloc&) {
+          // No memory for it now: the first replay tries again, and runs unplanned if it fails.
+        }
+      }
     }
   }
 

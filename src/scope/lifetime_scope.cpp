@@ -130,7 +130,8 @@ ScopeReport LifetimeScope::close() {
   {
     std::uint32_t id = state.id;
     std::vector<analyze::LiveItem> items = analyze::collectLive(
-        [id](const track::LiveRecord& record) { return record.lifetime_scope == id; });
+        [id](const track::LiveRecord& record) { return record.lifetime_scope == id; },
+        analyze::LiveSet::kHeld);
     std::sort(items.begin(), items.end(),
               [](const analyze::LiveItem& a, const analyze::LiveItem& b) {
                 return analyze::newerThan(a.record, b.record);

@@ -3,12 +3,10 @@
 // Nothing here allocates through the allocator being tracked; tables grow with calloc, rarely.
 #include "track/cpu_allocator_hook.h"
 
-#include <c10/core/AutogradState.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <atomic>
 #include <cstdio>
-#include <ctime>
 #include <mutex>
 
 #include "track/arena_region.h"
@@ -16,6 +14,7 @@
 #include "track/event_trace.h"
 #include "track/live_table.h"
 #include "track/op_sampling.h"
+#include "track/record_context.h"
 #include "track/served_memory.h"
 #include "track/session.h"
 #include "track/site_table.h"
@@ -26,14 +25,6 @@ namespace memseal::track {
 namespace {
 
 thread_local ThreadState t_thread_state{};
-
-// Ordering allocations needs no precision finer than the thread's own serial number gives; the
-// coarse clock costs a fraction of the precise one.
-std::int64_t coarseNowNs() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-  return static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
-}
 
 // Adopted DataPtrs (arena recordings): data -> their real context and deleter.
 LiveTable& adoptedAllocations() {
@@ -102,15 +93,8 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
   record.original_deleter = inner.get_deleter();
   record.original_context = inner.get_context();
   record.bytes = bytes;
-  record.time_ns = coarseNowNs();
   record.thread_serial = ++state.allocation_serial;
-  record.step = currentStep();
-  record.session = sessionId();
-  record.lifetime_scope = state.lifetime_scope;
-  // Both modes from one read of autograd's thread-local state.
-  const c10::AutogradState& autograd = c10::AutogradState::get_tls_state();
-  record.flags = static_cast<std::uint8_t>((autograd.get_grad_mode() ? kGradMode : 0) |
-                                           (autograd.get_inference_mode() ? kInferenceMode : 0));
+  noteRecordContext(state, record);
   record.thread_slot = counters.threadSlot(state);
   attributeAllocation(state, record);
   c10::Device device = inner.device();

@@ -5,6 +5,7 @@
 
 #include "track/cpu_allocator_hook.h"
 #include "track/live_table.h"
+#include "track/pool_leases.h"
 #include "track/thread_state.h"
 
 namespace memseal::track {
@@ -27,14 +28,17 @@ bool moveToLifetimeScope(const at::TensorBase& tensor, std::uint32_t from, std::
                          std::size_t* bytes) {
   if (!tensor.defined() || !tensor.unsafeGetTensorImpl()->has_storage()) return false;
   const c10::DataPtr& data_ptr = tensor.unsafeGetTensorImpl()->storage().data_ptr();
-  if (!handedOutByHook(data_ptr)) return false;
   bool moved = false;
-  liveAllocations().update(data_ptr.get(), [&](LiveRecord& record) {
+  auto move = [&](LiveRecord& record) {
     if (record.lifetime_scope != from) return;
     record.lifetime_scope = to;
     *bytes = record.bytes;
     moved = true;
-  });
+  };
+  // A pool's lease: the lease is what the scope accounts for, whoever made the buffer.
+  if (data_ptr.get() != nullptr && poolLeases().update(data_ptr.get(), move)) return moved;
+  if (!handedOutByHook(data_ptr)) return false;
+  liveAllocations().update(data_ptr.get(), move);
   return moved;
 }
 

@@ -26,6 +26,7 @@ struct TensorSignature {
 enum RecordFlags : std::uint8_t {
   kGradMode = 1u << 0,
   kInferenceMode = 1u << 1,
+  kPoolBuffer = 1u << 2,  // a TensorPool's buffer: its leases are what leak analysis looks at
 };
 
 struct LiveRecord {

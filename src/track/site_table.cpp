@@ -109,6 +109,21 @@ std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outs
     key.inner_op = inner.name_id;
     key.outer_op = outer.name_id;
   }
+  return siteWithStack(state, key);
+}
+
+std::uint32_t SiteTable::currentSiteNamed(ThreadState& state, std::uint32_t name) {
+  SiteKey key{name, 0, state.scope_path, 0};
+  if (state.op_depth > 0) {
+    OpFrame& outer = state.ops[0];
+    if (outer.name_id == 0) outer.name_id = internString(outer.name);
+    key.outer_op = outer.name_id;
+  }
+  return siteWithStack(state, key);
+}
+
+// Captures the stack as the mode asks. Not inlined, so the frames it skips are always the same.
+__attribute__((noinline)) std::uint32_t SiteTable::siteWithStack(ThreadState& state, SiteKey key) {
   StackTable* stacks = stacks_.load(std::memory_order_acquire);
   StackMode mode = stack_mode_.load(std::memory_order_relaxed);
   std::uint32_t sampled_stack = 0;
@@ -118,7 +133,7 @@ std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outs
         state.sample_counter++ % stack_sample_every_.load(std::memory_order_relaxed) == 0;
     if (capture) {
       CapturedStack captured;
-      captureStack(captured, 3);  // currentSite, the attribution step, the allocator hook
+      captureStack(captured, 4);  // these two, the attribution step, the allocator hook
       std::uint32_t stack_id = internStack(*stacks, captured);
       if (mode == StackMode::kOn) {
         key.stack = stack_id;

@@ -61,6 +61,9 @@ class SiteTable {
   // stacks are on or this allocation is sampled); outside any watched op its op is the string
   // `name_outside_ops` (0: none).
   std::uint32_t currentSite(ThreadState& state, std::uint32_t name_outside_ops = 0);
+  // The same, but with `name` as its op inside ops too (the outermost op stays): for what memseal
+  // hands out itself, such as a pool's leases.
+  std::uint32_t currentSiteNamed(ThreadState& state, std::uint32_t name);
 
   // At session start, before any allocation of the session is tracked.
   void configureStacks(StackMode mode, std::uint32_t sample_every);
@@ -89,6 +92,7 @@ class SiteTable {
   };
 
   std::uint32_t siteFor(const SiteKey& key);
+  std::uint32_t siteWithStack(ThreadState& state, SiteKey key);
 
   InsertOnlyTable<StringEntry, 8192> strings_;
   InsertOnlyTable<ScopePathEntry, 4096> scope_paths_;

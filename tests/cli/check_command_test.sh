@@ -6,18 +6,7 @@
 set -uo pipefail
 memseal="$1"; cases="$2"; python="${3:-}"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-passed=0; failed=0
-expect() {  # expect NAME EXIT_CODE PATTERN -- command...
-  local name="$1" want="$2" pattern="$3"; shift 4
-  "$@" >"$work/out" 2>&1; local got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL $name: exit $got, wanted $want"; sed 's/^/    /' "$work/out" | head -20; failed=$((failed+1)); return
-  fi
-  if [ -n "$pattern" ] && ! grep -qE -- "$pattern" "$work/out"; then
-    echo "FAIL $name: output lacks /$pattern/"; sed 's/^/    /' "$work/out" | head -20; failed=$((failed+1)); return
-  fi
-  echo "ok   $name"; passed=$((passed+1))
-}
+source "$(cd "$(dirname "$0")/.." && pwd)/expect.sh"
 
 expect leak-exits-1 1 "autograd-graph-retained" -- \
   "$memseal" check --steps 15 --warmup 3 --json "$work/leak.json" "$cases/leaky_loss_case.so"

@@ -8,21 +8,7 @@ set -uo pipefail
 memseal="$1"; cases="$2"; python="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-passed=0; failed=0; skipped=0
-expect() {  # expect NAME EXIT_CODE PATTERN -- command...
-  local name="$1" want="$2" pattern="$3"; shift 4
-  "$@" >"$work/out" 2>&1; local got=$?
-  if [ "$got" -eq 77 ] && [ "$want" -ne 77 ] && grep -q "^SKIP" "$work/out"; then
-    echo "skip $name: $(head -1 "$work/out")"; skipped=$((skipped+1)); return
-  fi
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL $name: exit $got, wanted $want"; sed 's/^/    /' "$work/out" | head -30; failed=$((failed+1)); return
-  fi
-  if [ -n "$pattern" ] && ! grep -qE -- "$pattern" "$work/out"; then
-    echo "FAIL $name: output lacks /$pattern/"; sed 's/^/    /' "$work/out" | head -30; failed=$((failed+1)); return
-  fi
-  echo "ok   $name"; passed=$((passed+1))
-}
+source "$(cd "$(dirname "$0")/.." && pwd)/expect.sh"
 browser() { "$python" "$here/../report/html_browser_check.py" "$@"; }
 
 # explain: the training case names its model and Adam; every role is there, parameters exactly.

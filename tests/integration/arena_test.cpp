@@ -126,6 +126,29 @@ TEST(PlannedArena, KeyFromTheInputsAndTheReplayItselfAllocateNothing) {
             "undefined|Long[0]");
 }
 
+TEST(PlannedArena, TheRecordingMakesTheFirstBlockSoTheFirstReplayAllocatesNothing) {
+  c10::InferenceMode inference;
+  PlannedArena arena(quietArena());
+  torch::Tensor batch = torch::ones({64, 256});
+  torch::Tensor output = torch::empty({64, 256});
+  auto region = [&] { output.copy_((batch * 2).relu() + 1); };
+  arena.run({batch}, region);  // records
+  std::string key = PlannedArena::keyFor({batch});
+  ASSERT_TRUE(arena.plan(key).has_value());
+  // The block is there (its pages faulted in) before any replay asked for it.
+  EXPECT_EQ(arena.stats().reserved_bytes, arena.plan(key)->block_bytes);
+  NoAllocationScope no_allocation;
+  std::int64_t operator_new_before = t_operator_new_calls;
+  arena.run({batch}, region);  // the first replay
+  std::int64_t replay_new_calls = t_operator_new_calls - operator_new_before;
+  EXPECT_EQ(no_allocation.allocations(), 0);
+  operator_new_before = t_operator_new_calls;
+  arena.run({batch}, region);
+  EXPECT_EQ(t_operator_new_calls - operator_new_before, replay_new_calls);  // no Block made
+  EXPECT_EQ(arena.stats().replays, 2);
+  EXPECT_EQ(arena.stats().reserved_bytes, arena.plan(key)->block_bytes);
+}
+
 TEST(PlannedArena, AnotherShapeUnderTheSameKeyFallsBackAndSaysWhy) {
   torch::manual_seed(0);
   ConvNet model;

@@ -1,0 +1,493 @@
+// One mutex per class guards its buckets' free lists and counters: an acquire or release holds it
+// for a few pointer moves, and waiting uses the class's condition variable. Leases and the pool
+// share the core, so buffers outlive the pool while leases are out. A lease's tensor is a
+// TensorImpl made directly on the buffer's storage: no dispatcher call, no tensor allocation.
+#include "memseal/pool.h"
+
+#include <ATen/Context.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <utility>
+
+#include "common/text.h"
+#include "pool/bucket_grid.h"
+#include "track/pool_leases.h"
+
+namespace memseal {
+
+namespace detail {
+
+struct PoolClass;
+struct PoolBucket;
+
+struct PoolSlot {
+  at::Tensor buffer;
+  PoolBucket* bucket = nullptr;
+  bool leased = false;
+  bool held = false;  // released while its tensor was still referenced elsewhere
+};
+
+struct PoolBucket {
+  PoolClass* owner = nullptr;
+  std::vector<std::int64_t> shape;
+  std::size_t buffer_bytes = 0;
+  std::deque<PoolSlot> slots;    // stable addresses: leases point at their slot
+  std::vector<PoolSlot*> free;   // reserved to the number of slots: releasing never allocates
+  std::uint32_t lease_name = 0;  // interned "memseal::TensorPool lease 'name' [shape]"
+  PoolBucketStats stats;
+};
+
+struct PoolClass {
+  TensorClassOptions options;
+  pool::BucketGrid grid;
+  at::TensorOptions tensor_options;
+  std::vector<std::unique_ptr<PoolBucket>> buckets;
+  mutable std::mutex mutex;
+  std::condition_variable released;
+
+  PoolClass(TensorClassOptions class_options, pool::BucketGrid bucket_grid)
+      : options(std::move(class_options)), grid(std::move(bucket_grid)) {}
+};
+
+struct PoolCore {
+  std::vector<std::unique_ptr<PoolClass>> classes;
+  std::atomic<std::int64_t> oversize_acquisitions{0};
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::PoolBucket;
+using detail::PoolClass;
+using detail::PoolCore;
+using detail::PoolSlot;
+
+std::string classLabel(const PoolClass& pool_class) { return "'" + pool_class.options.name + "'"; }
+
+bool pinnedMemoryAvailable() {
+  static const bool available = at::globalContext().hasCUDA();
+  return available;
+}
+
+void sayPinnedFallbackOnce() {
+  static std::once_flag said;
+  std::call_once(said, [] {
+    std::cerr << "memseal: CUDA is not available: pinned pool buffers and staging use ordinary "
+                 "host memory (copies are synchronous)\n";
+  });
+}
+
+// A buffer, made outside inference mode so that leases work in and out of it, and marked so that
+// leak analysis looks at its leases instead.
+at::Tensor makeBuffer(const PoolClass& pool_class, const std::vector<std::int64_t>& shape) {
+  c10::InferenceMode normal_tensors(/*enabled=*/false);
+  at::Tensor buffer;
+  try {
+    buffer = at::empty(shape, pool_class.tensor_options);
+  } catch (const c10::Error& error) {
+    throw std::invalid_argument(
+        "memseal: TensorPool class " + classLabel(pool_class) + ": cannot make a buffer of shape " +
+        pool::shapeText(shape.data(), shape.size()) + " on " + pool_class.options.device.str() +
+        ": " + error.what_without_backtrace());
+  }
+  track::markPoolBuffer(buffer);
+  return buffer;
+}
+
+// Under the class's lock.
+PoolSlot& addSlot(PoolBucket& bucket) {
+  PoolSlot& slot = bucket.slots.emplace_back();
+  slot.bucket = &bucket;
+  slot.buffer = makeBuffer(*bucket.owner, bucket.shape);
+  bucket.free.reserve(bucket.slots.size());
+  bucket.stats.buffers = bucket.slots.size();
+  bucket.stats.bytes_held += bucket.buffer_bytes;
+  return slot;
+}
+
+// A free slot of `bucket`, taking back held slots whose outside references are gone.
+PoolSlot* takeFree(PoolBucket& bucket) {
+  if (bucket.free.empty()) {
+    for (PoolSlot& slot : bucket.slots) {
+      if (slot.held && slot.buffer.storage().use_count() == 1) {
+        slot.held = false;
+        bucket.free.push_back(&slot);
+      }
+    }
+    if (bucket.free.empty()) return nullptr;
+  }
+  PoolSlot* slot = bucket.free.back();
+  bucket.free.pop_back();
+  return slot;
+}
+
+bool hasFree(const PoolBucket& bucket) {
+  if (!bucket.free.empty()) return true;
+  return std::any_of(bucket.slots.begin(), bucket.slots.end(), [](const PoolSlot& slot) {
+    return slot.held && slot.buffer.storage().use_count() == 1;
+  });
+}
+
+// The smallest bucket that fits first, then the smallest of the larger ones that fit and have a
+// free buffer (buckets are few: a scan costs less than keeping them sorted).
+PoolSlot* takeFitting(PoolClass& pool_class, std::size_t smallest, const std::int64_t* request) {
+  if (PoolSlot* slot = takeFree(*pool_class.buckets[smallest])) return slot;
+  std::size_t best = pool::BucketGrid::kNone;
+  for (std::size_t i = 0; i < pool_class.buckets.size(); ++i) {
+    if (i == smallest || !pool_class.grid.fits(i, request) || !hasFree(*pool_class.buckets[i])) {
+      continue;
+    }
+    if (best == pool::BucketGrid::kNone ||
+        pool_class.grid.elements(i) < pool_class.grid.elements(best)) {
+      best = i;
+    }
+  }
+  return best == pool::BucketGrid::kNone ? nullptr : takeFree(*pool_class.buckets[best]);
+}
+
+bool anyHeld(const PoolBucket& bucket) {
+  return std::any_of(bucket.slots.begin(), bucket.slots.end(),
+                     [](const PoolSlot& slot) { return slot.held; });
+}
+
+std::string exhaustedMessage(const PoolClass& pool_class, const PoolBucket& bucket,
+                             at::IntArrayRef request, const std::string& what) {
+  return "memseal: TensorPool class " + classLabel(pool_class) + " is exhausted for " +
+         pool::shapeText(request.data(), request.size()) + ": every buffer of bucket " +
+         pool::shapeText(bucket.shape.data(), bucket.shape.size()) + " (capacity " +
+         std::to_string(pool_class.options.capacity) + ", " + std::to_string(bucket.slots.size()) +
+         " buffers, " + std::to_string(bucket.stats.leases_out) +
+         " leases out) and of the larger buckets that fit is leased; " + what;
+}
+
+// A contiguous tensor of `shape` at the start of the buffer's storage.
+at::Tensor viewOf(const at::Tensor& buffer, at::IntArrayRef shape) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(buffer.storage()), buffer.key_set(),
+                                                   buffer.dtype());
+  impl->set_sizes_contiguous(shape);
+  return at::Tensor(std::move(impl));
+}
+
+void validate(const TensorClassOptions& options) {
+  std::string label = "memseal: TensorPool class '" + options.name + "': ";
+  if (options.name.empty()) throw std::invalid_argument("memseal: TensorPool class has no name");
+  if (options.capacity == 0) throw std::invalid_argument(label + "capacity must be at least 1");
+  if (options.max_buffers_per_bucket < options.capacity) {
+    throw std::invalid_argument(label + "max_buffers_per_bucket (" +
+                                std::to_string(options.max_buffers_per_bucket) +
+                                ") is below capacity (" + std::to_string(options.capacity) + ")");
+  }
+  if (options.wait_timeout.count() < 0) {
+    throw std::invalid_argument(label + "wait_timeout is negative");
+  }
+  if (options.pinned && options.device.type() != c10::DeviceType::CPU) {
+    throw std::invalid_argument(label + "pinned buffers are host memory; device is " +
+                                options.device.str());
+  }
+}
+
+}  // namespace
+
+TensorLease::TensorLease(TensorLease&& other) noexcept
+    : core_(std::move(other.core_)),
+      slot_(std::exchange(other.slot_, nullptr)),
+      oversize_(std::exchange(other.oversize_, false)),
+      view_(std::move(other.view_)) {}
+
+TensorLease& TensorLease::operator=(TensorLease&& other) noexcept {
+  if (this != &other) {
+    release();
+    core_ = std::move(other.core_);
+    slot_ = std::exchange(other.slot_, nullptr);
+    oversize_ = std::exchange(other.oversize_, false);
+    view_ = std::move(other.view_);
+  }
+  return *this;
+}
+
+std::vector<std::int64_t> TensorLease::bucketShape() const {
+  if (slot_ != nullptr) return slot_->bucket->shape;
+  return view_.defined() ? view_.sizes().vec() : std::vector<std::int64_t>{};
+}
+
+void TensorLease::release() noexcept {
+  if (slot_ == nullptr) {
+    view_.reset();
+    oversize_ = false;
+    core_.reset();
+    return;
+  }
+  PoolSlot* slot = std::exchange(slot_, nullptr);
+  view_.reset();
+  track::endLease(slot->buffer.storage().data_ptr().get());
+  PoolBucket& bucket = *slot->bucket;
+  PoolClass& pool_class = *bucket.owner;
+  {
+    std::lock_guard<std::mutex> lock(pool_class.mutex);
+    slot->leased = false;
+    --bucket.stats.leases_out;
+    // Someone kept the lease's tensor (or a view of it): handing the buffer to the next request
+    // would change their data under them.
+    if (slot->buffer.storage().use_count() > 1) {
+      slot->held = true;
+      ++bucket.stats.held_after_release;
+    } else {
+      bucket.free.push_back(slot);
+    }
+  }
+  pool_class.released.notify_all();
+  core_.reset();
+}
+
+TensorPool::TensorPool(std::vector<TensorClassOptions> classes)
+    : core_(std::make_shared<PoolCore>()) {
+  if (classes.empty()) throw std::invalid_argument("memseal: TensorPool needs at least one class");
+  for (TensorClassOptions& options : classes) {
+    validate(options);
+    for (const auto& existing : core_->classes) {
+      if (existing->options.name == options.name) {
+        throw std::invalid_argument("memseal: TensorPool class '" + options.name +
+                                    "' is defined twice");
+      }
+    }
+    std::unique_ptr<PoolClass> pool_class;
+    try {
+      pool::BucketGrid grid(options.sizes);
+      pool_class = std::make_unique<PoolClass>(std::move(options), std::move(grid));
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument("memseal: TensorPool class '" + options.name +
+                                  "': " + error.what());
+    }
+    bool pinned = pool_class->options.pinned;
+    if (pinned && !pinnedMemoryAvailable()) {
+      sayPinnedFallbackOnce();
+      pinned = false;
+    }
+    pool_class->tensor_options = at::TensorOptions()
+                                     .dtype(pool_class->options.dtype)
+                                     .device(pool_class->options.device)
+                                     .pinned_memory(pinned);
+    std::size_t item_bytes = c10::elementSize(pool_class->options.dtype);
+    std::lock_guard<std::mutex> lock(pool_class->mutex);
+    for (std::size_t i = 0; i < pool_class->grid.count(); ++i) {
+      auto bucket = std::make_unique<PoolBucket>();
+      bucket->owner = pool_class.get();
+      bucket->shape = pool_class->grid.shape(i);
+      bucket->buffer_bytes = static_cast<std::size_t>(pool_class->grid.elements(i)) * item_bytes;
+      std::string shape = pool::shapeText(bucket->shape.data(), bucket->shape.size());
+      bucket->lease_name = track::poolLeaseName(
+          (std::string(track::kPoolLeaseOpPrefix) + " '" + pool_class->options.name + "' " + shape)
+              .c_str());
+      bucket->stats.class_name = pool_class->options.name;
+      bucket->stats.shape = bucket->shape;
+      bucket->stats.pinned = pinned;
+      for (std::size_t n = 0; n < pool_class->options.capacity; ++n) {
+        bucket->free.push_back(&addSlot(*bucket));
+      }
+      pool_class->buckets.push_back(std::move(bucket));
+    }
+    core_->classes.push_back(std::move(pool_class));
+  }
+}
+
+TensorPool::~TensorPool() {
+  std::ostringstream out;
+  std::size_t leases_out = 0;
+  for (const auto& pool_class : core_->classes) {
+    std::lock_guard<std::mutex> lock(pool_class->mutex);
+    for (const auto& bucket : pool_class->buckets) {
+      if (bucket->stats.leases_out == 0) continue;
+      leases_out += bucket->stats.leases_out;
+      out << "\n  class '" << pool_class->options.name << "' bucket "
+          << pool::shapeText(bucket->shape.data(), bucket->shape.size()) << ": "
+          << bucket->stats.leases_out << " out";
+    }
+  }
+  if (leases_out == 0) return;
+  std::cerr << "memseal: TensorPool destroyed with " << leases_out
+            << " lease(s) still out; their buffers stay valid until they are released:" << out.str()
+            << "\n";
+}
+
+TensorLease TensorPool::tryAcquire(std::string_view class_name, at::IntArrayRef shape) {
+  return acquireWith(class_name, shape, /*may_block_or_grow=*/false);
+}
+
+TensorLease TensorPool::acquire(std::string_view class_name, at::IntArrayRef shape) {
+  return acquireWith(class_name, shape, /*may_block_or_grow=*/true);
+}
+
+TensorLease TensorPool::acquireWith(std::string_view class_name, at::IntArrayRef shape,
+                                    bool may_block_or_grow) {
+  PoolClass* found = nullptr;
+  for (const auto& pool_class : core_->classes) {
+    if (pool_class->options.name == class_name) found = pool_class.get();
+  }
+  if (found == nullptr) {
+    std::string names;
+    for (const auto& pool_class : core_->classes) {
+      names += (names.empty() ? "" : ", ") + classLabel(*pool_class);
+    }
+    throw std::invalid_argument("memseal: TensorPool has no class '" + std::string(class_name) +
+                                "' (it has " + names + ")");
+  }
+  PoolClass& pool_class = *found;
+  if (shape.size() != pool_class.grid.rank()) {
+    throw std::invalid_argument(
+        "memseal: TensorPool class " + classLabel(pool_class) + " holds " +
+        std::to_string(pool_class.grid.rank()) + "-dimensional tensors; the request " +
+        pool::shapeText(shape.data(), shape.size()) + " has " + std::to_string(shape.size()));
+  }
+  for (std::int64_t size : shape) {
+    if (size < 0) {
+      throw std::invalid_argument("memseal: TensorPool class " + classLabel(pool_class) +
+                                  ": negative size in request " +
+                                  pool::shapeText(shape.data(), shape.size()));
+    }
+  }
+  TensorLease lease;
+  std::size_t smallest = pool_class.grid.smallestFitting(shape.data());
+  if (smallest == pool::BucketGrid::kNone) {
+    std::vector<std::int64_t> largest = pool_class.grid.largest();
+    if (!may_block_or_grow) return lease;
+    if (pool_class.options.on_exhausted != PoolExhaustion::kGrow) {
+      throw PoolExhaustedError("memseal: TensorPool class " + classLabel(pool_class) +
+                               ": the request " + pool::shapeText(shape.data(), shape.size()) +
+                               " is larger than every bucket (the largest is " +
+                               pool::shapeText(largest.data(), largest.size()) +
+                               "); add larger sizes or use PoolExhaustion::kGrow");
+    }
+    // A buffer of its own, freed with the lease: counted, so an undersized pool shows in stats.
+    core_->oversize_acquisitions.fetch_add(1, std::memory_order_relaxed);
+    c10::InferenceMode normal_tensors(/*enabled=*/false);
+    lease.view_ = at::empty(shape, pool_class.tensor_options);
+    lease.oversize_ = true;
+    lease.core_ = core_;
+    return lease;
+  }
+  PoolBucket& wanted = *pool_class.buckets[smallest];
+  PoolSlot* slot = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(pool_class.mutex);
+    slot = takeFitting(pool_class, smallest, shape.data());
+    if (slot == nullptr && may_block_or_grow) {
+      const TensorClassOptions& options = pool_class.options;
+      switch (options.on_exhausted) {
+        case PoolExhaustion::kFail:
+          ++wanted.stats.failures;
+          throw PoolExhaustedError(exhaustedMessage(
+              pool_class, wanted, shape,
+              "the policy is to fail (PoolExhaustion::kFail): raise capacity or release leases "
+              "sooner"));
+        case PoolExhaustion::kGrow:
+          if (wanted.slots.size() >= options.max_buffers_per_bucket) {
+            ++wanted.stats.failures;
+            throw PoolExhaustedError(
+                exhaustedMessage(pool_class, wanted, shape,
+                                 "it may not grow beyond max_buffers_per_bucket (" +
+                                     std::to_string(options.max_buffers_per_bucket) + ")"));
+          }
+          slot = &addSlot(wanted);
+          ++wanted.stats.grows;
+          break;
+        case PoolExhaustion::kWait: {
+          ++wanted.stats.waits;
+          auto started = std::chrono::steady_clock::now();
+          auto deadline = started + options.wait_timeout;
+          while (slot == nullptr) {
+            // A held buffer comes back when its outside reference goes, which signals nothing:
+            // while any is held, look again every few milliseconds.
+            auto until = anyHeld(wanted) ? std::min(deadline, std::chrono::steady_clock::now() +
+                                                                  std::chrono::milliseconds(5))
+                                         : deadline;
+            bool timed_out =
+                pool_class.released.wait_until(lock, until) == std::cv_status::timeout &&
+                std::chrono::steady_clock::now() >= deadline;
+            slot = takeFitting(pool_class, smallest, shape.data());
+            if (slot == nullptr && timed_out) break;
+          }
+          auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - started)
+                            .count();
+          wanted.stats.wait_ns += waited;
+          wanted.stats.max_wait_ns = std::max<std::int64_t>(wanted.stats.max_wait_ns, waited);
+          if (slot == nullptr) {
+            ++wanted.stats.failures;
+            throw PoolExhaustedError(exhaustedMessage(
+                pool_class, wanted, shape,
+                "waited " + std::to_string(options.wait_timeout.count()) +
+                    " ms: raise capacity, release leases sooner, or use PoolExhaustion::kGrow"));
+          }
+          break;
+        }
+      }
+    }
+    if (slot == nullptr) return lease;
+    PoolBucket& bucket = *slot->bucket;
+    slot->leased = true;
+    ++bucket.stats.acquisitions;
+    ++bucket.stats.leases_out;
+    bucket.stats.leases_high_water =
+        std::max(bucket.stats.leases_high_water, bucket.stats.leases_out);
+  }
+  lease.view_ = viewOf(slot->buffer, shape);
+  lease.slot_ = slot;
+  lease.core_ = core_;
+  track::beginLease(lease.view_, slot->bucket->lease_name);
+  return lease;
+}
+
+PoolStats TensorPool::stats() const {
+  PoolStats stats;
+  for (const auto& pool_class : core_->classes) {
+    std::lock_guard<std::mutex> lock(pool_class->mutex);
+    for (const auto& bucket : pool_class->buckets) {
+      stats.buckets.push_back(bucket->stats);
+      stats.bytes_held += bucket->stats.bytes_held;
+    }
+  }
+  stats.oversize_acquisitions = core_->oversize_acquisitions.load(std::memory_order_relaxed);
+  return stats;
+}
+
+std::string PoolStats::toText() const {
+  std::ostringstream out;
+  out << "TensorPool: " << common::bytesText(static_cast<std::int64_t>(bytes_held))
+      << " in buffers";
+  if (oversize_acquisitions > 0) {
+    out << ", " << oversize_acquisitions << " oversize request(s) served by their own buffer";
+  }
+  out << "\n";
+  for (const PoolBucketStats& bucket : buckets) {
+    if (bucket.acquisitions == 0 && bucket.grows == 0 && bucket.failures == 0) continue;
+    out << "  " << bucket.class_name << " "
+        << pool::shapeText(bucket.shape.data(), bucket.shape.size()) << ": " << bucket.acquisitions
+        << " acquired, " << bucket.leases_out << " out (high water " << bucket.leases_high_water
+        << " of " << bucket.buffers << " buffers";
+    if (bucket.grows > 0) out << ", " << bucket.grows << " grown";
+    out << "), " << bucket.waits << " waits";
+    if (bucket.waits > 0) {
+      out << " (" << bucket.wait_ns / 1000000 << " ms, longest " << bucket.max_wait_ns / 1000000
+          << " ms)";
+    }
+    out << ", " << bucket.failures << " failures";
+    if (bucket.held_after_release > 0) {
+      out << ", " << bucket.held_after_release << " released while still referenced";
+    }
+    if (bucket.pinned) out << ", pinned";
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace memseal

@@ -1,0 +1,36 @@
+// What every record notes about the moment it was made: the coarse time, the step and session, the
+// thread's lifetime scope and its autograd modes. Shared by tracked allocations (on the hot path,
+// hence inline) and pool leases.
+#pragma once
+
+#include <c10/core/AutogradState.h>
+
+#include <cstdint>
+#include <ctime>
+
+#include "track/live_record.h"
+#include "track/session.h"
+#include "track/thread_state.h"
+
+namespace memseal::track {
+
+// Ordering records needs no precision finer than the thread's own serial number gives; the coarse
+// clock costs a fraction of the precise one.
+inline std::int64_t coarseNowNs() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+inline void noteRecordContext(const ThreadState& state, LiveRecord& record) {
+  record.time_ns = coarseNowNs();
+  record.step = currentStep();
+  record.session = sessionId();
+  record.lifetime_scope = state.lifetime_scope;
+  // Both modes from one read of autograd's thread-local state.
+  const c10::AutogradState& autograd = c10::AutogradState::get_tls_state();
+  record.flags = static_cast<std::uint8_t>((autograd.get_grad_mode() ? kGradMode : 0) |
+                                           (autograd.get_inference_mode() ? kInferenceMode : 0));
+}
+
+}  // namespace memseal::track
