@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "detect/device_findings.h"
 #include "detect/evidence.h"
 #include "detect/findings.h"
 #include "detect/graph_nodes.h"
@@ -113,6 +114,7 @@ struct LeakDetector::State {
     report.backward_ran = backwardRan();
     report.notes = notes;
     report.findings = detect::buildFindings(evidence(/*for_report=*/true));
+    detect::addDeviceFindings(options.warmup, report);
     report.leak = !report.findings.empty();
     if (report.leak) report.detected_at_step = leak_since;
     return report;

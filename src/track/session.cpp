@@ -8,6 +8,7 @@
 
 #include "track/cpu_allocator_hook.h"
 #include "track/device_counters.h"
+#include "track/device_events.h"
 #include "track/op_observer.h"
 #include "track/op_sampling.h"
 #include "track/site_table.h"
@@ -50,7 +51,9 @@ void startSession(const SessionOptions& options) {
   configureOpObserver(options.record_tensor_metadata);
   configureOpSchedule(options.ops, currentStep());
   applySchedule(currentStep());
+  resetDeviceLedger();
   g_session.active.store(true, std::memory_order_release);
+  attachCudaAllocatorTrace();
 }
 
 void stopSession() {
@@ -63,6 +66,10 @@ void stopSession() {
 }
 
 void setSessionStep(std::uint32_t step) {
+  if (sessionActive()) {
+    endDeviceStep(currentStep());  // the step that ends now
+    attachCudaAllocatorTrace();    // CUDA may have been initialised during it
+  }
   g_session.step.store(step, std::memory_order_relaxed);
   if (!opScheduleVaries()) return;
   std::lock_guard<std::mutex> lock(controlMutex());

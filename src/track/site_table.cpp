@@ -98,7 +98,7 @@ std::uint32_t SiteTable::siteFor(const SiteKey& key) {
   return id != 0 ? id : overflow_site_;
 }
 
-std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outside_ops) {
+SiteKey SiteTable::opKey(ThreadState& state, std::uint32_t name_outside_ops) {
   SiteKey key{name_outside_ops, 0, state.scope_path, 0};
   std::uint32_t depth = std::min<std::uint32_t>(state.op_depth, kMaxOpDepth);
   if (depth > 0) {
@@ -109,8 +109,14 @@ std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outs
     key.inner_op = inner.name_id;
     key.outer_op = outer.name_id;
   }
-  return siteWithStack(state, key);
+  return key;
 }
+
+std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outside_ops) {
+  return siteWithStack(state, opKey(state, name_outside_ops));
+}
+
+std::uint32_t SiteTable::currentOpSite(ThreadState& state) { return siteFor(opKey(state, 0)); }
 
 std::uint32_t SiteTable::currentSiteNamed(ThreadState& state, std::uint32_t name) {
   SiteKey key{name, 0, state.scope_path, 0};

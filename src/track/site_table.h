@@ -64,6 +64,9 @@ class SiteTable {
   // The same, but with `name` as its op inside ops too (the outermost op stays): for what memseal
   // hands out itself, such as a pool's leases.
   std::uint32_t currentSiteNamed(ThreadState& state, std::uint32_t name);
+  // The op and scope part of currentSite, never a stack: for callers that may not unwind or take
+  // the GIL (the CUDA allocator's trace hook runs under the allocator's lock).
+  std::uint32_t currentOpSite(ThreadState& state);
 
   // At session start, before any allocation of the session is tracked.
   void configureStacks(StackMode mode, std::uint32_t sample_every);
@@ -92,6 +95,8 @@ class SiteTable {
   };
 
   std::uint32_t siteFor(const SiteKey& key);
+  // The ops and scope the thread is in now (inner op `name_outside_ops` outside any op).
+  SiteKey opKey(ThreadState& state, std::uint32_t name_outside_ops);
   std::uint32_t siteWithStack(ThreadState& state, SiteKey key);
 
   InsertOnlyTable<StringEntry, 8192> strings_;

@@ -1,0 +1,260 @@
+// What the CUDA caching allocator's event stream says about one run: a ledger that replays segment
+// and block events per device, a diagnosis that tells a leak from caching and fragmentation, and
+// out-of-memory forensics. Pure (standard library only), so every rule is tested on synthetic
+// event sequences without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memseal::analyze {
+
+// One per c10::cuda::CUDACachingAllocator::TraceEntry action (attachAllocatorTraceTracker):
+//   SEGMENT_ALLOC   -> kSegmentAlloc        cudaMalloc of a new segment (addr, size)
+//   SEGMENT_FREE    -> kSegmentFree         cudaFree of a whole segment (addr)
+//   SEGMENT_MAP     -> kSegmentMap          expandable segments: pages mapped at (addr, size)
+//   SEGMENT_UNMAP   -> kSegmentUnmap        expandable segments: pages unmapped at (addr, size)
+//   ALLOC           -> kBlockAlloc          a block handed to a tensor (addr, size)
+//   FREE_REQUESTED  -> kBlockFreeRequested  the tensor let go; allocated bytes drop, but the block
+//                                           stays occupied until its streams are done with it
+//   FREE_COMPLETED  -> kBlockFreeCompleted  the block is back in the pool, free for reuse
+//   OOM             -> kOutOfMemory         a request failed (size; TraceEntry::addr holds the
+//                                           device's free bytes, like attachOutOfMemoryObserver's
+//                                           device_free)
+// SNAPSHOT carries no memory change and has no kind here.
+enum class DeviceEventKind {
+  kSegmentAlloc,
+  kSegmentFree,
+  kSegmentMap,
+  kSegmentUnmap,
+  kBlockAlloc,
+  kBlockFreeRequested,
+  kBlockFreeCompleted,
+  kOutOfMemory,
+};
+
+struct DeviceMemoryEvent {
+  DeviceEventKind kind = DeviceEventKind::kBlockAlloc;
+  int device = 0;
+  std::uint64_t address = 0;  // segment or block start; unused for kOutOfMemory
+  std::uint64_t bytes = 0;    // segment, mapping or block size; the failed request for an OOM
+  std::uint64_t stream = 0;
+  std::uint32_t site = 0;  // interned allocation site of a block (kBlockAlloc)
+  std::uint32_t step = 0;  // the loop step the event happened in
+  std::int64_t time_ns = 0;
+  std::uint64_t device_free_bytes = 0;  // kOutOfMemory only: cudaMemGetInfo's free bytes
+};
+
+// Live blocks of one allocation site.
+struct LiveBlockGroup {
+  std::uint32_t site = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct LiveBlockSummary {
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t site = 0;
+  std::uint32_t step = 0;  // allocated in
+  std::uint64_t stream = 0;
+};
+
+// Free space inside the reserved segments of one device, at one moment.
+struct FreeSpace {
+  std::uint64_t largest_free_extent = 0;  // biggest contiguous free range inside one segment
+  // Free gaps inside segments that also hold occupied blocks: torch.cuda.empty_cache() cannot
+  // return them, and a request larger than each of them cannot use them.
+  std::uint64_t inactive_split_blocks = 0;
+  std::uint64_t inactive_split_bytes = 0;
+  // Segments with nothing in them: the cache empty_cache() would return to the driver.
+  std::uint64_t free_segments = 0;
+  std::uint64_t free_segment_bytes = 0;
+};
+
+// Totals and counters of one device. Only what is live is kept; these are fixed-size.
+struct DeviceMemoryTotals {
+  std::uint64_t allocated = 0;           // bytes of live blocks (free not yet requested)
+  std::uint64_t pending_free_bytes = 0;  // freed by the program, still in use by a stream
+  std::uint64_t reserved = 0;            // bytes of segments (mapped bytes when expandable)
+  std::uint64_t peak_allocated = 0;
+  std::uint64_t peak_reserved = 0;
+  std::uint64_t live_blocks = 0;
+  std::uint64_t segments = 0;
+  std::uint64_t segment_allocs = 0;  // kSegmentAlloc and kSegmentMap applied
+  std::uint64_t segment_frees = 0;   // kSegmentFree and kSegmentUnmap applied
+  std::uint64_t block_allocs = 0;
+  std::uint64_t block_frees = 0;  // blocks whose bytes left `allocated`
+  std::uint64_t out_of_memory = 0;
+  // Events that matched nothing the ledger knows (a free of an unknown block or segment, a block
+  // outside every segment, a block or segment on top of a live one): tracing started late or lost
+  // events. They are tolerated, never make a total negative, and are counted here.
+  std::uint64_t unmatched_events = 0;
+};
+
+// The state of one device at the end of a step.
+struct DeviceStepSample {
+  std::uint32_t step = 0;
+  std::uint64_t allocated = 0;
+  std::uint64_t reserved = 0;
+  std::uint64_t largest_free_extent = 0;
+  std::uint64_t inactive_split_blocks = 0;
+  std::uint64_t inactive_split_bytes = 0;
+  // The highest `allocated` since the previous sample: the step's own need, which the cache
+  // must hold anyway. Reserved memory above it is what caching or fragmentation costs.
+  std::uint64_t peak_allocated = 0;
+  std::uint64_t free_segment_bytes = 0;  // whole free segments (see FreeSpace)
+};
+
+// The state of a device just before a request failed with out-of-memory.
+struct OomRecord {
+  int device = 0;
+  std::uint64_t requested_bytes = 0;
+  std::uint64_t stream = 0;  // of the failing request
+  std::uint64_t allocated = 0;
+  std::uint64_t reserved = 0;
+  std::uint64_t device_free_bytes = 0;
+  std::uint64_t largest_free_extent = 0;            // in any segment
+  std::uint64_t largest_free_extent_on_stream = 0;  // in the request's stream's segments
+  std::uint32_t step = 0;
+  std::uint64_t inactive_split_blocks = 0;
+  std::uint64_t inactive_split_bytes = 0;
+  std::vector<LiveBlockGroup> largest_sites;     // by bytes, largest first
+  std::vector<LiveBlockSummary> largest_blocks;  // by bytes, largest first
+};
+
+// Sites and blocks an OomRecord keeps.
+constexpr std::size_t kOomTopSites = 10;
+constexpr std::size_t kOomTopBlocks = 10;
+// Step samples kept per device; past it, every other sample of the older half goes.
+constexpr std::size_t kMaxDeviceStepSamples = 16384;
+
+// Applies allocator events in the order they happened, per device. Memory: the live segments and
+// blocks (bounded by what the program itself holds), fixed counters, the step samples (thinned
+// past kMaxDeviceStepSamples) and the last OomRecord of each device.
+class DeviceMemoryLedger {
+ public:
+  void apply(const DeviceMemoryEvent& event);
+  // Appends one DeviceStepSample per device seen so far.
+  void endStep(std::uint32_t step);
+
+  std::vector<int> devices() const;  // seen so far, ascending
+  // Unknown devices read as empty.
+  DeviceMemoryTotals totals(int device) const;
+  // One pass over the device's segments and blocks.
+  FreeSpace freeSpace(int device) const;
+  // Live blocks grouped by site, largest bytes first (ties: lower site first); `limit` 0 = all.
+  // Only blocks allocated in `since_step` or later (0: all).
+  std::vector<LiveBlockGroup> liveBlocksBySite(int device, std::size_t limit = 0,
+                                               std::uint32_t since_step = 0) const;
+  std::vector<LiveBlockSummary> largestLiveBlocks(int device, std::size_t limit) const;
+  const std::vector<DeviceStepSample>& stepSamples(int device) const;
+  const std::optional<OomRecord>& lastOom(int device) const;
+  std::uint64_t unmatchedEvents() const;  // over all devices
+
+ private:
+  struct Segment {
+    std::uint64_t bytes = 0;
+    std::uint64_t stream = 0;
+    bool expandable = false;  // made by kSegmentMap: neighbouring mappings merge
+  };
+  struct Block {
+    std::uint64_t bytes = 0;
+    std::uint64_t stream = 0;
+    std::uint32_t site = 0;
+    std::uint32_t step = 0;
+    bool free_requested = false;
+  };
+  struct Device {
+    std::map<std::uint64_t, Segment> segments;  // by start address, never overlapping
+    std::map<std::uint64_t, Block> blocks;      // by start address, never overlapping
+    DeviceMemoryTotals totals;
+    std::uint64_t step_peak_allocated = 0;
+    std::vector<DeviceStepSample> samples;
+    std::optional<OomRecord> last_oom;
+  };
+
+  Device& device(int index);
+  const Device* findDevice(int index) const;
+  static FreeSpace freeSpaceOf(const Device& device, const std::uint64_t* only_stream);
+  static void addSegment(Device& device, const DeviceMemoryEvent& event, bool expandable);
+  static void removeSegmentRange(Device& device, std::uint64_t begin, std::uint64_t end,
+                                 bool& unmatched);
+  static void releaseBlock(Device& device, std::map<std::uint64_t, Block>::iterator block);
+  static void allocateBlock(Device& device, const DeviceMemoryEvent& event);
+  static void freeBlock(Device& device, const DeviceMemoryEvent& event);
+  void recordOom(Device& device, const DeviceMemoryEvent& event);
+
+  std::map<int, Device> devices_;
+};
+
+enum class DeviceVerdict {
+  kSteady,         // allocated level, the cache no bigger than the step needs
+  kLeak,           // allocated memory grows step after step without levelling off
+  kCaching,        // reserved above what the steps use, allocated not growing: not a leak
+  kFragmentation,  // reserved far above allocated, the free space split inside used segments
+};
+
+// "steady", "leak", "caching", "fragmentation"
+const char* deviceVerdictName(DeviceVerdict verdict);
+
+struct DeviceMemoryDiagnosis {
+  DeviceVerdict verdict = DeviceVerdict::kSteady;
+  std::uint32_t first_step = 0;  // the observed (post-warm-up) samples
+  std::uint32_t last_step = 0;
+  std::size_t observed_samples = 0;
+  double allocated_slope_per_step = 0;  // least squares over the observed samples
+  double leak_bytes_per_step = 0;       // growth that does not level off (0 when it does)
+  double reserved_slope_per_step = 0;
+  // The last sample's numbers.
+  std::uint64_t allocated = 0;
+  std::uint64_t peak_allocated = 0;
+  std::uint64_t reserved = 0;
+  std::uint64_t reserved_minus_allocated = 0;
+  std::uint64_t reserved_above_peak = 0;  // reserved - peak_allocated: held beyond the step's need
+  std::uint64_t reserved_growth = 0;      // reserved's rise over the observed samples
+  std::uint64_t inactive_split_blocks = 0;
+  std::uint64_t inactive_split_bytes = 0;
+  std::uint64_t free_segment_bytes = 0;
+  std::uint64_t largest_free_extent = 0;
+  double reserved_to_allocated = 0;  // reserved / allocated (allocated 0 counts as 1 byte)
+  bool oom_from_fragmentation = false;
+  std::string hint;  // what it means and what to do, for a newcomer
+};
+
+// `samples` of one device in step order (DeviceMemoryLedger::stepSamples); those before step
+// `warmup` are ignored. `last_oom`, when given, must be of the same device.
+DeviceMemoryDiagnosis diagnoseDevice(const std::vector<DeviceStepSample>& samples,
+                                     std::uint32_t warmup,
+                                     const std::optional<OomRecord>& last_oom);
+
+enum class OomCause {
+  // request > largest free extent on its stream while reserved - allocated >= request: there
+  // was room in the cache, but not in one piece.
+  kFragmentation,
+  // The device reports at least the request free: a limit of this process was hit
+  // (torch.cuda.set_per_process_memory_fraction, a MIG slice or container limit).
+  kProcessLimit,
+  // Neither: live tensors fill what the device has (a leak, or a workload too large).
+  kDeviceFull,
+};
+
+const char* oomCauseName(OomCause cause);  // "fragmentation", "process-limit", "device-full"
+OomCause oomCause(const OomRecord& record);
+// One or two sentences: why the request failed and what to do.
+std::string oomExplanation(const OomRecord& record);
+
+constexpr const char* kCudaOomSchema = "memseal.cuda-oom";
+constexpr int kCudaOomVersion = 1;
+
+// Sites are named through `site_name` (an empty function names them "site N").
+std::string oomForensicsJson(const OomRecord& record,
+                             const std::function<std::string(std::uint32_t site)>& site_name);
+std::string oomForensicsText(const OomRecord& record,
+                             const std::function<std::string(std::uint32_t site)>& site_name);
+
+}  // namespace memseal::analyze

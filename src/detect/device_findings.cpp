@@ -1,0 +1,87 @@
+#include "detect/device_findings.h"
+
+#include <string>
+#include <vector>
+
+#include "analyze/device_memory.h"
+#include "analyze/live_view.h"
+#include "common/text.h"
+#include "track/device_events.h"
+
+namespace memseal::detect {
+
+namespace {
+
+std::string bytes(std::uint64_t value) {
+  return common::bytesText(static_cast<std::int64_t>(value));
+}
+
+}  // namespace
+
+void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
+  if (!track::deviceEventsSeen()) return;
+  struct DeviceView {
+    int device = 0;
+    analyze::DeviceMemoryDiagnosis diagnosis;
+    std::vector<analyze::LiveBlockGroup> grown;  // sites of blocks made after warm-up
+  };
+  std::vector<DeviceView> views;
+  track::readDeviceLedger([&](const analyze::DeviceMemoryLedger& ledger) {
+    for (int device : ledger.devices()) {
+      DeviceView view;
+      view.device = device;
+      view.diagnosis =
+          analyze::diagnoseDevice(ledger.stepSamples(device), warmup, ledger.lastOom(device));
+      view.grown = ledger.liveBlocksBySite(device, 4, warmup);
+      views.push_back(std::move(view));
+    }
+  });
+  std::string oom_path = track::lastOomForensicsPath();
+  for (const DeviceView& view : views) {
+    const analyze::DeviceMemoryDiagnosis& diagnosis = view.diagnosis;
+    std::string name = "cuda:" + std::to_string(view.device);
+    std::string totals = bytes(diagnosis.allocated) + " allocated, " + bytes(diagnosis.reserved) +
+                         " reserved by PyTorch's caching allocator";
+    switch (diagnosis.verdict) {
+      case analyze::DeviceVerdict::kSteady:
+        report.notes.push_back(name + ": steady (" + totals + ")");
+        break;
+      case analyze::DeviceVerdict::kCaching:
+      case analyze::DeviceVerdict::kFragmentation:
+        report.notes.push_back(name + ": " + analyze::deviceVerdictName(diagnosis.verdict) +
+                               ", not a leak (" + totals + "). " + diagnosis.hint);
+        break;
+      case analyze::DeviceVerdict::kLeak: {
+        LeakFinding finding;
+        finding.category = LeakCategory::kTensorsRetained;
+        finding.retained = "CUDA memory";
+        finding.bytes_per_step = diagnosis.leak_bytes_per_step;
+        finding.steps_observed = static_cast<std::uint32_t>(diagnosis.observed_samples);
+        finding.steps_with_survivors = finding.steps_observed;
+        for (const analyze::LiveBlockGroup& group : view.grown) {
+          LeakPart part;
+          part.retained = "CUDA memory";
+          part.site = analyze::describeSite(group.site);
+          part.survivors = static_cast<std::int64_t>(group.blocks);
+          part.survivor_bytes = static_cast<std::int64_t>(group.bytes);
+          part.steps_observed = finding.steps_observed;
+          finding.survivors += part.survivors;
+          finding.survivor_bytes += part.survivor_bytes;
+          finding.parts.push_back(std::move(part));
+        }
+        if (!finding.parts.empty()) finding.site = finding.parts.front().site;
+        finding.hint = "On " + name + ", memory allocated to tensors grows +" +
+                       bytes(static_cast<std::uint64_t>(diagnosis.leak_bytes_per_step)) +
+                       "/step without levelling off (" + totals +
+                       "): tensors made after warm-up are kept. " + diagnosis.hint;
+        report.findings.push_back(std::move(finding));
+        break;
+      }
+    }
+  }
+  if (!oom_path.empty()) {
+    report.notes.push_back("CUDA ran out of memory; what was live then is in " + oom_path);
+  }
+}
+
+}  // namespace memseal::detect

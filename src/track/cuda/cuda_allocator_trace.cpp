@@ -1,0 +1,89 @@
+// The CUDA caching allocator's trace hook, turned into device events (track/device_events.h). Built
+// only where libtorch has CUDA. The hook is attached once per process (libtorch cannot detach it)
+// and does nothing while no session is active. It runs with the allocator's per-device lock held:
+// it takes only the ledger's lock, captures no stack and never touches Python.
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "track/device_events.h"
+
+namespace memseal::track {
+
+namespace {
+
+std::atomic<bool> g_attached{false};
+
+bool kindOf(c10::CachingDeviceAllocator::TraceEntry::Action action,
+            analyze::DeviceEventKind& kind) {
+  using Action = c10::CachingDeviceAllocator::TraceEntry::Action;
+  switch (action) {
+    case Action::ALLOC:
+      kind = analyze::DeviceEventKind::kBlockAlloc;
+      return true;
+    case Action::FREE_REQUESTED:
+      kind = analyze::DeviceEventKind::kBlockFreeRequested;
+      return true;
+    case Action::FREE_COMPLETED:
+      kind = analyze::DeviceEventKind::kBlockFreeCompleted;
+      return true;
+    case Action::SEGMENT_ALLOC:
+      kind = analyze::DeviceEventKind::kSegmentAlloc;
+      return true;
+    case Action::SEGMENT_FREE:
+      kind = analyze::DeviceEventKind::kSegmentFree;
+      return true;
+    case Action::SEGMENT_MAP:
+      kind = analyze::DeviceEventKind::kSegmentMap;
+      return true;
+    case Action::SEGMENT_UNMAP:
+      kind = analyze::DeviceEventKind::kSegmentUnmap;
+      return true;
+    case Action::OOM:
+      kind = analyze::DeviceEventKind::kOutOfMemory;
+      return true;
+    default:  // SNAPSHOT: no memory change
+      return false;
+  }
+}
+
+void onTraceEntry(const c10::CachingDeviceAllocator::TraceEntry& entry) {
+  analyze::DeviceMemoryEvent event;
+  if (!kindOf(entry.action_, event.kind)) return;
+  event.device = entry.device_;
+  event.bytes = entry.size_;
+  event.stream = reinterpret_cast<std::uintptr_t>(entry.stream_);
+  if (event.kind == analyze::DeviceEventKind::kOutOfMemory) {
+    event.device_free_bytes = entry.addr_;  // for OOM the entry's address holds the free bytes
+  } else {
+    event.address = entry.addr_;
+  }
+  recordDeviceEvent(event);
+}
+
+}  // namespace
+
+void attachCudaAllocatorTrace() {
+  if (g_attached.load(std::memory_order_acquire)) return;
+  static std::mutex attaching;
+  std::lock_guard<std::mutex> lock(attaching);
+  if (g_attached.load(std::memory_order_relaxed)) return;
+  try {
+    if (c10::cuda::device_count() == 0) return;
+    c10::cuda::CUDACachingAllocator::CUDAAllocator* allocator =
+        c10::cuda::CUDACachingAllocator::get();
+    // Trackers are handed to the per-device allocators that exist: attaching before CUDA is
+    // initialised would attach to none. Sessions ask again at every step boundary.
+    if (allocator == nullptr || !allocator->initialized()) return;
+    c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(&onTraceEntry);
+    g_attached.store(true, std::memory_order_release);
+  } catch (...) {
+    // No usable CUDA here: device events stay off.
+  }
+}
+
+bool cudaAllocatorTraceAttached() { return g_attached.load(std::memory_order_acquire); }
+
+}  // namespace memseal::track

@@ -1,0 +1,134 @@
+// One mutex over the ledger: device events come with the allocator's per-device lock already held
+// (so devices are serialised here, which their events' order needs anyway) and cost a map insert or
+// erase each; every block allocation and free of a tensor is one.
+#include "track/device_events.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "common/text.h"
+#include "track/session.h"
+#include "track/site_table.h"
+#include "track/thread_state.h"
+
+namespace memseal::track {
+
+namespace {
+
+struct DeviceLedgerState {
+  std::mutex mutex;
+  analyze::DeviceMemoryLedger ledger;
+  std::atomic<bool> seen{false};
+  std::string last_oom_path;
+  int oom_files = 0;
+};
+
+DeviceLedgerState& state() {
+  static auto* ledger = new DeviceLedgerState();  // never destroyed: events may come during exit
+  return *ledger;
+}
+
+// Under the ledger's lock. Writes the forensics of the device's last out-of-memory.
+void writeOomForensics(DeviceLedgerState& ledger_state, int device) {
+  const std::optional<analyze::OomRecord>& record = ledger_state.ledger.lastOom(device);
+  if (!record) return;
+  const char* folder = std::getenv("MEMSEAL_OOM_DIR");
+  std::string path = std::string(folder != nullptr && *folder != '\0' ? folder : ".") +
+                     "/memseal-cuda-oom-" + std::to_string(getpid()) + "-" +
+                     std::to_string(++ledger_state.oom_files) + ".json";
+  std::string error;
+  if (!common::writeFileAtomically(path, analyze::oomForensicsJson(*record, deviceSiteLabel),
+                                   &error)) {
+    std::fprintf(stderr,
+                 "memseal: CUDA out of memory on cuda:%d; its forensics could not be "
+                 "written to %s: %s\n",
+                 device, path.c_str(), error.c_str());
+    return;
+  }
+  ledger_state.last_oom_path = path;
+  std::fprintf(stderr,
+               "memseal: CUDA out of memory on cuda:%d (%s requested, %s allocated, %s reserved, "
+               "step %u): %s What was live is in %s\n",
+               device,
+               common::bytesText(static_cast<std::int64_t>(record->requested_bytes)).c_str(),
+               common::bytesText(static_cast<std::int64_t>(record->allocated)).c_str(),
+               common::bytesText(static_cast<std::int64_t>(record->reserved)).c_str(), record->step,
+               analyze::oomExplanation(*record).c_str(), path.c_str());
+}
+
+}  // namespace
+
+std::string deviceSiteLabel(std::uint32_t site) {
+  SiteTable& sites = siteTable();
+  if (site == 0 || sites.isOverflowSite(site)) return "<no op>";
+  const SiteEntry& entry = sites.site(site);
+  std::string label = entry.key.inner_op != 0 ? sites.string(entry.key.inner_op) : "<no op>";
+  if (entry.key.outer_op != 0 && entry.key.outer_op != entry.key.inner_op) {
+    label += std::string(" (inside ") + sites.string(entry.key.outer_op) + ")";
+  }
+  std::string scope = sites.scopePathText(entry.key.scope_path);
+  if (!scope.empty()) label += " in scope " + scope;
+  return label;
+}
+
+void recordDeviceEvent(analyze::DeviceMemoryEvent event) {
+  if (!sessionActive()) return;
+  ThreadState& thread = threadState();
+  TrackerWork work(thread);
+  if (event.step == 0) event.step = currentStep();
+  if (event.site == 0 && event.kind == analyze::DeviceEventKind::kBlockAlloc) {
+    // Op and scope only: a stack (and Python frames, which need the GIL) must not be taken under
+    // the allocator's lock.
+    event.site = siteTable().currentOpSite(thread);
+  }
+  DeviceLedgerState& ledger_state = state();
+  std::lock_guard<std::mutex> lock(ledger_state.mutex);
+  ledger_state.ledger.apply(event);
+  ledger_state.seen.store(true, std::memory_order_release);
+  if (event.kind == analyze::DeviceEventKind::kOutOfMemory) {
+    writeOomForensics(ledger_state, event.device);
+  }
+}
+
+void endDeviceStep(std::uint32_t step) {
+  DeviceLedgerState& ledger_state = state();
+  if (!ledger_state.seen.load(std::memory_order_acquire)) return;
+  TrackerWork work;
+  std::lock_guard<std::mutex> lock(ledger_state.mutex);
+  ledger_state.ledger.endStep(step);
+}
+
+void readDeviceLedger(const std::function<void(const analyze::DeviceMemoryLedger&)>& read) {
+  DeviceLedgerState& ledger_state = state();
+  TrackerWork work;
+  std::lock_guard<std::mutex> lock(ledger_state.mutex);
+  read(ledger_state.ledger);
+}
+
+void resetDeviceLedger() {
+  DeviceLedgerState& ledger_state = state();
+  TrackerWork work;
+  std::lock_guard<std::mutex> lock(ledger_state.mutex);
+  ledger_state.ledger = analyze::DeviceMemoryLedger();
+  ledger_state.seen.store(false, std::memory_order_release);
+  ledger_state.last_oom_path.clear();
+}
+
+#if !defined(MEMSEAL_WITH_CUDA)
+void attachCudaAllocatorTrace() {}
+bool cudaAllocatorTraceAttached() { return false; }
+#endif
+
+bool deviceEventsSeen() { return state().seen.load(std::memory_order_acquire); }
+
+std::string lastOomForensicsPath() {
+  DeviceLedgerState& ledger_state = state();
+  std::lock_guard<std::mutex> lock(ledger_state.mutex);
+  return ledger_state.last_oom_path;
+}
+
+}  // namespace memseal::track

@@ -1,0 +1,138 @@
+// Device (CUDA) memory through the leak detector, fed with synthetic allocator events as the CUDA
+// caching allocator's trace hook would send them: a leak of allocated memory is a finding; caching
+// is a note, not a leak; an out-of-memory writes its forensics file and says where. The same on a
+// real GPU is in cuda_memory_test.cpp.
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cstdlib>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "memseal/leak_detector.h"
+#include "track/device_events.h"
+
+namespace memseal {
+namespace {
+
+using analyze::DeviceEventKind;
+using analyze::DeviceMemoryEvent;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+DeviceMemoryEvent event(DeviceEventKind kind, std::uint64_t address, std::uint64_t bytes) {
+  DeviceMemoryEvent made;
+  made.kind = kind;
+  made.address = address;
+  made.bytes = bytes;
+  return made;
+}
+
+DetectorOptions quietDetector() {
+  DetectorOptions options;
+  options.on_leak = LeakPolicy::kNone;
+  options.warmup = 3;
+  options.watch_resident_memory = false;
+  return options;
+}
+
+bool hasNote(const LeakReport& report, const std::string& text) {
+  for (const std::string& note : report.notes) {
+    if (note.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(DeviceMemory, BlocksKeptEveryStepAreACudaMemoryLeak) {
+  LeakDetector detector(quietDetector());
+  track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x10000000, 512 * kMiB));
+  for (std::uint64_t step = 0; step < 24; ++step) {
+    // One 1 MiB output kept per step (the bug), one 4 MiB temporary freed.
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x10000000 + step * kMiB, kMiB));
+    std::uint64_t temporary = 0x20000000;
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, temporary, 4 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, temporary, 4 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, temporary, 4 * kMiB));
+    detector.step();
+  }
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak) << report.toText();
+  const LeakFinding& finding = report.findings.front();
+  EXPECT_EQ(finding.retained, "CUDA memory") << report.toText();
+  EXPECT_NEAR(finding.bytes_per_step, static_cast<double>(kMiB), kMiB / 8.0) << report.toText();
+  EXPECT_NE(finding.hint.find("On cuda:0, memory allocated to tensors grows"), std::string::npos)
+      << finding.hint;
+  EXPECT_GE(finding.survivors, 18);  // the blocks made after warm-up, still live
+}
+
+TEST(DeviceMemory, ACacheLargerThanTheStepNeedsIsANoteNotALeak) {
+  LeakDetector detector(quietDetector());
+  // A big warm-up request left a 256 MiB segment in the cache; steps use 8 MiB of it.
+  track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x40000000, 256 * kMiB));
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x40000000, 200 * kMiB));
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x40000000, 200 * kMiB));
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, 0x40000000, 200 * kMiB));
+  for (int step = 0; step < 24; ++step) {
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x40000000, 8 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x40000000, 8 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, 0x40000000, 8 * kMiB));
+    detector.step();
+  }
+  LeakReport report = detector.finish();
+  EXPECT_FALSE(report.leak) << report.toText();
+  EXPECT_TRUE(hasNote(report, "cuda:0: caching, not a leak")) << report.toText();
+}
+
+TEST(DeviceMemory, AnOutOfMemoryWritesItsForensicsAndTheReportNamesTheFile) {
+  // (std::filesystem is avoided: libtorch.so carries its own copy of parts of it.)
+  char folder_template[] = "/tmp/memseal-oom-test-XXXXXX";
+  ASSERT_NE(mkdtemp(folder_template), nullptr);
+  std::string folder = folder_template;
+  setenv("MEMSEAL_OOM_DIR", folder.c_str(), 1);
+  LeakDetector detector(quietDetector());
+  track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x50000000, 64 * kMiB));
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x50000000, 48 * kMiB));
+  detector.step();
+  DeviceMemoryEvent oom = event(DeviceEventKind::kOutOfMemory, 0, 1024 * kMiB);
+  oom.device_free_bytes = 10 * kMiB;
+  ::testing::internal::CaptureStderr();
+  track::recordDeviceEvent(oom);
+  std::string said = ::testing::internal::GetCapturedStderr();
+  unsetenv("MEMSEAL_OOM_DIR");
+  std::string path = track::lastOomForensicsPath();
+  ASSERT_FALSE(path.empty()) << said;
+  EXPECT_EQ(path.rfind(folder + "/memseal-cuda-oom-", 0), 0u) << path;
+  EXPECT_NE(said.find("memseal: CUDA out of memory on cuda:0 (1.0 GiB requested"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("What was live is in " + path), std::string::npos) << said;
+  std::ifstream file(path);
+  std::stringstream content;
+  content << file.rdbuf();
+  EXPECT_NE(content.str().find("\"schema\": \"memseal.cuda-oom\""), std::string::npos)
+      << content.str();
+  EXPECT_NE(content.str().find("\"requested_bytes\": 1073741824"), std::string::npos)
+      << content.str();
+  LeakReport report = detector.finish();
+  EXPECT_TRUE(hasNote(report, "CUDA ran out of memory; what was live then is in " + path))
+      << report.toText();
+  std::remove(path.c_str());
+  rmdir(folder.c_str());
+}
+
+TEST(DeviceMemory, EventsOutsideASessionAreIgnored) {
+  {
+    LeakDetector detector(quietDetector());
+    detector.finish();
+  }
+  track::resetDeviceLedger();
+  track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x60000000, 64 * kMiB));
+  EXPECT_FALSE(track::deviceEventsSeen());
+}
+
+}  // namespace
+}  // namespace memseal
