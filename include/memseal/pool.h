@@ -126,7 +126,10 @@ class MEMSEAL_API TensorLease {
   at::Tensor view_;
 };
 
-// Thread-safe: any thread may acquire, and leases may end on any thread.
+// Thread-safe: any thread may acquire, and leases may end on any thread. A buffer is free again
+// as soon as its lease ends, whatever a device still does with it: on a GPU, use one pool's leases
+// on one stream, or synchronise before a lease ends. Growing makes the buffer under its class's
+// lock. A thread still waiting in acquire() when the pool is destroyed waits out its timeout.
 class MEMSEAL_API TensorPool {
  public:
   // Makes every class's buffers now. std::invalid_argument on options that cannot work (no name,

@@ -192,14 +192,15 @@ struct PlannedArena::Impl {
       // (its pages faulted in) belongs to the recording, the run that already allocates.
       std::size_t block_size =
           plan::Block::memorySize(recorded.plan->summary.block_bytes, options.huge_pages);
+      // Only into room the arena has: no other plan is evicted for a block nobody asked for yet.
       if (recorded.free_blocks.empty() && recorded.blocks_in_use == 0 &&
-          makeRoom(block_size, key)) {
+          stats.reserved_bytes + block_size <= options.max_bytes) {
         try {
           recorded.free_blocks.reserve(2);  // what the first checkOut asks room for
           recorded.free_blocks.push_back(new plan::Block(
               recorded.plan, recorded.plan->summary.block_bytes, options.huge_pages));
           stats.reserved_bytes += recorded.free_blocks.back()->memory_size;
-        } catch (const std::bad_alloc&) {
+        } catch (const std::exception&) {
           // No memory for it now: the first replay tries again, and runs unplanned if it fails.
         }
       }

@@ -98,6 +98,11 @@ void HostStaging::upload(const at::Tensor& source, const at::Tensor& destination
                                 " bytes does not fit a staging buffer of " +
                                 std::to_string(state.slot_bytes) + " bytes");
   }
+  if (stream && stream->device() != destination.device()) {
+    throw std::invalid_argument("memseal: HostStaging::upload's stream is on " +
+                                stream->device().str() + ", the destination on " +
+                                destination.device().str());
+  }
   State::Slot& slot = state.slots[state.next];
   state.next = (state.next + 1) % state.slots.size();
   // The copy that last read this buffer must be done before it is written again.
@@ -120,7 +125,11 @@ void HostStaging::upload(const at::Tensor& source, const at::Tensor& destination
     c10::Stream on = stream ? *stream : device_guard.getStream(destination.device());
     c10::StreamGuard use(on);
     destination.copy_(staged, /*non_blocking=*/true);
-    if (!slot.copied) slot.copied.emplace(destination.device().type());
+    // An event records on streams of one device: a slot that last served another device gets a
+    // new one (its old copy was waited for above).
+    if (!slot.copied || slot.copied->device() != destination.device()) {
+      slot.copied.emplace(destination.device().type());
+    }
     slot.copied->record(on);
   }
   ++state.stats.uploads;

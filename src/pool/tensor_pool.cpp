@@ -33,7 +33,8 @@ struct PoolSlot {
   at::Tensor buffer;
   PoolBucket* bucket = nullptr;
   bool leased = false;
-  bool held = false;  // released while its tensor was still referenced elsewhere
+  bool held = false;      // released while its tensor was still referenced elsewhere
+  bool recorded = false;  // the tracker keeps a record of its lease (see track/pool_leases.h)
 };
 
 struct PoolBucket {
@@ -104,12 +105,13 @@ at::Tensor makeBuffer(const PoolClass& pool_class, const std::vector<std::int64_
   return buffer;
 }
 
-// Under the class's lock.
+// Under the class's lock. The buffer is made first: if that throws, nothing has changed.
 PoolSlot& addSlot(PoolBucket& bucket) {
+  at::Tensor buffer = makeBuffer(*bucket.owner, bucket.shape);
+  bucket.free.reserve(bucket.slots.size() + 1);  // releasing never allocates
   PoolSlot& slot = bucket.slots.emplace_back();
   slot.bucket = &bucket;
-  slot.buffer = makeBuffer(*bucket.owner, bucket.shape);
-  bucket.free.reserve(bucket.slots.size());
+  slot.buffer = std::move(buffer);
   bucket.stats.buffers = bucket.slots.size();
   bucket.stats.bytes_held += bucket.buffer_bytes;
   return slot;
@@ -121,6 +123,10 @@ PoolSlot* takeFree(PoolBucket& bucket) {
     for (PoolSlot& slot : bucket.slots) {
       if (slot.held && slot.buffer.storage().use_count() == 1) {
         slot.held = false;
+        // The lease's record stayed while its tensor was kept (leak analysis sees it): now over.
+        if (std::exchange(slot.recorded, false)) {
+          track::endLease(slot.buffer.storage().data_ptr().get());
+        }
         bucket.free.push_back(&slot);
       }
     }
@@ -155,9 +161,17 @@ PoolSlot* takeFitting(PoolClass& pool_class, std::size_t smallest, const std::in
   return best == pool::BucketGrid::kNone ? nullptr : takeFree(*pool_class.buckets[best]);
 }
 
-bool anyHeld(const PoolBucket& bucket) {
-  return std::any_of(bucket.slots.begin(), bucket.slots.end(),
-                     [](const PoolSlot& slot) { return slot.held; });
+// Whether a bucket that fits the request holds a buffer whose outside reference may go.
+bool anyHeldFitting(const PoolClass& pool_class, const std::int64_t* request) {
+  for (std::size_t i = 0; i < pool_class.buckets.size(); ++i) {
+    if (!pool_class.grid.fits(i, request)) continue;
+    const PoolBucket& bucket = *pool_class.buckets[i];
+    if (std::any_of(bucket.slots.begin(), bucket.slots.end(),
+                    [](const PoolSlot& slot) { return slot.held; })) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string exhaustedMessage(const PoolClass& pool_class, const PoolBucket& bucket,
@@ -172,6 +186,8 @@ std::string exhaustedMessage(const PoolClass& pool_class, const PoolBucket& buck
 
 // A contiguous tensor of `shape` at the start of the buffer's storage.
 at::Tensor viewOf(const at::Tensor& buffer, at::IntArrayRef shape) {
+  // A normal tensor, also when acquired in inference mode, so it may be written outside it too.
+  c10::InferenceMode normal_tensors(/*enabled=*/false);
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(buffer.storage()), buffer.key_set(),
                                                    buffer.dtype());
   impl->set_sizes_contiguous(shape);
@@ -229,7 +245,6 @@ void TensorLease::release() noexcept {
   }
   PoolSlot* slot = std::exchange(slot_, nullptr);
   view_.reset();
-  track::endLease(slot->buffer.storage().data_ptr().get());
   PoolBucket& bucket = *slot->bucket;
   PoolClass& pool_class = *bucket.owner;
   {
@@ -238,10 +253,14 @@ void TensorLease::release() noexcept {
     --bucket.stats.leases_out;
     // Someone kept the lease's tensor (or a view of it): handing the buffer to the next request
     // would change their data under them.
+    // Its lease record stays until then, so leak analysis and scopes still see what is kept.
     if (slot->buffer.storage().use_count() > 1) {
       slot->held = true;
       ++bucket.stats.held_after_release;
     } else {
+      if (std::exchange(slot->recorded, false)) {
+        track::endLease(slot->buffer.storage().data_ptr().get());
+      }
       bucket.free.push_back(slot);
     }
   }
@@ -329,13 +348,16 @@ TensorLease TensorPool::acquire(std::string_view class_name, at::IntArrayRef sha
 
 TensorLease TensorPool::acquireWith(std::string_view class_name, at::IntArrayRef shape,
                                     bool may_block_or_grow) {
+  // Held for the whole call: a thread waiting here keeps the classes alive even if the pool is
+  // destroyed meanwhile (it then waits out its timeout).
+  std::shared_ptr<PoolCore> core = core_;
   PoolClass* found = nullptr;
-  for (const auto& pool_class : core_->classes) {
+  for (const auto& pool_class : core->classes) {
     if (pool_class->options.name == class_name) found = pool_class.get();
   }
   if (found == nullptr) {
     std::string names;
-    for (const auto& pool_class : core_->classes) {
+    for (const auto& pool_class : core->classes) {
       names += (names.empty() ? "" : ", ") + classLabel(*pool_class);
     }
     throw std::invalid_argument("memseal: TensorPool has no class '" + std::string(class_name) +
@@ -368,11 +390,11 @@ TensorLease TensorPool::acquireWith(std::string_view class_name, at::IntArrayRef
                                "); add larger sizes or use PoolExhaustion::kGrow");
     }
     // A buffer of its own, freed with the lease: counted, so an undersized pool shows in stats.
-    core_->oversize_acquisitions.fetch_add(1, std::memory_order_relaxed);
+    core->oversize_acquisitions.fetch_add(1, std::memory_order_relaxed);
     c10::InferenceMode normal_tensors(/*enabled=*/false);
     lease.view_ = at::empty(shape, pool_class.tensor_options);
     lease.oversize_ = true;
-    lease.core_ = core_;
+    lease.core_ = core;
     return lease;
   }
   PoolBucket& wanted = *pool_class.buckets[smallest];
@@ -397,19 +419,28 @@ TensorLease TensorPool::acquireWith(std::string_view class_name, at::IntArrayRef
                                  "it may not grow beyond max_buffers_per_bucket (" +
                                      std::to_string(options.max_buffers_per_bucket) + ")"));
           }
-          slot = &addSlot(wanted);
+          try {
+            slot = &addSlot(wanted);
+          } catch (const std::exception& error) {
+            ++wanted.stats.failures;
+            throw PoolExhaustedError(exhaustedMessage(
+                pool_class, wanted, shape, std::string("growing failed: ") + error.what()));
+          }
           ++wanted.stats.grows;
           break;
         case PoolExhaustion::kWait: {
           ++wanted.stats.waits;
           auto started = std::chrono::steady_clock::now();
-          auto deadline = started + options.wait_timeout;
+          // Clamped, so that a timeout of "forever" cannot overflow the clock.
+          auto deadline = started + std::min<std::chrono::milliseconds>(
+                                        options.wait_timeout, std::chrono::hours(24 * 365));
           while (slot == nullptr) {
             // A held buffer comes back when its outside reference goes, which signals nothing:
             // while any is held, look again every few milliseconds.
-            auto until = anyHeld(wanted) ? std::min(deadline, std::chrono::steady_clock::now() +
-                                                                  std::chrono::milliseconds(5))
-                                         : deadline;
+            auto until = anyHeldFitting(pool_class, shape.data())
+                             ? std::min(deadline, std::chrono::steady_clock::now() +
+                                                      std::chrono::milliseconds(5))
+                             : deadline;
             bool timed_out =
                 pool_class.released.wait_until(lock, until) == std::cv_status::timeout &&
                 std::chrono::steady_clock::now() >= deadline;
@@ -440,10 +471,11 @@ TensorLease TensorPool::acquireWith(std::string_view class_name, at::IntArrayRef
     bucket.stats.leases_high_water =
         std::max(bucket.stats.leases_high_water, bucket.stats.leases_out);
   }
-  lease.view_ = viewOf(slot->buffer, shape);
+  // The lease owns the slot before anything below may throw: its destructor gives it back.
   lease.slot_ = slot;
-  lease.core_ = core_;
-  track::beginLease(lease.view_, slot->bucket->lease_name);
+  lease.core_ = core;
+  lease.view_ = viewOf(slot->buffer, shape);
+  slot->recorded = track::beginLease(lease.view_, slot->bucket->lease_name);
   return lease;
 }
 

@@ -1,5 +1,5 @@
-// Leases are rare next to allocations (one per request), so each takes one table insert; nothing
-// here runs when no session is active beyond an atomic read.
+// Leases are rare next to allocations (one per request), so each recorded lease takes one table
+// insert and one remove; a lease taken while no session is active costs an atomic read.
 #include "track/pool_leases.h"
 
 #include <ATen/core/TensorBase.h>
@@ -31,10 +31,10 @@ std::uint32_t poolLeaseName(const char* label) {
   return siteTable().internString(label);
 }
 
-void beginLease(const at::TensorBase& lease, std::uint32_t lease_name) {
-  if (!sessionActive()) return;
+bool beginLease(const at::TensorBase& lease, std::uint32_t lease_name) {
+  if (!sessionActive()) return false;
   void* data = lease.storage().data_ptr().get();
-  if (data == nullptr) return;
+  if (data == nullptr) return false;
   ThreadState& state = threadState();
   TrackerWork work(state);
   LiveRecord record;
@@ -46,8 +46,8 @@ void beginLease(const at::TensorBase& lease, std::uint32_t lease_name) {
   record.site = siteTable().currentSiteNamed(state, lease_name);
   record.signature = signatureOf(lease);
   LiveRecord stale;
-  poolLeases().remove(data, &stale);  // a lease released while no session was active
-  poolLeases().insert(record);
+  poolLeases().remove(data, &stale);  // of an earlier session
+  return poolLeases().insert(record);
 }
 
 void endLease(const void* buffer_data) {

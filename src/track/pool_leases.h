@@ -23,8 +23,9 @@ void markPoolBuffer(const at::TensorBase& buffer);
 // The op name a bucket's leases are attributed to, interned once per bucket:
 // "memseal::TensorPool lease 'input' [4, 128]".
 std::uint32_t poolLeaseName(const char* label);
-// A lease of `lease`'s storage starts (no-op unless a session is active) / ends.
-void beginLease(const at::TensorBase& lease, std::uint32_t lease_name);
+// A lease of `lease`'s storage starts: true if recorded (a session is active). endLease ends a
+// recorded one.
+bool beginLease(const at::TensorBase& lease, std::uint32_t lease_name);
 void endLease(const void* buffer_data);
 
 // Leases taken while tracking and not yet released, keyed by buffer data pointer.

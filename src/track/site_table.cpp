@@ -112,8 +112,12 @@ SiteKey SiteTable::opKey(ThreadState& state, std::uint32_t name_outside_ops) {
   return key;
 }
 
+// The barrier after siteWithStack keeps it from being a tail call, which would take this frame off
+// the stack and make its fixed skip count drop a frame of the caller's.
 std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outside_ops) {
-  return siteWithStack(state, opKey(state, name_outside_ops));
+  std::uint32_t site = siteWithStack(state, opKey(state, name_outside_ops));
+  asm volatile("" ::: "memory");
+  return site;
 }
 
 std::uint32_t SiteTable::currentOpSite(ThreadState& state) { return siteFor(opKey(state, 0)); }
@@ -125,7 +129,9 @@ std::uint32_t SiteTable::currentSiteNamed(ThreadState& state, std::uint32_t name
     if (outer.name_id == 0) outer.name_id = internString(outer.name);
     key.outer_op = outer.name_id;
   }
-  return siteWithStack(state, key);
+  std::uint32_t site = siteWithStack(state, key);
+  asm volatile("" ::: "memory");  // no tail call (see currentSite)
+  return site;
 }
 
 // Captures the stack as the mode asks. Not inlined, so the frames it skips are always the same.

@@ -248,6 +248,7 @@ TEST(TensorPool, ABufferWhoseTensorIsStillReferencedIsNotHandedOutAgain) {
   }
   EXPECT_FALSE(pool.tryAcquire("input", {8}));
   EXPECT_EQ(pool.stats().buckets[0].held_after_release, 1);
+  EXPECT_EQ(pool.stats().buckets[0].leases_out, 0u);
   EXPECT_EQ(kept.sum().item<float>(), 56);  // nobody wrote over it
   kept = torch::Tensor();
   TensorLease back = pool.acquire("input", {8});
@@ -410,6 +411,21 @@ TEST(TensorPoolScopes, PoolBuffersAreNotSurvivorsButAKeptLeaseIs) {
   EXPECT_EQ(report.survivors[0].allocation.bytes, 64u * sizeof(float));
 }
 
+TEST(TensorPoolScopes, ATensorKeptPastItsLeaseIsStillASurvivor) {
+  TensorPool pool({oneBucket("input", {32}, 1, PoolExhaustion::kFail)});
+  torch::Tensor kept;
+  LifetimeScope scope("request", testing::quietScopeOptions());
+  {
+    TensorLease lease = pool.acquire("input", {32});
+    kept = *lease;  // outlives the lease: the buffer is held, and so is its record
+  }
+  ScopeReport report = scope.close();
+  ASSERT_EQ(report.stats.survivors, 1) << report.toText();
+  EXPECT_NE(report.survivors[0].site.op.find("TensorPool lease 'input' [32]"), std::string::npos);
+  kept = torch::Tensor();
+  EXPECT_TRUE(pool.tryAcquire("input", {32}));  // back in service, its record gone
+}
+
 TEST(TensorPoolScopes, AKeptLeaseMovesToTheEnclosingScope) {
   TensorPool pool({oneBucket("input", {16}, 1, PoolExhaustion::kFail)});
   TensorLease lease;
@@ -420,8 +436,9 @@ TEST(TensorPoolScopes, AKeptLeaseMovesToTheEnclosingScope) {
     inner.keep(*lease);
     EXPECT_TRUE(inner.close().clean());
   }
-  lease.release();
-  EXPECT_TRUE(outer.close().clean());
+  ScopeReport report = outer.close();  // the lease is still held: the outer scope's survivor
+  ASSERT_EQ(report.stats.survivors, 1) << report.toText();
+  EXPECT_NE(report.survivors[0].site.op.find("TensorPool lease 'input' [16]"), std::string::npos);
 }
 
 }  // namespace
