@@ -103,6 +103,7 @@ struct TensorInfo {
   bool requires_grad = false;
   bool is_leaf = true;
   std::string grad_fn;  // empty when the tensor has no autograd history
+  std::string device;   // "cuda:N" for a CUDA tensor, empty for CPU memory
 };
 
 struct StackFrame {

@@ -25,6 +25,7 @@ void visitSession(LiveSet set, Visit&& visit) {
   track::liveAllocations().forEach([&](const track::LiveRecord& record) {
     if (record.session != session) return;
     if (set == LiveSet::kHeld && (record.flags & track::kPoolBuffer) != 0) return;
+    if (set == LiveSet::kStorage && (record.flags & track::kDeviceBlock) != 0) return;
     visit(record);
   });
   if (set != LiveSet::kHeld) return;
@@ -95,7 +96,9 @@ TensorInfo describeTensor(const LiveItem& item) {
       // Keep the signature from when the op returned.
     }
   }
-  return describeSignature(signature);
+  TensorInfo info = describeSignature(signature);
+  if (item.record.cuda_device >= 0) info.device = "cuda:" + std::to_string(item.record.cuda_device);
+  return info;
 }
 
 LiveAllocation describeAllocation(const LiveItem& item) {

@@ -19,9 +19,10 @@ struct LiveItem {
   c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> tensor;  // undefined when gone
 };
 
-// Which records a view holds. Memory accounting (snapshots, explain) wants the storage as it is;
-// leak analysis (the detector's census, scopes) wants what holders keep: a tensor pool's leases
-// instead of its buffers, which are the pool's by design and never blamed.
+// Which records a view holds. Memory accounting (snapshots, explain) wants the CPU storage as it
+// is; leak analysis (the detector's census, scopes) wants what holders keep: a tensor pool's leases
+// instead of its buffers, which are the pool's by design and never blamed, and CUDA tensors'
+// blocks (track/device_tensors.h) besides CPU storage.
 enum class LiveSet {
   kStorage,
   kHeld,

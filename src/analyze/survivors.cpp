@@ -11,13 +11,14 @@
 namespace memseal::analyze {
 
 bool SurvivorKey::operator<(const SurvivorKey& other) const {
-  return std::tie(site, scalar_type, requires_grad, is_leaf, grad_fn_name) <
+  return std::tie(site, scalar_type, requires_grad, is_leaf, grad_fn_name, cuda_device) <
          std::tie(other.site, other.scalar_type, other.requires_grad, other.is_leaf,
-                  other.grad_fn_name);
+                  other.grad_fn_name, other.cuda_device);
 }
 
 std::size_t SurvivorKeyHash::operator()(const SurvivorKey& key) const {
   std::uint64_t flags =
+      (static_cast<std::uint64_t>(static_cast<std::uint8_t>(key.cuda_device)) << 10) |
       (static_cast<std::uint64_t>(static_cast<std::uint8_t>(key.scalar_type)) << 2) |
       (key.requires_grad ? 2 : 0) | (key.is_leaf ? 1 : 0);
   return static_cast<std::size_t>(
@@ -31,6 +32,7 @@ SurvivorKey survivorKeyOf(const track::LiveRecord& record) {
   key.requires_grad = record.signature.requires_grad;
   key.is_leaf = record.signature.is_leaf;
   key.grad_fn_name = record.signature.grad_fn_name;
+  key.cuda_device = record.cuda_device;
   return key;
 }
 

@@ -20,10 +20,11 @@ struct SurvivorKey {
   bool requires_grad = false;
   bool is_leaf = true;
   std::uint32_t grad_fn_name = 0;
+  std::int8_t cuda_device = -1;  // -1: CPU memory; a CUDA tensor's device otherwise
   bool operator==(const SurvivorKey& other) const {
     return site == other.site && scalar_type == other.scalar_type &&
            requires_grad == other.requires_grad && is_leaf == other.is_leaf &&
-           grad_fn_name == other.grad_fn_name;
+           grad_fn_name == other.grad_fn_name && cuda_device == other.cuda_device;
   }
   bool operator<(const SurvivorKey& other) const;
 };

@@ -16,6 +16,17 @@ std::string bytes(std::uint64_t value) {
   return common::bytesText(static_cast<std::int64_t>(value));
 }
 
+// Whether a finding (or one of its parts) is about tensors on `device` ("cuda:N").
+bool namesTensorsOn(const std::vector<LeakFinding>& findings, const std::string& device) {
+  for (const LeakFinding& finding : findings) {
+    if (finding.tensor.device == device) return true;
+    for (const LeakPart& part : finding.parts) {
+      if (part.tensor.device == device) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
@@ -52,6 +63,15 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
                                ", not a leak (" + totals + "). " + diagnosis.hint);
         break;
       case analyze::DeviceVerdict::kLeak: {
+        if (namesTensorsOn(report.findings, name)) {
+          // The census already found the kept CUDA tensors, with their category and fix.
+          report.notes.push_back(name + ": memory allocated to tensors grows +" +
+                                 bytes(static_cast<std::uint64_t>(diagnosis.leak_bytes_per_step)) +
+                                 "/step (" + totals + "); the findings name the tensors kept");
+          break;
+        }
+        // Blocks the census could not name (made outside watched ops, or before tensors were
+        // recorded): the allocator's own view is the finding.
         LeakFinding finding;
         finding.category = LeakCategory::kTensorsRetained;
         finding.retained = "CUDA memory";

@@ -6,11 +6,13 @@ using Json = nlohmann::ordered_json;
 
 Json tensorJson(const TensorInfo& tensor) {
   if (!tensor.known) return nullptr;
-  return {{"shape", tensor.shape},
-          {"dtype", tensor.dtype},
-          {"requires_grad", tensor.requires_grad},
-          {"is_leaf", tensor.is_leaf},
-          {"grad_fn", tensor.grad_fn.empty() ? Json(nullptr) : Json(tensor.grad_fn)}};
+  Json json = {{"shape", tensor.shape},
+               {"dtype", tensor.dtype},
+               {"requires_grad", tensor.requires_grad},
+               {"is_leaf", tensor.is_leaf},
+               {"grad_fn", tensor.grad_fn.empty() ? Json(nullptr) : Json(tensor.grad_fn)}};
+  if (!tensor.device.empty()) json["device"] = tensor.device;  // absent: CPU memory
+  return json;
 }
 
 Json framesJson(const std::vector<StackFrame>& frames) {

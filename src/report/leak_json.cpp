@@ -102,6 +102,7 @@ TensorInfo readTensor(const Json& object, const std::string& where) {
   bool no_history = !json.contains("grad_fn") || json.at("grad_fn").is_null();
   tensor.is_leaf = readOr<bool>(json, "is_leaf", here, no_history);
   tensor.grad_fn = readOr<std::string>(json, "grad_fn", here, "");
+  tensor.device = readOr<std::string>(json, "device", here, "");
   return tensor;
 }
 

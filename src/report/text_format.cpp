@@ -95,10 +95,14 @@ std::vector<std::string> stackLines(const std::vector<StackFrame>& frames) {
 }
 
 std::string tensorText(const TensorInfo& tensor) {
-  if (!tensor.known) return "(no tensor metadata)";
+  if (!tensor.known) {
+    return tensor.device.empty() ? "(no tensor metadata)"
+                                 : "(no tensor metadata) on " + tensor.device;
+  }
   std::ostringstream text;
-  text << common::shapeText(tensor.shape) << " " << tensor.dtype
-       << "  requires_grad=" << (tensor.requires_grad ? "true" : "false");
+  text << common::shapeText(tensor.shape) << " " << tensor.dtype;
+  if (!tensor.device.empty()) text << " " << tensor.device;
+  text << "  requires_grad=" << (tensor.requires_grad ? "true" : "false");
   if (!tensor.grad_fn.empty()) text << "  grad_fn=" << tensor.grad_fn;
   return text.str();
 }

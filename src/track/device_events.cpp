@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "common/text.h"
+#include "track/device_tensors.h"
 #include "track/session.h"
 #include "track/site_table.h"
 #include "track/thread_state.h"
@@ -76,8 +77,14 @@ std::string deviceSiteLabel(std::uint32_t site) {
 }
 
 void recordDeviceEvent(analyze::DeviceMemoryEvent event) {
+  if (event.kind == analyze::DeviceEventKind::kBlockFreeRequested) forgetDeviceBlock(event.address);
   if (!sessionActive()) return;
   ThreadState& thread = threadState();
+  // A block memseal's own work allocates (a report's tensors) is not the program's.
+  if (event.kind == analyze::DeviceEventKind::kBlockAlloc && !thread.in_tracker) {
+    TrackerWork work(thread);
+    recordDeviceBlock(thread, event.device, event.address, event.bytes);
+  }
   TrackerWork work(thread);
   if (event.step == 0) event.step = currentStep();
   if (event.site == 0 && event.kind == analyze::DeviceEventKind::kBlockAlloc) {

@@ -27,7 +27,8 @@ ThreadAllocationCounts threadAllocationCounts() {
 bool moveToLifetimeScope(const at::TensorBase& tensor, std::uint32_t from, std::uint32_t to,
                          std::size_t* bytes) {
   if (!tensor.defined() || !tensor.unsafeGetTensorImpl()->has_storage()) return false;
-  const c10::DataPtr& data_ptr = tensor.unsafeGetTensorImpl()->storage().data_ptr();
+  c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  const c10::DataPtr& data_ptr = impl->storage().data_ptr();
   bool moved = false;
   auto move = [&](LiveRecord& record) {
     if (record.lifetime_scope != from) return;
@@ -37,8 +38,12 @@ bool moveToLifetimeScope(const at::TensorBase& tensor, std::uint32_t from, std::
   };
   // A pool's lease: the lease is what the scope accounts for, whoever made the buffer.
   if (data_ptr.get() != nullptr && poolLeases().update(data_ptr.get(), move)) return moved;
-  if (!handedOutByHook(data_ptr)) return false;
-  liveAllocations().update(data_ptr.get(), move);
+  // CPU storage is the hook's; a CUDA tensor's block is recorded from the allocator's trace hook.
+  bool device_block = impl->device_type() == c10::DeviceType::CUDA;
+  if (!handedOutByHook(data_ptr) && !device_block) return false;
+  liveAllocations().update(data_ptr.get(), [&](LiveRecord& record) {
+    if (((record.flags & kDeviceBlock) != 0) == device_block) move(record);
+  });
   return moved;
 }
 

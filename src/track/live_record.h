@@ -27,6 +27,12 @@ enum RecordFlags : std::uint8_t {
   kGradMode = 1u << 0,
   kInferenceMode = 1u << 1,
   kPoolBuffer = 1u << 2,  // a TensorPool's buffer: its leases are what leak analysis looks at
+  // A block of the CUDA caching allocator, recorded from its trace hook (track/device_tensors.h):
+  // no deleter of ours, removed when the allocator reports the block's free.
+  kDeviceBlock = 1u << 3,
+  // A device block whose site still lacks the stack: the hook runs under the allocator's lock and
+  // names the op only; the op's end, outside that lock, completes the site.
+  kDeviceSitePending = 1u << 4,
 };
 
 struct LiveRecord {
@@ -43,6 +49,7 @@ struct LiveRecord {
   std::uint32_t session = 0;
   std::uint32_t lifetime_scope = 0;  // the LifetimeScope active at allocation, 0 when none
   std::uint8_t flags = 0;
+  std::int8_t cuda_device = -1;  // the CUDA device of a kDeviceBlock record, -1 for CPU memory
   TensorSignature signature;
 };
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "track/cpu_allocator_hook.h"
+#include "track/device_tensors.h"
 #include "track/grad_fn_observer.h"
 #include "track/live_table.h"
 #include "track/op_sampling.h"
@@ -61,14 +62,27 @@ void notifyBackwardObserver(ThreadState& state, const at::RecordFunction& fn, bo
   g_backward_observer_calls.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+// The site of the op now ending, with the stack as the mode asks: intern it while the op's frame is
+// still on the stack (onOpEnd has already popped it).
+std::uint32_t siteOfEndingOp(ThreadState& state) {
+  ++state.op_depth;
+  std::uint32_t site = siteTable().currentSite(state);
+  --state.op_depth;
+  return site;
+}
+
 // An output of an op that just returned: fills in the signature of storage the op allocated on
 // this thread, and tells the grad_fn observer about autograd history when `grad_site` is not 0.
-void onOpOutput(ThreadState& state, const at::TensorBase& tensor, std::uint64_t start_serial,
+void onOpOutput(ThreadState& state, const at::TensorBase& tensor, const OpFrame& frame,
                 std::uint32_t grad_site) {
   if (!tensor.defined()) return;
   c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
-  if (state.allocation_serial != start_serial && impl->has_storage() &&
-      impl->device_type() == c10::DeviceType::CPU) {
+  std::uint64_t start_serial = frame.start_serial;
+  if (state.device_block_serial != frame.device_start_serial && impl->has_storage() &&
+      impl->device_type() == c10::DeviceType::CUDA) {
+    onDeviceOpOutput(state, tensor, frame.device_start_serial, &siteOfEndingOp);
+  } else if (state.allocation_serial != start_serial && impl->has_storage() &&
+             impl->device_type() == c10::DeviceType::CPU) {
     const c10::DataPtr& data_ptr = impl->storage().data_ptr();
     if (handedOutByHook(data_ptr)) {
       TensorSignature signature = signatureOf(tensor);
@@ -100,17 +114,17 @@ void onOpOutput(ThreadState& state, const at::TensorBase& tensor, std::uint64_t 
   g_grad_fn_observer_calls.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void visitTensors(ThreadState& state, const c10::IValue& value, std::uint64_t start_serial,
+void visitTensors(ThreadState& state, const c10::IValue& value, const OpFrame& frame,
                   std::uint32_t grad_site) {
   if (value.isTensor()) {
-    onOpOutput(state, value.toTensor(), start_serial, grad_site);
+    onOpOutput(state, value.toTensor(), frame, grad_site);
   } else if (value.isTensorList()) {
     for (const at::Tensor& element : value.toTensorList()) {
-      onOpOutput(state, element, start_serial, grad_site);
+      onOpOutput(state, element, frame, grad_site);
     }
   } else if (value.isTuple()) {
     for (const c10::IValue& element : value.toTupleRef().elements()) {
-      if (element.isTensor()) onOpOutput(state, element.toTensor(), start_serial, grad_site);
+      if (element.isTensor()) onOpOutput(state, element.toTensor(), frame, grad_site);
     }
   }
 }
@@ -121,7 +135,8 @@ std::unique_ptr<at::ObserverContext> onOpStart(const at::RecordFunction& fn) {
     g_backward_functions.fetch_add(1, std::memory_order_relaxed);
   }
   if (state.op_depth < kMaxOpDepth) {
-    state.ops[state.op_depth] = OpFrame{fn.name(), state.allocation_serial, 0};
+    state.ops[state.op_depth] =
+        OpFrame{fn.name(), state.allocation_serial, 0, state.device_block_serial};
   }
   ++state.op_depth;
   if (!state.in_tracker) notifyBackwardObserver(state, fn, /*start=*/true);
@@ -135,8 +150,10 @@ void onOpEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!state.in_tracker) notifyBackwardObserver(state, fn, /*start=*/false);
   if (state.op_depth >= static_cast<std::uint32_t>(kMaxOpDepth)) return;
   if (state.in_tracker || !sessionActive()) return;
-  const OpFrame& frame = state.ops[state.op_depth];
-  bool allocated_inside = state.allocation_serial != frame.start_serial;
+  // A copy: an op dispatched from inside this callback would reuse the slot.
+  const OpFrame frame = state.ops[state.op_depth];
+  bool allocated_inside = state.allocation_serial != frame.start_serial ||
+                          state.device_block_serial != frame.device_start_serial;
   bool watch_grad_fns = g_grad_fn_observer.load(std::memory_order_acquire) != nullptr &&
                         c10::GradMode::is_enabled() &&
                         fn.scope() != at::RecordScope::BACKWARD_FUNCTION;
@@ -145,15 +162,8 @@ void onOpEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   TrackerWork work(state);
   try {
     std::uint32_t grad_site = 0;
-    if (watch_grad_fns) {
-      // The site is that of this op: intern it while its frame is still on the stack.
-      ++state.op_depth;
-      grad_site = siteTable().currentSite(state);
-      --state.op_depth;
-    }
-    for (const c10::IValue& output : fn.outputs()) {
-      visitTensors(state, output, frame.start_serial, grad_site);
-    }
+    if (watch_grad_fns) grad_site = siteOfEndingOp(state);
+    for (const c10::IValue& output : fn.outputs()) visitTensors(state, output, frame, grad_site);
   } catch (...) {
     // Metadata is best effort: a tensor kind whose storage cannot be read keeps no signature.
   }

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "track/allocation_sequence.h"
+#include "track/device_tensors.h"
 #include "track/site_table.h"
 
 namespace memseal::track {
@@ -82,8 +83,11 @@ bool opScheduleWatches(std::uint32_t step) {
         g_schedule.full_until = std::max(g_schedule.full_until, step + g_schedule.backoff);
         g_schedule.backoff = std::min(g_schedule.backoff * 2, kAutoMaxBackoff);
       }
-      watched =
-          step < g_schedule.full_until || (step - g_schedule.full_until) % watching.every == 0;
+      // A program with CUDA tensors is watched on every step: a CUDA block's op and tensor are
+      // only known on a watched step (the hook cannot replay them, it runs under the allocator's
+      // lock), and launching a kernel costs far more than the ~0.3 us RecordFunction adds per op.
+      watched = deviceBlocksRecorded() || step < g_schedule.full_until ||
+                (step - g_schedule.full_until) % watching.every == 0;
       break;
   }
   g_schedule.last_step = step;

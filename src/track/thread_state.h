@@ -11,15 +11,19 @@ class ArenaRegion;
 constexpr int kMaxOpDepth = 32;
 
 struct OpFrame {
-  const char* name;            // valid while the op runs (owned by its RecordFunction)
-  std::uint64_t start_serial;  // the thread's allocation serial when the op started
-  std::uint32_t name_id;       // interned lazily on the first allocation inside the op
+  const char* name;                   // valid while the op runs (owned by its RecordFunction)
+  std::uint64_t start_serial;         // the thread's allocation serial when the op started
+  std::uint32_t name_id;              // interned lazily on the first allocation inside the op
+  std::uint64_t device_start_serial;  // the thread's device-block serial when the op started
 };
 
 struct ThreadState {
   bool in_tracker;     // set while the tracker works, so nothing it does is tracked itself
   std::uint32_t slot;  // 1-based id of this thread, given on its first tracked allocation
   std::uint64_t allocation_serial;
+  // CUDA blocks recorded on this thread (track/device_tensors.h). Apart from allocation_serial,
+  // which numbers the CPU allocations that op sampling replays step by step.
+  std::uint64_t device_block_serial;
   std::uint32_t sample_counter;
   std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
   OpFrame ops[kMaxOpDepth];

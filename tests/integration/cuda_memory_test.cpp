@@ -1,6 +1,8 @@
-// CUDA loops under the leak detector, on a real GPU (skipped where none is found): a leaky loop is
-// a CUDA memory finding; a healthy one is not; a loop that leaves a big cache is caching, not a
-// leak; a forced out-of-memory writes its forensics file. Commands: DEVELOPERS.md.
+// CUDA loops under the leak detector and scopes, on a real GPU (skipped where none is found): kept
+// outputs, a loss added up with its history and inference with grad on get the categories they
+// get on the CPU, with the CUDA tensor's shape and op; a healthy loop is not a leak; a loop that
+// leaves a big cache is caching, not a leak; a CUDA tensor kept past a scope is its survivor; a
+// forced out-of-memory writes its forensics file. Commands: DEVELOPERS.md.
 #include <torch/torch.h>
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "memseal/leak_detector.h"
+#include "memseal/scope.h"
 
 namespace memseal {
 namespace {
@@ -39,7 +42,14 @@ class CudaMemory : public ::testing::Test {
   }
 };
 
-TEST_F(CudaMemory, OutputsKeptEveryStepAreALeak) {
+const LeakFinding* findingOn(const LeakReport& report, const std::string& device) {
+  for (const LeakFinding& finding : report.findings) {
+    if (finding.tensor.device == device) return &finding;
+  }
+  return nullptr;
+}
+
+TEST_F(CudaMemory, OutputsKeptEveryStepAreRetainedCudaTensors) {
   std::vector<torch::Tensor> kept;
   torch::Tensor weight = torch::randn({512, 512}, torch::kCUDA);
   LeakDetector detector(quietDetector());
@@ -50,10 +60,66 @@ TEST_F(CudaMemory, OutputsKeptEveryStepAreALeak) {
   }
   LeakReport report = detector.finish();
   ASSERT_TRUE(report.leak) << report.toText();
-  bool cuda_finding = false;
-  for (const LeakFinding& finding : report.findings)
-    cuda_finding |= finding.retained == "CUDA memory";
-  EXPECT_TRUE(cuda_finding) << report.toText();
+  const LeakFinding* finding = findingOn(report, "cuda:0");
+  ASSERT_NE(finding, nullptr) << report.toText();
+  EXPECT_EQ(finding->category, LeakCategory::kTensorsRetained) << report.toText();
+  EXPECT_EQ(finding->tensor.shape, (std::vector<std::int64_t>{256, 512})) << report.toText();
+  EXPECT_EQ(finding->tensor.dtype, "Float");
+  EXPECT_NE(finding->site.op.find("relu"), std::string::npos) << report.toText();
+  EXPECT_TRUE(hasNote(report, "cuda:0: memory allocated to tensors grows")) << report.toText();
+}
+
+TEST_F(CudaMemory, ALossAddedUpWithItsHistoryIsAnAutogradGraphOnTheGpu) {
+  torch::nn::Linear model(64, 64);
+  model->to(torch::kCUDA);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  torch::Tensor total_loss = torch::zeros({}, torch::kCUDA);
+  LeakDetector detector(quietDetector());
+  for (int step = 0; step < 30; ++step) {
+    optimizer.zero_grad();
+    torch::Tensor loss = model->forward(torch::randn({32, 64}, torch::kCUDA)).pow(2).mean();
+    loss.backward();
+    optimizer.step();
+    total_loss = total_loss + loss;  // the bug: every step's graph stays alive behind it
+    detector.step();
+  }
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak) << report.toText();
+  EXPECT_EQ(report.findings.front().category, LeakCategory::kAutogradGraphRetained)
+      << report.toText();
+}
+
+TEST_F(CudaMemory, InferenceWithGradEnabledOnTheGpuIsNamed) {
+  torch::nn::Linear model(256, 256);
+  model->to(torch::kCUDA);
+  std::vector<torch::Tensor> outputs;
+  LeakDetector detector(quietDetector());
+  for (int step = 0; step < 30; ++step) {
+    outputs.push_back(model->forward(torch::randn({64, 256}, torch::kCUDA)).relu());
+    detector.step();
+  }
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak) << report.toText();
+  EXPECT_EQ(report.findings.front().category, LeakCategory::kGradEnabledInference)
+      << report.toText();
+}
+
+TEST_F(CudaMemory, ACudaTensorKeptPastALifetimeScopeIsItsSurvivor) {
+  ScopeOptions options;
+  options.on_survivors = ScopePolicy::kNone;
+  torch::Tensor leaked;
+  torch::Tensor declared;
+  ScopeReport report;
+  {
+    LifetimeScope scope("gpu", options);
+    leaked = torch::ones({1024, 1024}, torch::kCUDA) * 2;
+    declared = scope.keep(torch::ones({512}, torch::kCUDA) + 1);
+    report = scope.close();
+  }
+  ASSERT_EQ(report.stats.survivors, 1) << report.toText();
+  EXPECT_EQ(report.survivors.front().allocation.tensor.device, "cuda:0") << report.toText();
+  EXPECT_EQ(report.survivors.front().allocation.tensor.shape,
+            (std::vector<std::int64_t>{1024, 1024}));
 }
 
 TEST_F(CudaMemory, AHealthyLoopIsNotALeak) {

@@ -1,7 +1,8 @@
-// Device (CUDA) memory through the leak detector, fed with synthetic allocator events as the CUDA
-// caching allocator's trace hook would send them: a leak of allocated memory is a finding; caching
-// is a note, not a leak; an out-of-memory writes its forensics file and says where. The same on a
-// real GPU is in cuda_memory_test.cpp.
+// Device (CUDA) memory through the leak detector and scopes, fed with synthetic allocator events as
+// the CUDA caching allocator's trace hook would send them: kept blocks are retained CUDA tensors
+// (one finding, the allocator's growth a note); caching is a note, not a leak; a block kept past a
+// lifetime scope is its survivor; an out-of-memory writes its forensics file and says where. The
+// same on a real GPU, with ops and tensors, is in cuda_memory_test.cpp.
 #include <torch/torch.h>
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "memseal/leak_detector.h"
+#include "memseal/scope.h"
 #include "track/device_events.h"
 
 namespace memseal {
@@ -47,7 +49,7 @@ bool hasNote(const LeakReport& report, const std::string& text) {
   return false;
 }
 
-TEST(DeviceMemory, BlocksKeptEveryStepAreACudaMemoryLeak) {
+TEST(DeviceMemory, BlocksKeptEveryStepAreRetainedCudaTensors) {
   LeakDetector detector(quietDetector());
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x10000000, 512 * kMiB));
   for (std::uint64_t step = 0; step < 24; ++step) {
@@ -61,12 +63,74 @@ TEST(DeviceMemory, BlocksKeptEveryStepAreACudaMemoryLeak) {
   }
   LeakReport report = detector.finish();
   ASSERT_TRUE(report.leak) << report.toText();
+  // The kept blocks are live records like CPU tensors: one finding from the census, on cuda:0,
+  // and the allocator's own view of the growth is a note beside it, not a second finding.
+  ASSERT_EQ(report.findings.size(), 1u) << report.toText();
   const LeakFinding& finding = report.findings.front();
-  EXPECT_EQ(finding.retained, "CUDA memory") << report.toText();
+  EXPECT_EQ(finding.category, LeakCategory::kTensorsRetained) << report.toText();
+  EXPECT_EQ(finding.retained, "tensor storage") << report.toText();
+  EXPECT_EQ(finding.tensor.device, "cuda:0") << report.toText();
   EXPECT_NEAR(finding.bytes_per_step, static_cast<double>(kMiB), kMiB / 8.0) << report.toText();
-  EXPECT_NE(finding.hint.find("On cuda:0, memory allocated to tensors grows"), std::string::npos)
-      << finding.hint;
   EXPECT_GE(finding.survivors, 18);  // the blocks made after warm-up, still live
+  EXPECT_NE(report.toText().find("(no tensor metadata) on cuda:0"), std::string::npos)
+      << report.toText();
+  EXPECT_TRUE(hasNote(report, "cuda:0: memory allocated to tensors grows +1.0 MiB/step"))
+      << report.toText();
+}
+
+TEST(DeviceMemory, FreedBlocksLeaveNoRecordBehind) {
+  LeakDetector detector(quietDetector());
+  track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x30000000, 8 * kMiB));
+  for (std::uint64_t step = 0; step < 24; ++step) {
+    // Blocks kept for two steps, then freed: a sliding window, as a prefetching loader keeps.
+    track::recordDeviceEvent(
+        event(DeviceEventKind::kBlockAlloc, 0x30000000 + (step % 3) * kMiB, kMiB));
+    if (step >= 2) {
+      std::uint64_t old = 0x30000000 + ((step - 2) % 3) * kMiB;
+      track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, old, kMiB));
+      track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, old, kMiB));
+    }
+    detector.step();
+  }
+  LeakReport report = detector.finish();
+  EXPECT_FALSE(report.leak) << report.toText();
+  EXPECT_TRUE(hasNote(report, "cuda:0: steady")) << report.toText();
+}
+
+TEST(DeviceMemory, ABlockMadeInALifetimeScopeAndKeptIsItsSurvivor) {
+  ScopeOptions options;
+  options.on_survivors = ScopePolicy::kNone;
+  ScopeReport report;
+  {
+    LifetimeScope scope("device", options);
+    track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x70000000, 64 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x70000000, 2 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x70200000, kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x70200000, kMiB));
+    report = scope.close();
+  }
+  ASSERT_EQ(report.stats.survivors, 1) << report.toText();
+  EXPECT_EQ(report.stats.survivor_bytes, static_cast<std::int64_t>(2 * kMiB));
+  ASSERT_EQ(report.survivors.size(), 1u);
+  EXPECT_EQ(report.survivors.front().allocation.tensor.device, "cuda:0");
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x70000000, 2 * kMiB));
+}
+
+TEST(DeviceMemory, ACudaTensorsDeviceSurvivesTheJsonRoundTrip) {
+  LeakReport report;
+  LeakFinding finding;
+  finding.category = LeakCategory::kTensorsRetained;
+  finding.retained = "tensor storage";
+  finding.tensor.known = true;
+  finding.tensor.shape = {256, 512};
+  finding.tensor.dtype = "Float";
+  finding.tensor.device = "cuda:1";
+  report.findings.push_back(finding);
+  report.leak = true;
+  LeakReport read = LeakReport::fromJson(report.toJson());
+  ASSERT_EQ(read.findings.size(), 1u);
+  EXPECT_EQ(read.findings.front().tensor.device, "cuda:1");
+  EXPECT_NE(read.toText().find("[256, 512] Float cuda:1"), std::string::npos) << read.toText();
 }
 
 TEST(DeviceMemory, ACacheLargerThanTheStepNeedsIsANoteNotALeak) {

@@ -1,0 +1,99 @@
+// Records of CUDA blocks in the live table. The hook side (recordDeviceBlock, forgetDeviceBlock)
+// runs with the CUDA allocator's lock held: it takes only a shard lock of the live table, captures
+// no stack and never touches Python, and drops a weak tensor reference at most (which frees a
+// TensorImpl's host memory, never device memory).
+#include "track/device_tensors.h"
+
+#include <ATen/core/TensorBase.h>
+
+#include <atomic>
+
+#include "track/device_counters.h"
+#include "track/live_table.h"
+#include "track/record_context.h"
+#include "track/site_table.h"
+#include "track/tensor_reference.h"
+
+namespace memseal::track {
+
+namespace {
+
+std::atomic<bool> g_device_blocks_recorded{false};
+
+}  // namespace
+
+void recordDeviceBlock(ThreadState& state, int device, std::uint64_t address, std::uint64_t bytes) {
+  if (address == 0) return;
+  LiveRecord record;
+  record.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(address));
+  record.bytes = static_cast<std::size_t>(bytes);
+  record.thread_serial = ++state.device_block_serial;
+  noteRecordContext(state, record);
+  record.flags |= kDeviceBlock | kDeviceSitePending;
+  record.cuda_device = static_cast<std::int8_t>(device);
+  record.thread_slot = cpuCounters().threadSlot(state);
+  record.site = siteTable().currentOpSite(state);
+  // A block freed while no hook saw it (tracing began after its free was missed) leaves a record
+  // whose weak reference must go before the new record takes its place.
+  LiveRecord stale;
+  if (liveAllocations().remove(record.data, &stale) && stale.tensor != nullptr) {
+    dropWeakTensorReference(stale.tensor);
+  }
+  if (!liveAllocations().insert(record)) return;  // no room to grow: this block goes untracked
+  g_device_blocks_recorded.store(true, std::memory_order_release);
+}
+
+void forgetDeviceBlock(std::uint64_t address) {
+  if (!g_device_blocks_recorded.load(std::memory_order_acquire)) return;
+  void* data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(address));
+  // CUDA's unified addressing keeps device blocks apart from host memory, but a CPU record must
+  // never be taken for one: only a device block's record goes.
+  bool device_block = false;
+  liveAllocations().update(
+      data, [&](const LiveRecord& record) { device_block = (record.flags & kDeviceBlock) != 0; });
+  LiveRecord record;
+  if (!device_block || !liveAllocations().remove(data, &record)) return;
+  if (record.tensor != nullptr) dropWeakTensorReference(record.tensor);
+}
+
+bool deviceBlocksRecorded() { return g_device_blocks_recorded.load(std::memory_order_acquire); }
+
+void onDeviceOpOutput(ThreadState& state, const at::TensorBase& tensor,
+                      std::uint64_t device_start_serial,
+                      std::uint32_t (*site_of_ending_op)(ThreadState& state)) {
+  c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  void* data = impl->storage().data_ptr().get();
+  if (data == nullptr) return;
+  std::uint32_t slot = state.slot;
+  bool made_here = false;
+  bool site_pending = false;
+  liveAllocations().update(data, [&](const LiveRecord& record) {
+    made_here = (record.flags & kDeviceBlock) != 0 && record.thread_slot == slot &&
+                record.thread_serial > device_start_serial;
+    site_pending = made_here && (record.flags & kDeviceSitePending) != 0;
+  });
+  if (!made_here) return;
+  // Outside the shard lock: capturing a stack may intern it, and Python frames take the GIL.
+  std::uint32_t site = site_pending ? site_of_ending_op(state) : 0;
+  TensorSignature signature = signatureOf(tensor);
+  c10::TensorImpl* displaced = nullptr;
+  liveAllocations().update(data, [&](LiveRecord& record) {
+    if ((record.flags & kDeviceBlock) == 0 || record.thread_slot != slot ||
+        record.thread_serial <= device_start_serial) {
+      return;  // freed and made again by another thread meanwhile
+    }
+    record.signature = signature;
+    if (site != 0 && (record.flags & kDeviceSitePending) != 0) {
+      record.site = site;
+      record.flags &= static_cast<std::uint8_t>(~kDeviceSitePending);
+    }
+    if (record.tensor != impl) {
+      displaced = record.tensor;
+      takeWeakTensorReference(impl);
+      record.tensor = impl;
+    }
+  });
+  if (displaced != nullptr) dropWeakTensorReference(displaced);
+}
+
+}  // namespace memseal::track
