@@ -114,6 +114,7 @@ LeakReport withLiveTensor(const LeakReport& report, std::size_t index, const at:
   LeakFinding& finding = result.findings[index];
   TensorInfo live = analyze::describeSignature(track::signatureOf(tensor));
   if (!live.known) return result;
+  if (tensor.device().is_cuda()) live.device = "cuda:" + std::to_string(tensor.device().index());
   finding.tensor = live;
   for (LeakPart& part : finding.parts) {
     if (part.retained != "tensor storage" || part.tensor.dtype != live.dtype) continue;
@@ -164,7 +165,8 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("dtype", &TensorInfo::dtype)
       .def_readonly("requires_grad", &TensorInfo::requires_grad)
       .def_readonly("is_leaf", &TensorInfo::is_leaf)
-      .def_readonly("grad_fn", &TensorInfo::grad_fn);
+      .def_readonly("grad_fn", &TensorInfo::grad_fn)
+      .def_readonly("device", &TensorInfo::device);
   py::class_<ShapeRange>(m, "ShapeRange")
       .def_readonly("min", &ShapeRange::min)
       .def_readonly("max", &ShapeRange::max)

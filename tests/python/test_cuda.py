@@ -1,0 +1,66 @@
+"""CUDA loops from Python, on a real GPU (skipped where none is found): the seed patterns get the
+same categories as on the CPU, with the CUDA tensor's device and the Python line; a healthy loop is
+not flagged, and the device is reported."""
+
+import inspect
+
+import pytest
+import torch
+
+import memseal
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+STEPS, WARMUP = 24, 4
+
+
+def run(step):
+    torch.ones(1, device="cuda")  # CUDA initialised before the detector starts
+    return memseal.check(step, steps=STEPS, warmup=WARMUP, on_leak="none")
+
+
+def test_accumulated_loss_on_the_gpu_keeps_autograd_history():
+    model = torch.nn.Linear(64, 64).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    total = {"loss": 0}
+
+    def step(i):
+        loss = model(torch.randn(32, 64, device="cuda")).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total["loss"] += loss
+
+    report = run(step)
+    assert report.leak, report.text()
+    assert report.categories[0] == "autograd-graph-retained", report.text()
+
+
+def test_outputs_kept_on_the_gpu_name_the_line_and_the_device():
+    kept = []
+    weight = torch.randn(512, 512, device="cuda")
+
+    def step(i):
+        kept.append((torch.randn(256, 512, device="cuda") @ weight).relu())
+
+    report = run(step)
+    assert report.leak, report.text()
+    finding = report.findings[0]
+    assert finding.category == "tensors-retained", report.text()
+    assert finding.tensor.device == "cuda:0", report.text()
+    assert list(finding.tensor.shape) == [256, 512], report.text()
+    lines, start = inspect.getsourcelines(step)
+    line = start + next(i for i, text in enumerate(lines) if "kept.append" in text)
+    assert f"test_cuda.py:{line}" in report.text(), report.text()
+
+
+def test_a_healthy_gpu_loop_is_not_flagged_and_the_device_is_reported():
+    model = torch.nn.Linear(256, 256).cuda()
+
+    def step(i):
+        with torch.inference_mode():
+            model(torch.randn(64, 256, device="cuda")).sum().item()
+
+    report = run(step)
+    assert not report.leak, report.text()
+    assert "cuda:0" in report.text(), report.text()
