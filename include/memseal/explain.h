@@ -200,6 +200,9 @@ MEMSEAL_API std::int64_t availableMemoryBytes();
 // Records every tracked allocation and free (of whichever Tracker, LeakDetector or scope runs)
 // between start() and stop(), keeping the newest `max_events`, and writes them as the pickle
 // torch.cuda.memory._snapshot() returns, which torch.cuda._memory_viz and its web viewer read.
+// Where the CUDA caching allocator's events reach memseal, the newest `max_events` of them are kept
+// as well, and each CUDA device is in the pickle with its segments and its trace (device_traces[N]
+// is cuda:N; the CPU comes after the highest CUDA ordinal).
 class MEMSEAL_API MemoryTrace {
  public:
   // PyTorch's viewer opens device traces up to about 100,000 entries (its own default history
@@ -219,7 +222,7 @@ class MEMSEAL_API MemoryTrace {
 
   std::uint64_t allocations() const;  // recorded (after stop)
   std::uint64_t frees() const;
-  std::uint64_t dropped() const;   // older events the ring could not keep
+  std::uint64_t dropped() const;   // older events the rings (CPU and CUDA) could not keep
   std::int64_t liveBytes() const;  // in the live allocations taken at stop
   std::size_t liveCount() const;
 

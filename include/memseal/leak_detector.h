@@ -95,6 +95,31 @@ struct StepSample {
   std::int64_t graph_nodes_alive = 0;
 };
 
+// A CUDA device's memory as PyTorch's caching allocator reported it, as of the report.
+struct DeviceStepPoint {
+  std::uint32_t step = 0;
+  std::uint64_t allocated = 0;  // bytes of tensors' blocks
+  std::uint64_t reserved = 0;   // bytes of the allocator's segments
+};
+
+struct DeviceMemorySummary {
+  std::string device;   // "cuda:0"
+  std::string verdict;  // "steady", "leak", "caching" or "fragmentation" (after warm-up)
+  std::uint64_t allocated = 0;
+  std::uint64_t reserved = 0;
+  std::uint64_t peak_allocated = 0;
+  std::uint64_t peak_reserved = 0;
+  // Free gaps inside segments that also hold live blocks (torch.cuda.empty_cache() cannot return
+  // them), and the largest free range inside one segment: the biggest request the cache can serve.
+  std::uint64_t inactive_split_bytes = 0;
+  std::uint64_t largest_free_extent = 0;
+  std::string hint;  // what the verdict means and what to do
+  // At each step boundary; past kMaxDeviceSummarySteps, each point stands for a stretch of steps
+  // (its last step, the stretch's highest allocated and highest reserved).
+  std::vector<DeviceStepPoint> per_step;
+};
+constexpr std::size_t kMaxDeviceSummarySteps = 512;
+
 struct MEMSEAL_API LeakReport {
   bool leak = false;
   std::uint32_t steps = 0;  // steps observed, warm-up included
@@ -106,6 +131,8 @@ struct MEMSEAL_API LeakReport {
   bool backward_ran = false;  // whether the loop ran autograd backward after warm-up
   // What this run could not see, in words (ops not watched, so no graph nodes; ...).
   std::vector<std::string> notes;
+  // One per CUDA device whose caching allocator's events were seen, by ordinal; empty without.
+  std::vector<DeviceMemorySummary> devices;
 
   std::string toText() const;
   // Schema "memseal.check/1" (kCheckReportSchema), keys in a fixed order with "schema" first.

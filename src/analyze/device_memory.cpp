@@ -172,6 +172,7 @@ void DeviceMemoryLedger::addSegment(Device& device, const DeviceMemoryEvent& eve
 
   std::uint64_t begin = event.address;
   std::uint64_t size = event.bytes;
+  std::uint32_t site = event.site;
   if (expandable) {
     // Mappings of one expandable segment are contiguous virtual memory: blocks may span two of
     // them, so adjacent mappings of the same stream become one segment.
@@ -188,11 +189,12 @@ void DeviceMemoryLedger::addSegment(Device& device, const DeviceMemoryEvent& eve
           before->first + before->second.bytes == begin) {
         begin = before->first;
         size += before->second.bytes;
+        site = before->second.site;
         device.segments.erase(before);
       }
     }
   }
-  device.segments[begin] = Segment{size, event.stream, expandable};
+  device.segments[begin] = Segment{size, event.stream, expandable, site};
   device.totals.reserved += event.bytes;
   device.totals.segments = device.segments.size();
   ++device.totals.segment_allocs;
@@ -215,10 +217,11 @@ void DeviceMemoryLedger::removeSegmentRange(Device& device, std::uint64_t begin,
     removed += std::min(stop, end) - std::max(start, begin);
     // An unmap may take pages from the middle or an end of a segment: keep the rest.
     if (start < begin)
-      device.segments[start] = Segment{begin - start, kept.stream, kept.expandable};
+      device.segments[start] = Segment{begin - start, kept.stream, kept.expandable, kept.site};
     if (stop > end) {
       segment =
-          device.segments.emplace(end, Segment{stop - end, kept.stream, kept.expandable}).first;
+          device.segments.emplace(end, Segment{stop - end, kept.stream, kept.expandable, kept.site})
+              .first;
       ++segment;
     }
   }
@@ -445,6 +448,39 @@ std::vector<LiveBlockSummary> DeviceMemoryLedger::largestLiveBlocks(int device,
     std::sort(blocks.begin(), blocks.end(), larger);
   }
   return blocks;
+}
+
+std::vector<LiveSegment> DeviceMemoryLedger::liveSegments(int device) const {
+  std::vector<LiveSegment> segments;
+  const Device* state = findDevice(device);
+  if (state == nullptr) return segments;
+  for (const auto& [address, segment] : state->segments) {
+    segments.push_back(
+        {address, segment.bytes, segment.stream, segment.expandable, segment.site, {}});
+  }
+  // Both maps are by address and never overlap within themselves, so one walk places each block.
+  std::vector<LiveSegment> orphans;
+  std::size_t next = 0;
+  for (const auto& [address, block] : state->blocks) {
+    while (next < segments.size() && segments[next].address + segments[next].bytes <= address) {
+      ++next;
+    }
+    LiveBlockSummary summary{address,    block.bytes,  block.site,
+                             block.step, block.stream, block.free_requested};
+    bool inside = next < segments.size() && segments[next].address <= address &&
+                  address + block.bytes <= segments[next].address + segments[next].bytes;
+    if (inside) {
+      segments[next].blocks.push_back(summary);
+    } else {
+      orphans.push_back({address, block.bytes, block.stream, false, block.site, {summary}});
+    }
+  }
+  if (orphans.empty()) return segments;
+  segments.insert(segments.end(), orphans.begin(), orphans.end());
+  std::stable_sort(
+      segments.begin(), segments.end(),
+      [](const LiveSegment& a, const LiveSegment& b) { return a.address < b.address; });
+  return segments;
 }
 
 const std::vector<DeviceStepSample>& DeviceMemoryLedger::stepSamples(int device) const {

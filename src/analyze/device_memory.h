@@ -62,6 +62,19 @@ struct LiveBlockSummary {
   std::uint32_t site = 0;
   std::uint32_t step = 0;  // allocated in
   std::uint64_t stream = 0;
+  bool free_requested = false;  // freed by the program, still in use by a stream
+};
+
+// One reserved segment and the blocks that occupy it, as torch.cuda.memory._snapshot() lists them
+// (the memory_viz export writes these). `blocks` are by address and lie inside the segment; the
+// gaps between them are free (the snapshot's "inactive" blocks).
+struct LiveSegment {
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t stream = 0;
+  bool expandable = false;  // made by kSegmentMap (expandable segments), mappings merged
+  std::uint32_t site = 0;   // the op running when it was made (0: unknown)
+  std::vector<LiveBlockSummary> blocks;
 };
 
 // Free space inside the reserved segments of one device, at one moment.
@@ -152,6 +165,10 @@ class DeviceMemoryLedger {
   std::vector<LiveBlockGroup> liveBlocksBySite(int device, std::size_t limit = 0,
                                                std::uint32_t since_step = 0) const;
   std::vector<LiveBlockSummary> largestLiveBlocks(int device, std::size_t limit) const;
+  // Every segment of the device by address, with its live and pending-free blocks. A block the
+  // ledger keeps outside every segment (tracing started after its segment was made) comes as a
+  // segment of its own (`site` its block's), so every block lies in a segment, as the viewers need.
+  std::vector<LiveSegment> liveSegments(int device) const;
   const std::vector<DeviceStepSample>& stepSamples(int device) const;
   const std::optional<OomRecord>& lastOom(int device) const;
   std::uint64_t unmatchedEvents() const;  // over all devices
@@ -161,6 +178,7 @@ class DeviceMemoryLedger {
     std::uint64_t bytes = 0;
     std::uint64_t stream = 0;
     bool expandable = false;  // made by kSegmentMap: neighbouring mappings merge
+    std::uint32_t site = 0;   // the op that made it (the first mapping's, when merged)
   };
   struct Block {
     std::uint64_t bytes = 0;

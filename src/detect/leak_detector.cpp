@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "detect/device_findings.h"
+#include "detect/device_summary.h"
 #include "detect/evidence.h"
 #include "detect/findings.h"
 #include "detect/graph_nodes.h"
@@ -115,6 +116,7 @@ struct LeakDetector::State {
     report.notes = notes;
     report.findings = detect::buildFindings(evidence(/*for_report=*/true));
     detect::addDeviceFindings(options.warmup, report);
+    report.devices = detect::summarizeDevices(options.warmup);
     report.leak = !report.findings.empty();
     if (report.leak) report.detected_at_step = leak_since;
     return report;

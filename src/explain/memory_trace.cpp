@@ -1,5 +1,12 @@
 // MemoryTrace: the event ring of track/event_trace.h between start() and stop(), the allocations
-// live at stop(), and their conversion into what PyTorch's memory viewer reads.
+// live at stop(), the CUDA caching allocator's events and segments (track/device_events.h), and
+// their conversion into what PyTorch's memory viewer reads.
+//
+// Device order in device_traces: torch indexes it by CUDA ordinal, so position N is cuda:N for
+// every N up to the highest ordinal seen (an ordinal with no events gets an empty trace), and the
+// CPU comes right after them (position 0 when no CUDA device was seen). The "memseal" entry names
+// every position.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -7,13 +14,16 @@
 #include "analyze/live_view.h"
 #include "memseal/explain.h"
 #include "report/memory_viz.h"
+#include "track/device_events.h"
 #include "track/event_trace.h"
+#include "track/site_table.h"
 #include "track/thread_state.h"
 
 namespace memseal {
 
 struct MemoryTrace::Data {
   track::TraceContents contents;
+  track::DeviceTraceContents device_contents;
   std::vector<track::LiveRecord> live;
   std::uint64_t allocations = 0;
   std::uint64_t frees = 0;
@@ -39,6 +49,116 @@ report::VizStack vizStackOf(const AllocationSite& site) {
   return stack;
 }
 
+// A CUDA site has no stack (it is taken under the allocator's lock): one frame, the op (and the op
+// that called it, as deviceSiteLabel names them) with the scope as its file. Read from the site
+// table directly: describeSite would symbolize a stack that another allocation of the site took.
+report::VizStack cudaStackOf(std::uint32_t site) {
+  track::SiteTable& sites = track::siteTable();
+  if (site == 0 || sites.isOverflowSite(site)) return {{track::deviceSiteLabel(site), "<aten>", 0}};
+  const track::SiteEntry& entry = sites.site(site);
+  std::string op = entry.key.inner_op != 0 ? sites.string(entry.key.inner_op) : "<no op>";
+  if (entry.key.outer_op != 0 && entry.key.outer_op != entry.key.inner_op) {
+    op += std::string(" (inside ") + sites.string(entry.key.outer_op) + ")";
+  }
+  std::string scope = sites.scopePathText(entry.key.scope_path);
+  return {{op, scope.empty() ? std::string("<aten>") : scope, 0}};
+}
+
+report::VizEvent::Action vizAction(analyze::DeviceEventKind kind) {
+  using Action = report::VizEvent::Action;
+  switch (kind) {
+    case analyze::DeviceEventKind::kSegmentAlloc:
+      return Action::kSegmentAlloc;
+    case analyze::DeviceEventKind::kSegmentFree:
+      return Action::kSegmentFree;
+    case analyze::DeviceEventKind::kSegmentMap:
+      return Action::kSegmentMap;
+    case analyze::DeviceEventKind::kSegmentUnmap:
+      return Action::kSegmentUnmap;
+    case analyze::DeviceEventKind::kBlockAlloc:
+      return Action::kAlloc;
+    case analyze::DeviceEventKind::kBlockFreeRequested:
+      return Action::kFreeRequested;
+    case analyze::DeviceEventKind::kBlockFreeCompleted:
+      return Action::kFreeCompleted;
+    case analyze::DeviceEventKind::kOutOfMemory:
+      return Action::kOom;
+  }
+  return Action::kOom;
+}
+
+// One VizDevice per CUDA ordinal from 0 to the highest seen, each holding its segments at stop and
+// its events of the trace.
+std::vector<report::VizDevice> cudaDevices(const track::DeviceTraceContents& contents) {
+  int highest = -1;
+  for (const auto& device : contents.devices) highest = std::max(highest, device.device);
+  for (const auto& event : contents.events) highest = std::max(highest, event.device);
+  std::vector<report::VizDevice> devices(static_cast<std::size_t>(highest + 1));
+  std::vector<std::unordered_map<std::uint32_t, std::int32_t>> stack_of_site(devices.size());
+  auto stackIndex = [&](std::size_t device, std::uint32_t site) {
+    auto found = stack_of_site[device].find(site);
+    if (found != stack_of_site[device].end()) return found->second;
+    auto index = static_cast<std::int32_t>(devices[device].stacks.size());
+    devices[device].stacks.push_back(cudaStackOf(site));
+    stack_of_site[device].emplace(site, index);
+    return index;
+  };
+  for (std::size_t index = 0; index < devices.size(); ++index) {
+    devices[index].name = "cuda:" + std::to_string(index);
+    devices[index].caching_allocator = true;
+  }
+  for (const auto& device : contents.devices) {
+    if (device.device < 0) continue;
+    auto index = static_cast<std::size_t>(device.device);
+    for (const analyze::LiveSegment& live : device.segments) {
+      report::VizSegment segment;
+      segment.address = live.address;
+      segment.size = static_cast<std::int64_t>(live.bytes);
+      segment.stream = live.stream;
+      segment.expandable = live.expandable;
+      segment.stack = stackIndex(index, live.site);
+      for (const analyze::LiveBlockSummary& block : live.blocks) {
+        segment.blocks.push_back(
+            {block.address, static_cast<std::int64_t>(block.bytes), stackIndex(index, block.site),
+             block.free_requested ? report::VizBlock::State::kActivePendingFree
+                                  : report::VizBlock::State::kActiveAllocated});
+      }
+      devices[index].segments.push_back(std::move(segment));
+    }
+  }
+  // Frees and unmaps carry no site: they take the stack of what they release, as torch's do.
+  std::vector<std::unordered_map<std::uint64_t, std::int32_t>> stack_at(devices.size());
+  for (const analyze::DeviceMemoryEvent& event : contents.events) {
+    if (event.device < 0) continue;
+    auto index = static_cast<std::size_t>(event.device);
+    report::VizEvent viz;
+    viz.action = vizAction(event.kind);
+    viz.address = event.address;
+    viz.size = static_cast<std::int64_t>(event.bytes);
+    viz.time_us = event.time_ns / 1000;
+    viz.stream = event.stream;
+    viz.device_free = event.device_free_bytes;
+    switch (event.kind) {
+      case analyze::DeviceEventKind::kBlockAlloc:
+      case analyze::DeviceEventKind::kSegmentAlloc:
+      case analyze::DeviceEventKind::kSegmentMap:
+      case analyze::DeviceEventKind::kOutOfMemory:
+        viz.stack = stackIndex(index, event.site);
+        if (event.kind != analyze::DeviceEventKind::kOutOfMemory) {
+          stack_at[index][event.address] = viz.stack;
+        }
+        break;
+      default: {
+        auto found = stack_at[index].find(event.address);
+        viz.stack = found != stack_at[index].end() ? found->second : -1;
+        break;
+      }
+    }
+    devices[index].trace.push_back(viz);
+  }
+  return devices;
+}
+
 }  // namespace
 
 MemoryTrace::MemoryTrace(std::size_t max_events) : max_events_(max_events), data_(new Data()) {
@@ -46,7 +166,10 @@ MemoryTrace::MemoryTrace(std::size_t max_events) : max_events_(max_events), data
 }
 
 MemoryTrace::~MemoryTrace() {
-  if (running_) track::stopEventTrace();
+  if (running_) {
+    track::stopEventTrace();
+    track::stopDeviceEventTrace();
+  }
   delete data_;
 }
 
@@ -59,6 +182,8 @@ void MemoryTrace::start() {
     throw std::runtime_error("memseal: the allocation trace could not start (another runs, or " +
                              std::to_string(max_events_) + " events do not fit in memory)");
   }
+  // CUDA events go to their own ring, as many as the CPU's (pages touched only as they come).
+  track::startDeviceEventTrace(max_events_);
   running_ = true;
 }
 
@@ -67,6 +192,7 @@ void MemoryTrace::stop() {
   running_ = false;
   track::TrackerWork work;
   data_->contents = track::stopEventTrace();
+  data_->device_contents = track::stopDeviceEventTrace();
   data_->allocations = 0;
   data_->frees = 0;
   for (const track::TraceEvent& event : data_->contents.events) {
@@ -82,7 +208,9 @@ void MemoryTrace::stop() {
 
 std::uint64_t MemoryTrace::allocations() const { return data_->allocations; }
 std::uint64_t MemoryTrace::frees() const { return data_->frees; }
-std::uint64_t MemoryTrace::dropped() const { return data_->contents.dropped; }
+std::uint64_t MemoryTrace::dropped() const {
+  return data_->contents.dropped + data_->device_contents.dropped;
+}
 std::int64_t MemoryTrace::liveBytes() const { return data_->live_bytes; }
 std::size_t MemoryTrace::liveCount() const { return data_->live.size(); }
 
@@ -122,7 +250,9 @@ std::string MemoryTrace::memoryVizPickle() {
       device.trace.push_back(viz);
     }
   }
-  return report::memoryVizPickle({device});
+  std::vector<report::VizDevice> devices = cudaDevices(data_->device_contents);
+  devices.push_back(std::move(device));
+  return report::memoryVizPickle(devices);
 }
 
 void MemoryTrace::writeMemoryViz(const std::string& path) {

@@ -51,6 +51,24 @@ Json partJson(const LeakPart& part) {
   return json;
 }
 
+Json deviceJson(const DeviceMemorySummary& device) {
+  Json per_step = Json::array();
+  for (const DeviceStepPoint& point : device.per_step) {
+    per_step.push_back(
+        {{"step", point.step}, {"allocated", point.allocated}, {"reserved", point.reserved}});
+  }
+  return {{"device", device.device},
+          {"verdict", device.verdict},
+          {"allocated", device.allocated},
+          {"reserved", device.reserved},
+          {"peak_allocated", device.peak_allocated},
+          {"peak_reserved", device.peak_reserved},
+          {"inactive_split_bytes", device.inactive_split_bytes},
+          {"largest_free_extent", device.largest_free_extent},
+          {"hint", device.hint},
+          {"per_step", per_step}};
+}
+
 // ---- reading ----
 
 [[noreturn]] void fail(const std::string& what) {
@@ -161,6 +179,32 @@ LeakPart readPart(const Json& json, const std::string& where) {
   return part;
 }
 
+DeviceMemorySummary readDevice(const Json& json, const std::string& where) {
+  DeviceMemorySummary device;
+  device.device = read<std::string>(json, "device", where);
+  device.verdict = read<std::string>(json, "verdict", where);
+  device.allocated = read<std::uint64_t>(json, "allocated", where);
+  device.reserved = read<std::uint64_t>(json, "reserved", where);
+  device.peak_allocated = read<std::uint64_t>(json, "peak_allocated", where);
+  device.peak_reserved = read<std::uint64_t>(json, "peak_reserved", where);
+  device.inactive_split_bytes = read<std::uint64_t>(json, "inactive_split_bytes", where);
+  device.largest_free_extent = read<std::uint64_t>(json, "largest_free_extent", where);
+  device.hint = readOr<std::string>(json, "hint", where, "");
+  if (json.contains("per_step") && !json.at("per_step").is_null()) {
+    const Json& per_step = json.at("per_step");
+    if (!per_step.is_array()) fail(where + ".per_step is not an array");
+    for (std::size_t i = 0; i < per_step.size(); ++i) {
+      std::string here = where + ".per_step[" + std::to_string(i) + "]";
+      DeviceStepPoint point;
+      point.step = read<std::uint32_t>(per_step[i], "step", here);
+      point.allocated = read<std::uint64_t>(per_step[i], "allocated", here);
+      point.reserved = read<std::uint64_t>(per_step[i], "reserved", here);
+      device.per_step.push_back(point);
+    }
+  }
+  return device;
+}
+
 }  // namespace
 
 std::string LeakReport::toJson() const {
@@ -195,6 +239,12 @@ std::string LeakReport::toJson() const {
   }
   json["live_bytes"] = live;
   json["per_step"] = per_step_json;
+  // Only where CUDA events were seen: a CPU-only report stays as it was.
+  if (!devices.empty()) {
+    Json devices_json = Json::array();
+    for (const DeviceMemorySummary& device : devices) devices_json.push_back(deviceJson(device));
+    json["devices"] = devices_json;
+  }
   return json.dump(2) + "\n";
 }
 
@@ -274,6 +324,14 @@ LeakReport LeakReport::fromJson(const std::string& text) {
     sample.resident_bytes = read<std::int64_t>(per_step[i], "resident_bytes", where);
     sample.graph_nodes_alive = readOr<std::int64_t>(per_step[i], "graph_nodes_alive", where, 0);
     report.per_step.push_back(sample);
+  }
+  // Optional: written only where CUDA events were seen, and absent from older files.
+  if (json.contains("devices") && !json["devices"].is_null()) {
+    const Json& devices = json["devices"];
+    if (!devices.is_array()) fail("report.devices is not an array");
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      report.devices.push_back(readDevice(devices[i], "devices[" + std::to_string(i) + "]"));
+    }
   }
   return report;
 }

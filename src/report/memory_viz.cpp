@@ -14,9 +14,10 @@
 //   flame graphs (root first) and the viewer prints them top-down.
 // - Every block lies in a segment at every point of the trace. The viewer's "Allocator State
 //   History" steps back from the final state, undoing events, and fails on a block outside every
-//   segment. Each allocation is its own segment, so the trace makes it (segment_alloc) just before
-//   the alloc and releases it (segment_free) just after the free_completed; the CUDA allocator's
-//   trace has these events too, and trace() prints them as cudaMalloc/cudaFree lines.
+//   segment. On the CPU each allocation is its own segment, so the trace makes it (segment_alloc)
+//   just before the alloc and releases it (segment_free) just after the free_completed; the CUDA
+//   allocator's trace has these events too, and trace() prints them as cudaMalloc/cudaFree lines.
+//   A caching allocator's device brings its own segments and segment events, written as given.
 // - Event dicts are never shared: the viewer rewrites events in place (version, stream, and it
 //   merges a free_requested followed by a free_completed at the same address into one "free").
 // - Strings are UTF-8: pickle decodes every string as UTF-8 and one bad byte fails the whole load,
@@ -77,6 +78,13 @@ struct Names {
   IValue free_completed = "free_completed";
   IValue segment_alloc = "segment_alloc";
   IValue segment_free = "segment_free";
+  IValue segment_map = "segment_map";
+  IValue segment_unmap = "segment_unmap";
+  IValue oom = "oom";
+  IValue device_free = "device_free";
+  IValue small = "small";
+  IValue inactive = "inactive";
+  IValue active_pending_free = "active_pending_free";
   IValue addr = "addr";
   IValue time_us = "time_us";
   IValue name = "name";
@@ -92,6 +100,16 @@ const IValue& actionName(const Names& names, VizEvent::Action action) {
       return names.free_requested;
     case VizEvent::Action::kFreeCompleted:
       return names.free_completed;
+    case VizEvent::Action::kSegmentAlloc:
+      return names.segment_alloc;
+    case VizEvent::Action::kSegmentFree:
+      return names.segment_free;
+    case VizEvent::Action::kSegmentMap:
+      return names.segment_map;
+    case VizEvent::Action::kSegmentUnmap:
+      return names.segment_unmap;
+    case VizEvent::Action::kOom:
+      return names.oom;
   }
   throw std::invalid_argument("memory viz: an event has an unknown action");
 }
@@ -242,13 +260,99 @@ GenericDict segmentOf(const VizBlock& block, std::int64_t device_index, const Ge
   return segment;
 }
 
+// The torch.cuda.Stream handle, like an address, must fit the pickler's int64.
+std::int64_t streamValue(std::uint64_t stream, const Where& where) {
+  if (stream > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    throw std::out_of_range(where.text() + " has stream " + std::to_string(stream) +
+                            ", beyond the signed 64-bit integers libtorch's pickler writes");
+  }
+  return static_cast<std::int64_t>(stream);
+}
+
+// Segments up to the small pool's 2 MiB come from it (requests up to 1 MiB); the large pool's are
+// bigger (20 MiB, or the request rounded up to 2 MiB above 10 MiB).
+constexpr std::int64_t kSmallSegmentBytes = 2 << 20;
+
+GenericDict blockEntry(std::int64_t address, std::int64_t size, const IValue& state,
+                       std::int64_t requested, const GenericList& frames, const Names& names) {
+  GenericDict entry = newDict();
+  entry.insert(names.address, address);
+  entry.insert(names.size, size);
+  entry.insert(names.requested_size, requested);
+  entry.insert(names.state, state);
+  entry.insert(names.frames, frames);
+  return entry;
+}
+
+// A caching allocator's segment as torch's snapshot lists it: its blocks by address, covering it
+// whole, the free gaps between occupied blocks written as "inactive" ones (no frames).
+GenericDict cachingSegmentOf(const VizSegment& given, std::int64_t device_index,
+                             const DeviceStacks& stacks, const GenericList& empty_frames,
+                             const IValue& pool_id, const Names& names, const Where& where) {
+  std::int64_t address = addressValue(given.address, where);
+  std::int64_t size = sizeValue(given.size, where);
+  if (address > std::numeric_limits<std::int64_t>::max() - size) {
+    throw std::out_of_range(where.text() + " ends beyond the signed 64-bit integers");
+  }
+  std::vector<const VizBlock*> occupied;
+  for (const VizBlock& block : given.blocks) occupied.push_back(&block);
+  std::stable_sort(occupied.begin(), occupied.end(),
+                   [](const VizBlock* a, const VizBlock* b) { return a->address < b->address; });
+  GenericList blocks = newList();
+  std::int64_t cursor = address;
+  std::int64_t allocated = 0;
+  std::int64_t active = 0;
+  for (const VizBlock* block : occupied) {
+    std::int64_t block_address = addressValue(block->address, where);
+    std::int64_t block_size = sizeValue(block->size, where);
+    if (block_address < cursor || block_size > address + size - block_address) {
+      throw std::invalid_argument(
+          where.text() + " has a block at " + std::to_string(block->address) + " of " +
+          std::to_string(block->size) + " bytes that lies outside the segment or on another block");
+    }
+    if (block_address > cursor) {
+      blocks.push_back(
+          blockEntry(cursor, block_address - cursor, names.inactive, 0, empty_frames, names));
+    }
+    bool pending = block->state == VizBlock::State::kActivePendingFree;
+    blocks.push_back(blockEntry(block_address, block_size,
+                                pending ? names.active_pending_free : names.active_allocated,
+                                block_size, stacks.at(block->stack, where), names));
+    active += block_size;
+    if (!pending) allocated += block_size;
+    cursor = block_address + block_size;
+  }
+  if (cursor < address + size) {
+    blocks.push_back(
+        blockEntry(cursor, address + size - cursor, names.inactive, 0, empty_frames, names));
+  }
+  GenericDict segment = newDict();
+  segment.insert(names.device, device_index);
+  segment.insert(names.address, address);
+  segment.insert(names.total_size, size);
+  segment.insert(names.allocated_size, allocated);
+  segment.insert(names.active_size, active);
+  segment.insert(names.requested_size, allocated);
+  segment.insert(names.stream, streamValue(given.stream, where));
+  segment.insert(names.segment_type, size <= kSmallSegmentBytes ? names.small : names.large);
+  segment.insert(names.segment_pool_id, pool_id);
+  segment.insert(names.is_expandable, given.expandable);
+  segment.insert(names.frames, stacks.at(given.stack, where));
+  segment.insert(names.blocks, std::move(blocks));
+  return segment;
+}
+
 GenericDict eventOf(const IValue& action, const VizEvent& event, const GenericList& frames,
                     const Names& names, const Where& where) {
   GenericDict entry = newDict();
   entry.insert(names.action, action);
-  entry.insert(names.addr, addressValue(event.address, where));
+  if (event.action == VizEvent::Action::kOom) {
+    entry.insert(names.device_free, addressValue(event.device_free, where));
+  } else {
+    entry.insert(names.addr, addressValue(event.address, where));
+  }
   entry.insert(names.size, sizeValue(event.size, where));
-  entry.insert(names.stream, std::int64_t{0});
+  entry.insert(names.stream, streamValue(event.stream, where));
   entry.insert(names.time_us, event.time_us);
   entry.insert(names.frames, frames);
   return entry;
@@ -286,6 +390,29 @@ std::string memoryVizPickle(const std::vector<VizDevice>& devices) {
     const auto device_index = static_cast<std::int64_t>(index);
     DeviceStacks stacks(device, names, empty_frames);
     device_names.push_back(validUtf8(device.name));
+
+    if (device.caching_allocator) {
+      std::vector<std::size_t> by_address(device.segments.size());
+      std::iota(by_address.begin(), by_address.end(), std::size_t{0});
+      std::stable_sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) {
+        return device.segments[a].address < device.segments[b].address;
+      });
+      for (std::size_t segment_index : by_address) {
+        const Where where{label, "segment", segment_index};
+        segments.push_back(cachingSegmentOf(device.segments[segment_index], device_index, stacks,
+                                            empty_frames, pool_id, names, where));
+      }
+      GenericList trace = newList();
+      trace.reserve(device.trace.size());
+      for (std::size_t event_index = 0; event_index < device.trace.size(); ++event_index) {
+        const VizEvent& event = device.trace[event_index];
+        const Where where{label, "event", event_index};
+        trace.push_back(eventOf(actionName(names, event.action), event,
+                                stacks.at(event.stack, where), names, where));
+      }
+      device_traces.push_back(std::move(trace));
+      continue;
+    }
 
     // By address, as the CUDA allocator lists its segments.
     std::vector<std::size_t> order(device.live.size());
@@ -326,8 +453,9 @@ std::string memoryVizPickle(const std::vector<VizDevice>& devices) {
     event_fields.push_back(*key);
   }
   GenericList event_actions = newList();
-  for (const IValue* action : {&names.segment_alloc, &names.alloc, &names.free_requested,
-                               &names.free_completed, &names.segment_free}) {
+  for (const IValue* action :
+       {&names.segment_alloc, &names.alloc, &names.free_requested, &names.free_completed,
+        &names.segment_free, &names.segment_map, &names.segment_unmap, &names.oom}) {
     event_actions.push_back(*action);
   }
   GenericDict about = newDict();

@@ -8,10 +8,13 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 
 #include "common/text.h"
+#include "track/device_event_ring.h"
 #include "track/device_tensors.h"
+#include "track/record_context.h"
 #include "track/session.h"
 #include "track/site_table.h"
 #include "track/thread_state.h"
@@ -26,6 +29,7 @@ struct DeviceLedgerState {
   std::atomic<bool> seen{false};
   std::string last_oom_path;
   int oom_files = 0;
+  std::unique_ptr<DeviceEventRing> trace;  // while a MemoryTrace runs
 };
 
 DeviceLedgerState& state() {
@@ -87,7 +91,10 @@ void recordDeviceEvent(analyze::DeviceMemoryEvent event) {
   }
   TrackerWork work(thread);
   if (event.step == 0) event.step = currentStep();
-  if (event.site == 0 && event.kind == analyze::DeviceEventKind::kBlockAlloc) {
+  bool made_by_an_op = event.kind == analyze::DeviceEventKind::kBlockAlloc ||
+                       event.kind == analyze::DeviceEventKind::kSegmentAlloc ||
+                       event.kind == analyze::DeviceEventKind::kSegmentMap;
+  if (event.site == 0 && made_by_an_op) {
     // Op and scope only: a stack (and Python frames, which need the GIL) must not be taken under
     // the allocator's lock.
     event.site = siteTable().currentOpSite(thread);
@@ -96,6 +103,11 @@ void recordDeviceEvent(analyze::DeviceMemoryEvent event) {
   std::lock_guard<std::mutex> lock(ledger_state.mutex);
   ledger_state.ledger.apply(event);
   ledger_state.seen.store(true, std::memory_order_release);
+  if (ledger_state.trace) {
+    // The allocator's trace hook gives no time; the coarse clock is the CPU trace's as well.
+    if (event.time_ns == 0) event.time_ns = coarseNowNs();
+    ledger_state.trace->push(event);
+  }
   if (event.kind == analyze::DeviceEventKind::kOutOfMemory) {
     writeOomForensics(ledger_state, event.device);
   }
@@ -121,8 +133,37 @@ void resetDeviceLedger() {
   TrackerWork work;
   std::lock_guard<std::mutex> lock(ledger_state.mutex);
   ledger_state.ledger = analyze::DeviceMemoryLedger();
+  // Events kept so far refer to segments the new ledger does not have: the viewer could not step
+  // back through them from its segments.
+  if (ledger_state.trace) ledger_state.trace->clear();
   ledger_state.seen.store(false, std::memory_order_release);
   ledger_state.last_oom_path.clear();
+}
+
+void startDeviceEventTrace(std::size_t capacity) {
+  auto ring = std::make_unique<DeviceEventRing>(capacity);  // allocated outside the lock
+  DeviceLedgerState& ledger_state = state();
+  TrackerWork work;
+  std::lock_guard<std::mutex> lock(ledger_state.mutex);
+  ledger_state.trace = std::move(ring);
+}
+
+DeviceTraceContents stopDeviceEventTrace() {
+  DeviceLedgerState& ledger_state = state();
+  TrackerWork work;
+  std::unique_ptr<DeviceEventRing> ring;
+  DeviceTraceContents contents;
+  {
+    std::lock_guard<std::mutex> lock(ledger_state.mutex);
+    ring = std::move(ledger_state.trace);
+    if (!ring) return contents;
+    for (int device : ledger_state.ledger.devices()) {
+      contents.devices.push_back({device, ledger_state.ledger.liveSegments(device)});
+    }
+  }
+  contents.events = ring->events();
+  contents.dropped = ring->dropped();
+  return contents;
 }
 
 #if !defined(MEMSEAL_WITH_CUDA)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "analyze/device_memory.h"
 
@@ -31,6 +32,26 @@ std::string lastOomForensicsPath();
 // and at every step boundary; it never initialises CUDA itself.
 void attachCudaAllocatorTrace();
 bool cudaAllocatorTraceAttached();
+
+// What a device event trace (below) holds when it stops: the newest events, oldest first, and the
+// ledger's segments at that moment, taken under one lock so that the events end where the segments
+// are (the memory viewer steps back from those segments through the events).
+struct DeviceTraceContents {
+  std::vector<analyze::DeviceMemoryEvent> events;
+  std::uint64_t dropped = 0;  // older events the ring could not keep
+  struct Device {
+    int device = 0;
+    std::vector<analyze::LiveSegment> segments;
+  };
+  std::vector<Device> devices;  // every device the ledger has seen, ascending
+};
+
+// While a trace runs (a MemoryTrace), recordDeviceEvent also keeps each applied event in a ring of
+// the newest `capacity` (storage reserved here, not in the hook). One trace at a time: starting
+// again replaces the running one.
+void startDeviceEventTrace(std::size_t capacity);
+// Stops the trace and returns what it kept (empty when none ran).
+DeviceTraceContents stopDeviceEventTrace();
 
 // "aten::empty_strided (inside aten::linear) in scope a/b": how device reports name a site.
 std::string deviceSiteLabel(std::uint32_t site);

@@ -14,8 +14,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "memseal/explain.h"
 #include "memseal/leak_detector.h"
 #include "memseal/scope.h"
+#include "report/html_report.h"
 #include "track/device_events.h"
 
 namespace memseal {
@@ -186,6 +190,168 @@ TEST(DeviceMemory, AnOutOfMemoryWritesItsForensicsAndTheReportNamesTheFile) {
       << report.toText();
   std::remove(path.c_str());
   rmdir(folder.c_str());
+}
+
+TEST(DeviceMemory, TheReportSummarisesEachDeviceInJsonAndHtml) {
+  LeakDetector detector(quietDetector());
+  // cuda:0 caches a big warm-up request; cuda:1 holds one steady block.
+  track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x40000000, 256 * kMiB));
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x40000000, 200 * kMiB));
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x40000000, 200 * kMiB));
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, 0x40000000, 200 * kMiB));
+  DeviceMemoryEvent other = event(DeviceEventKind::kSegmentAlloc, 0x90000000, 20 * kMiB);
+  other.device = 1;
+  track::recordDeviceEvent(other);
+  other.kind = DeviceEventKind::kBlockAlloc;
+  other.bytes = kMiB;
+  track::recordDeviceEvent(other);
+  for (int step = 0; step < 24; ++step) {
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x40000000, 8 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x40000000, 8 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, 0x40000000, 8 * kMiB));
+    detector.step();
+  }
+  LeakReport report = detector.finish();
+  ASSERT_EQ(report.devices.size(), 2u) << report.toJson();
+  const DeviceMemorySummary& cached = report.devices[0];
+  EXPECT_EQ(cached.device, "cuda:0");
+  EXPECT_EQ(cached.verdict, "caching");
+  EXPECT_EQ(cached.allocated, 0u);
+  EXPECT_EQ(cached.reserved, 256 * kMiB);
+  EXPECT_EQ(cached.peak_allocated, 200 * kMiB);
+  EXPECT_EQ(cached.peak_reserved, 256 * kMiB);
+  EXPECT_EQ(cached.largest_free_extent, 256 * kMiB);
+  EXPECT_FALSE(cached.hint.empty());
+  ASSERT_EQ(cached.per_step.size(), 24u);
+  EXPECT_EQ(cached.per_step.back().reserved, 256 * kMiB);
+  EXPECT_EQ(report.devices[1].device, "cuda:1");
+  EXPECT_EQ(report.devices[1].allocated, kMiB);
+  EXPECT_EQ(report.devices[1].inactive_split_bytes, 19 * kMiB);
+
+  // The JSON round trip keeps every field; older files without "devices" read as none.
+  LeakReport back = LeakReport::fromJson(report.toJson());
+  ASSERT_EQ(back.devices.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const DeviceMemorySummary& a = report.devices[i];
+    const DeviceMemorySummary& b = back.devices[i];
+    EXPECT_EQ(a.device, b.device);
+    EXPECT_EQ(a.verdict, b.verdict);
+    EXPECT_EQ(a.allocated, b.allocated);
+    EXPECT_EQ(a.reserved, b.reserved);
+    EXPECT_EQ(a.peak_allocated, b.peak_allocated);
+    EXPECT_EQ(a.peak_reserved, b.peak_reserved);
+    EXPECT_EQ(a.inactive_split_bytes, b.inactive_split_bytes);
+    EXPECT_EQ(a.largest_free_extent, b.largest_free_extent);
+    EXPECT_EQ(a.hint, b.hint);
+    ASSERT_EQ(a.per_step.size(), b.per_step.size());
+    for (std::size_t p = 0; p < a.per_step.size(); ++p) {
+      EXPECT_EQ(a.per_step[p].step, b.per_step[p].step);
+      EXPECT_EQ(a.per_step[p].allocated, b.per_step[p].allocated);
+      EXPECT_EQ(a.per_step[p].reserved, b.per_step[p].reserved);
+    }
+  }
+  EXPECT_EQ(back.toJson(), report.toJson());
+  nlohmann::json json = nlohmann::json::parse(report.toJson());
+  json.erase("devices");
+  EXPECT_TRUE(LeakReport::fromJson(json.dump()).devices.empty());
+  json["devices"] = {{{"device", "cuda:0"}, {"verdict", "steady"}}};
+  try {
+    LeakReport::fromJson(json.dump());
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_STREQ(error.what(), "memseal report: devices[0] has no \"allocated\"");
+  }
+
+  std::string html =
+      report::renderHtmlReport({{"check", nlohmann::json::parse(report.toJson())}}, "two devices");
+  EXPECT_NE(html.find("id=\"cuda-memory\""), std::string::npos);
+  EXPECT_NE(html.find("<h3>cuda:1</h3>"), std::string::npos);
+}
+
+TEST(DeviceMemory, ACpuOnlyReportHasNoDevices) {
+  track::resetDeviceLedger();
+  LeakDetector detector(quietDetector());
+  for (int step = 0; step < 8; ++step) detector.step();
+  LeakReport report = detector.finish();
+  EXPECT_TRUE(report.devices.empty());
+  EXPECT_EQ(report.toJson().find("\"devices\""), std::string::npos);
+}
+
+// A trace of two CUDA devices as the caching allocator would report it: segments holding several
+// blocks, a whole segment's life, pending and completed frees, an expandable segment mapped in
+// pieces and unmapped at its end, another stream, an out-of-memory.
+TEST(DeviceMemory, MemoryTraceWritesEachCudaDeviceForTheViewer) {
+  char folder_template[] = "/tmp/memseal-viz-test-XXXXXX";
+  ASSERT_NE(mkdtemp(folder_template), nullptr);
+  std::string folder = folder_template;
+  setenv("MEMSEAL_OOM_DIR", folder.c_str(), 1);
+  LeakDetector detector(quietDetector());
+  MemoryTrace trace;
+  trace.start();
+  auto send = [](DeviceEventKind kind, std::uint64_t address, std::uint64_t bytes, int device = 0,
+                 std::uint64_t stream = 0) {
+    DeviceMemoryEvent made = event(kind, address, bytes);
+    made.device = device;
+    made.stream = stream;
+    track::recordDeviceEvent(made);
+  };
+  auto release = [&](std::uint64_t address, std::uint64_t bytes) {
+    send(DeviceEventKind::kBlockFreeRequested, address, bytes);
+    send(DeviceEventKind::kBlockFreeCompleted, address, bytes);
+  };
+  // A large segment, three blocks, the middle one freed: a gap inside a used segment.
+  send(DeviceEventKind::kSegmentAlloc, 0x10000000, 20 * kMiB);
+  send(DeviceEventKind::kBlockAlloc, 0x10000000, 4 * kMiB);
+  send(DeviceEventKind::kBlockAlloc, 0x10400000, 2 * kMiB);
+  send(DeviceEventKind::kBlockAlloc, 0x10600000, kMiB);
+  release(0x10400000, 2 * kMiB);
+  detector.step();
+  // A small segment with a block still used by a stream at the end.
+  send(DeviceEventKind::kSegmentAlloc, 0x20000000, 2 * kMiB);
+  send(DeviceEventKind::kBlockAlloc, 0x20000000, 512);
+  send(DeviceEventKind::kBlockAlloc, 0x20000200, 1024);
+  send(DeviceEventKind::kBlockFreeRequested, 0x20000000, 512);
+  // A segment made, used and given back within the trace.
+  send(DeviceEventKind::kSegmentAlloc, 0x30000000, 20 * kMiB);
+  send(DeviceEventKind::kBlockAlloc, 0x30000000, 12 * kMiB);
+  release(0x30000000, 12 * kMiB);
+  send(DeviceEventKind::kSegmentFree, 0x30000000, 20 * kMiB);
+  detector.step();
+  // Expandable: two mappings grow one segment, a block spans them, the next mapping goes again.
+  send(DeviceEventKind::kSegmentMap, 0x40000000, 2 * kMiB);
+  send(DeviceEventKind::kSegmentMap, 0x40200000, 2 * kMiB);
+  send(DeviceEventKind::kBlockAlloc, 0x40000000, 3 * kMiB);
+  send(DeviceEventKind::kSegmentMap, 0x40400000, 2 * kMiB);
+  send(DeviceEventKind::kSegmentUnmap, 0x40400000, 2 * kMiB);
+  // Another stream's segment, and the request that failed.
+  send(DeviceEventKind::kSegmentAlloc, 0x50000000, 20 * kMiB, 0, 0x5eed);
+  send(DeviceEventKind::kBlockAlloc, 0x50000000, 6 * kMiB, 0, 0x5eed);
+  DeviceMemoryEvent oom = event(DeviceEventKind::kOutOfMemory, 0, 64ull << 30);
+  oom.device_free_bytes = 1ull << 30;
+  ::testing::internal::CaptureStderr();
+  track::recordDeviceEvent(oom);
+  ::testing::internal::GetCapturedStderr();
+  // cuda:1: one segment, one block.
+  send(DeviceEventKind::kSegmentAlloc, 0x60000000, 20 * kMiB, 1);
+  send(DeviceEventKind::kBlockAlloc, 0x60000000, 8 * kMiB, 1);
+  detector.step();
+  trace.stop();
+  unsetenv("MEMSEAL_OOM_DIR");
+  std::string oom_path = track::lastOomForensicsPath();
+  if (!oom_path.empty()) std::remove(oom_path.c_str());
+  rmdir(folder.c_str());
+  detector.finish();
+
+  std::string bytes = trace.memoryVizPickle();
+  EXPECT_GT(bytes.size(), 100u);
+  // The pickle's own structure is read back by memory_viz_test (unit) and by the Python check.
+  if (const char* path = std::getenv("MEMSEAL_CUDA_VIZ_SAMPLE")) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    ASSERT_TRUE(out) << "cannot write " << path;
+    std::printf("wrote %zu bytes to %s\n", bytes.size(), path);
+  }
 }
 
 TEST(DeviceMemory, EventsOutsideASessionAreIgnored) {

@@ -2,6 +2,7 @@
 
 Usage: memory_viz_check.py PICKLE [--expect-live-bytes N] [--expect-allocs N] [--expect-frees N]
                            [--expect-frame SUBSTRING] [--no-text-trace]
+                           [--expect-cuda-devices N] [--expect-actions A,B,...]
 
 Run it with a Python that has torch. The pickle must load with plain pickle.load before torch is
 imported, hold only opcodes and list lengths the web viewer's own unpickler (MemoryViz.js) reads,
@@ -9,7 +10,9 @@ have the fields of torch.cuda.memory._snapshot(), and let the viewer's allocator
 back through every event. Then torch.cuda._memory_viz reads it: segsum() must report the live
 bytes the blocks hold (and N, when given) over as many segments, trace() must print one line per
 allocation, free and segment, the frames must format, and trace_plot()/segment_plot() must build
-their pages.
+their pages. CUDA devices (a caching allocator's real segments, several blocks each, and its
+segment_map/segment_unmap/oom events) are checked the same way; --expect-cuda-devices N wants
+device_traces[i] to be cuda:i for i < N and the CPU at N, as memseal orders them.
 Prints each check; exits 0 when all pass, 1 when one fails, 2 on bad arguments or a missing file.
 """
 import argparse
@@ -34,6 +37,8 @@ SEGMENT_FIELDS = {"device", "address", "total_size", "allocated_size", "active_s
                   "requested_size", "stream", "segment_type", "frames", "blocks"}
 BLOCK_FIELDS = {"address", "size", "requested_size", "state", "frames"}
 EVENT_FIELDS = {"action", "addr", "size", "stream", "time_us", "frames"}
+# torch's snapshot writes an out-of-memory entry's device free bytes in place of its address.
+OOM_FIELDS = EVENT_FIELDS - {"addr"} | {"device_free"}
 FRAME_FIELDS = {"name": str, "filename": str, "line": int}
 ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
            "segment_map", "segment_unmap", "snapshot", "oom"}
@@ -94,10 +99,15 @@ def structure_problems(data):
         if offset != end:
             problems.append(f"segment {s}: blocks cover {offset - seg['address']} of "
                             f"{seg['total_size']} bytes")
+    # A free requested but not completed at the end is a block a stream still uses.
+    still_pending = {(seg["device"], block["address"]) for seg in segments
+                     for block in seg.get("blocks", [])
+                     if block.get("state") == "active_pending_free"}
     for d, trace in enumerate(traces):
         pending = {}  # free_requested not yet completed: address -> event index
         for e, event in enumerate(trace):
-            missing = EVENT_FIELDS - set(event)
+            wanted = OOM_FIELDS if event.get("action") == "oom" else EVENT_FIELDS
+            missing = wanted - set(event)
             if missing:
                 problems.append(f"device {d} event {e} lacks {sorted(missing)}")
                 continue
@@ -109,6 +119,8 @@ def structure_problems(data):
                 pending.pop(event["addr"], None)
             problems.append(frames_problem(event["frames"], f"device {d} event {e}"))
         for addr, e in pending.items():
+            if (d, addr) in still_pending:
+                continue
             problems.append(f"device {d} event {e}: free_requested of {addr:#x} never completes")
     return [p for p in problems if p]
 
@@ -136,7 +148,7 @@ def viewer_trace(trace):
                 and merged[-1][0] == "free_requested" and merged[-1][1] == event["addr"]):
             merged[-1] = ("free", event["addr"], event["size"])
             continue
-        merged.append((event["action"], event["addr"], event["size"]))
+        merged.append((event["action"], event.get("addr"), event["size"]))
     return merged
 
 
@@ -144,7 +156,9 @@ def state_view_problems(data):
     """Replays the viewer's "Allocator State History": selecting event i undoes the events after it
     from the final state, then draws each live block inside the segment holding it, and fails
     (TypeError) on a block outside every segment or a free_requested whose block is missing. Every
-    event can be selected, so every state from the last back to the first must hold."""
+    event can be selected, so every state from the last back to the first must hold. Expandable
+    segments grow and shrink by ranges: undoing a segment_map takes its range out of the segment
+    holding it, undoing a segment_unmap puts its range back."""
     problems = []
     for device, trace in enumerate(data["device_traces"]):
         segments, blocks = {}, {}  # address -> size
@@ -169,6 +183,29 @@ def state_view_problems(data):
             blocks[addr] = size
             return in_segment(addr)
 
+        def segment_at(addr):
+            i = bisect.bisect_right(segment_starts, addr) - 1
+            if i >= 0 and addr < segment_starts[i] + segments[segment_starts[i]]:
+                return segment_starts[i]
+            return None
+
+        def take_range(addr, size):
+            """Undoes a mapping: False when no one segment holds [addr, addr + size)."""
+            start = segment_at(addr)
+            if start is None or addr + size > start + segments[start]:
+                return False
+            end = start + segments.pop(start)
+            del segment_starts[bisect.bisect_left(segment_starts, start)]
+            for piece_start, piece_end in ((start, addr), (addr + size, end)):
+                if piece_end > piece_start:
+                    segments[piece_start] = piece_end - piece_start
+                    bisect.insort(segment_starts, piece_start)
+            return True
+
+        def blocks_in(addr, size):
+            inside = bisect.bisect_left(block_starts, addr)
+            return inside < len(block_starts) and block_starts[inside] < addr + size
+
         where = f"device {device}"
         problems += [f"{where}: block {a:#x} lies in no segment" for a in blocks
                      if not in_segment(a)]
@@ -190,6 +227,20 @@ def state_view_problems(data):
                 if addr not in segments:
                     bisect.insort(segment_starts, addr)
                 segments[addr] = size
+            elif action == "segment_unmap":
+                if segment_at(addr) is not None:
+                    problems.append(f"{where}: event {i} unmaps {addr:#x}, which the events "
+                                    "after it still hold")
+                    continue
+                segments[addr] = size
+                bisect.insort(segment_starts, addr)
+            elif action == "segment_map":
+                if not take_range(addr, size):
+                    problems.append(f"{where}: event {i} maps {addr:#x}, which the events "
+                                    "after it do not hold")
+                elif blocks_in(addr, size):
+                    problems.append(f"{where}: before event {i} (segment_map {addr:#x}) a block "
+                                    "lies in no segment")
             elif action == "segment_alloc":
                 if segments.pop(addr, None) is None:
                     problems.append(f"{where}: event {i} makes segment {addr:#x}, which the "
@@ -222,6 +273,9 @@ def main():
     parser.add_argument("--expect-allocs", type=int)
     parser.add_argument("--expect-frees", type=int)
     parser.add_argument("--expect-frame", metavar="SUBSTRING")
+    parser.add_argument("--expect-cuda-devices", type=int, metavar="N")
+    parser.add_argument("--expect-actions", metavar="A,B,...",
+                        help="actions every one of which some CUDA device trace must hold")
     parser.add_argument("--no-text-trace", action="store_true",
                         help="skip torch's trace() text dump, quadratic in the allocations")
     args = parser.parse_args()
@@ -267,6 +321,22 @@ def main():
     about = data.get("memseal", {})
     print(f"     schema {about.get('schema')} version {about.get('version')}, "
           f"devices {about.get('devices')}")
+
+    if args.expect_cuda_devices is not None:
+        n = args.expect_cuda_devices
+        want = [f"cuda:{i}" for i in range(n)] + ["cpu"]
+        checks.check(about.get("devices") == want and len(data["device_traces"]) == n + 1,
+                     f"device_traces are {want}", f"the file has {about.get('devices')}")
+    if args.expect_actions:
+        cuda_actions = {event["action"] for d, trace in enumerate(data["device_traces"])
+                        for event in trace
+                        if str((about.get("devices") or [""] * (d + 1))[d]).startswith("cuda")}
+        wanted = set(args.expect_actions.split(","))
+        checks.check(wanted <= cuda_actions, f"CUDA traces hold {sorted(wanted)}",
+                     f"missing {sorted(wanted - cuda_actions)}")
+        blocks_per_segment = max((len(seg["blocks"]) for seg in data["segments"]), default=0)
+        checks.check(blocks_per_segment >= 3, "a CUDA segment holds several blocks",
+                     f"at most {blocks_per_segment}")
 
     longest = longest_list(data)
     checks.check(longest <= VIEWER_MAX_LIST,

@@ -2,6 +2,9 @@
 // fragmentation told apart, out-of-memory forensics, and streams the ledger cannot fully match.
 #include "analyze/device_memory.h"
 
+#include "detect/device_summary.h"
+#include "track/device_event_ring.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -416,6 +419,86 @@ TEST(DeviceMemoryDiagnosis, NothingAfterWarmUpIsNotJudged) {
   EXPECT_EQ(diagnosis.observed_samples, 0u);
   EXPECT_TRUE(mentions(diagnosis.hint, "warm-up")) << diagnosis.hint;
   EXPECT_STREQ(deviceVerdictName(DeviceVerdict::kFragmentation), "fragmentation");
+}
+
+TEST(DeviceMemoryLedger, LiveSegmentsHoldTheirBlocksByAddress) {
+  Replay replay;
+  replay.segment(kBase, 20 * kMiB, /*stream=*/7);
+  replay.alloc(kBase + 4 * kMiB, kMiB, /*site=*/3, 7);
+  replay.alloc(kBase, 2 * kMiB, /*site=*/2, 7);
+  replay.send(DeviceEventKind::kBlockFreeRequested, kBase + 4 * kMiB, 0);  // still on a stream
+  replay.map(kBase + 32 * kMiB, 2 * kMiB);
+  replay.map(kBase + 34 * kMiB, 2 * kMiB);  // merges with the mapping before it
+  replay.alloc(kBase + 32 * kMiB, 3 * kMiB, /*site=*/4);
+  replay.alloc(kBase + 64 * kMiB, kMiB, /*site=*/9);  // outside every segment
+
+  std::vector<LiveSegment> segments = replay.ledger.liveSegments(0);
+  ASSERT_EQ(segments.size(), 3u);
+  EXPECT_EQ(segments[0].address, kBase);
+  EXPECT_EQ(segments[0].bytes, 20 * kMiB);
+  EXPECT_EQ(segments[0].stream, 7u);
+  EXPECT_FALSE(segments[0].expandable);
+  ASSERT_EQ(segments[0].blocks.size(), 2u);
+  EXPECT_EQ(segments[0].blocks[0].address, kBase);
+  EXPECT_EQ(segments[0].blocks[0].site, 2u);
+  EXPECT_FALSE(segments[0].blocks[0].free_requested);
+  EXPECT_EQ(segments[0].blocks[1].address, kBase + 4 * kMiB);
+  EXPECT_TRUE(segments[0].blocks[1].free_requested);
+
+  EXPECT_EQ(segments[1].address, kBase + 32 * kMiB);
+  EXPECT_EQ(segments[1].bytes, 4 * kMiB);
+  EXPECT_TRUE(segments[1].expandable);
+  ASSERT_EQ(segments[1].blocks.size(), 1u);
+  EXPECT_EQ(segments[1].blocks[0].bytes, 3 * kMiB);
+
+  // The block outside every segment comes as a segment of its own.
+  EXPECT_EQ(segments[2].address, kBase + 64 * kMiB);
+  EXPECT_EQ(segments[2].bytes, kMiB);
+  EXPECT_EQ(segments[2].site, 9u);
+  ASSERT_EQ(segments[2].blocks.size(), 1u);
+
+  EXPECT_TRUE(replay.ledger.liveSegments(5).empty());
+}
+
+TEST(DeviceEventRing, KeepsTheNewestAndCountsTheRest) {
+  track::DeviceEventRing ring(3);
+  for (std::uint64_t i = 1; i <= 5; ++i) {
+    DeviceMemoryEvent event;
+    event.address = i;
+    ring.push(event);
+  }
+  std::vector<DeviceMemoryEvent> kept = ring.events();
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].address, 3u);
+  EXPECT_EQ(kept[2].address, 5u);
+  EXPECT_EQ(ring.dropped(), 2u);
+  ring.clear();
+  EXPECT_TRUE(ring.events().empty());
+  EXPECT_EQ(ring.dropped(), 5u);
+  DeviceMemoryEvent event;
+  event.address = 6;
+  ring.push(event);
+  ASSERT_EQ(ring.events().size(), 1u);
+  EXPECT_EQ(ring.events()[0].address, 6u);
+}
+
+TEST(DeviceSummary, ThinnedStepsKeepEachStretchsPeaks) {
+  std::vector<DeviceStepSample> samples;
+  for (std::uint32_t step = 0; step < 1000; ++step) {
+    DeviceStepSample sample;
+    sample.step = step;
+    sample.allocated = step == 501 ? 999 * kMiB : kMiB;
+    sample.reserved = step == 998 ? 500 * kMiB : 20 * kMiB;
+    samples.push_back(sample);
+  }
+  std::vector<DeviceStepPoint> points = detect::thinDeviceSteps(samples, 512);
+  ASSERT_EQ(points.size(), 500u);  // stretches of 2
+  EXPECT_EQ(points.front().step, 1u);
+  EXPECT_EQ(points.back().step, 999u);
+  EXPECT_EQ(points[250].allocated, 999 * kMiB);
+  EXPECT_EQ(points[499].reserved, 500 * kMiB);
+  EXPECT_EQ(detect::thinDeviceSteps(samples, 2000).size(), 1000u);
+  EXPECT_TRUE(detect::thinDeviceSteps({}, 512).empty());
 }
 
 }  // namespace

@@ -585,6 +585,81 @@ TEST(HtmlReport, ElementsAreBalanced) {
   }
 }
 
+// A check of a run with two CUDA devices: one caching, one steady.
+Json withDevices(Json check) {
+  Json per_step = Json::array();
+  for (int step = 0; step < 20; ++step) {
+    per_step.push_back({{"step", step},
+                        {"allocated", (8 + (step % 3)) * kMiB},
+                        {"reserved", step < 3 ? 40 * kMiB : 300 * kMiB}});
+  }
+  check["devices"] =
+      Json::array({{{"device", "cuda:0"},
+                    {"verdict", "caching"},
+                    {"allocated", 8 * kMiB},
+                    {"reserved", 300 * kMiB},
+                    {"peak_allocated", 210 * kMiB},
+                    {"peak_reserved", 300 * kMiB},
+                    {"inactive_split_bytes", 2 * kMiB},
+                    {"largest_free_extent", 256 * kMiB},
+                    {"hint", std::string("call `torch.cuda.empty_cache()` ") + kInjection},
+                    {"per_step", per_step}},
+                   {{"device", "cuda:1"},
+                    {"verdict", "steady"},
+                    {"allocated", kMiB},
+                    {"reserved", 20 * kMiB},
+                    {"peak_allocated", kMiB},
+                    {"peak_reserved", 20 * kMiB},
+                    {"inactive_split_bytes", 0},
+                    {"largest_free_extent", 19 * kMiB},
+                    {"hint", ""},
+                    {"per_step", Json::array()}}});
+  return check;
+}
+
+TEST(HtmlReport, CudaMemorySectionShowsEachDeviceWhenThereAreDevices) {
+  std::string html = renderHtmlReport({{"check", withDevices(noLeakCheck())}}, "gpu");
+  ASSERT_NE(html.find("id=\"cuda-memory\""), std::string::npos);
+  EXPECT_NE(html.find(">CUDA memory</h3>"), std::string::npos);
+  EXPECT_NE(html.find("id=\"cuda-device-0\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"cuda-device-1\""), std::string::npos);
+  EXPECT_NE(html.find("<h3>cuda:0</h3>"), std::string::npos);
+  EXPECT_NE(html.find("caching, not a leak"), std::string::npos);
+  EXPECT_NE(html.find("id=\"cuda-chart-0\""), std::string::npos);
+  // The device with samples draws allocated (filled) and reserved; the one without says so.
+  std::size_t chart = html.find("id=\"cuda-chart-0\"");
+  std::size_t chart_end = html.find("id=\"cuda-device-1\"");
+  std::string first_card = html.substr(chart, chart_end - chart);
+  EXPECT_NE(first_card.find("class=\"live-area\""), std::string::npos);
+  EXPECT_NE(first_card.find("class=\"resident\""), std::string::npos);
+  EXPECT_NE(first_card.find("step 19&#10;allocated 9"), std::string::npos);
+  EXPECT_NE(html.find("no step samples for this device"), std::string::npos);
+  EXPECT_NE(html.find("300 MiB"), std::string::npos);
+  // The hint is rich text, escaped.
+  EXPECT_NE(html.find("<code>torch.cuda.empty_cache()</code>"), std::string::npos);
+  EXPECT_EQ(html.find(kInjection), std::string::npos);
+  for (const char* name : {"div", "svg", "g", "article", "span", "h3", "text", "title"}) {
+    EXPECT_EQ(occurrences(html, std::string("<") + name + ">") +
+                  occurrences(html, std::string("<") + name + " "),
+              occurrences(html, std::string("</") + name + ">"))
+        << name;
+  }
+}
+
+TEST(HtmlReport, CudaMemorySectionIsAbsentWithoutDevices) {
+  for (const Json& check : {leakCheck(), noLeakCheck()}) {
+    std::string html = renderHtmlReport({{"check", check}}, "cpu");
+    EXPECT_EQ(html.find("cuda-memory"), std::string::npos);
+    EXPECT_EQ(html.find("CUDA memory"), std::string::npos);
+  }
+  Json empty = noLeakCheck();
+  empty["devices"] = Json::array();
+  EXPECT_EQ(renderHtmlReport({{"check", empty}}, "cpu").find("cuda-memory"), std::string::npos);
+  Json wrong = noLeakCheck();
+  wrong["devices"] = "cuda:0";
+  EXPECT_EQ(renderHtmlReport({{"check", wrong}}, "cpu").find("cuda-memory"), std::string::npos);
+}
+
 // SHA-256 (FIPS 180-4), base64-encoded, as a Content-Security-Policy hash source is written.
 std::string sha256Base64(const std::string& message) {
   static const std::uint32_t k[64] = {
@@ -686,6 +761,7 @@ TEST(HtmlReportSamples, WrittenWhenAsked) {
   const Sample samples[] = {
       {"check_leak", {{"check", leakCheck()}}, std::string("leaky_training ") + kInjection},
       {"check_no_leak", {{"check", noLeakCheck()}}, "clean_training"},
+      {"check_cuda", {{"check", withDevices(noLeakCheck())}}, "gpu_training"},
       {"explain", {{"explain", explainDocument()}}, "train_step peak"},
       {"fit", {{"fit", fitDocument()}}, "batch size"},
       {"all",

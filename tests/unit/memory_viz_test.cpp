@@ -87,8 +87,9 @@ TEST(MemoryViz, ReadsBackAsTheSnapshotDictionary) {
   for (const IValue& key : listField(about, "event_actions")) {
     event_actions.push_back(key.toStringRef());
   }
-  EXPECT_EQ(event_actions, (std::vector<std::string>{"segment_alloc", "alloc", "free_requested",
-                                                     "free_completed", "segment_free"}));
+  EXPECT_EQ(event_actions,
+            (std::vector<std::string>{"segment_alloc", "alloc", "free_requested", "free_completed",
+                                      "segment_free", "segment_map", "segment_unmap", "oom"}));
 
   // One segment per live block, by address within a device, each holding one active block.
   auto segments = listField(snapshot, "segments");
@@ -311,6 +312,82 @@ TEST(MemoryViz, SharedStacksKeepTheFileSmall) {
 // free_requested then free_completed, as a CPU free is written), 3 blocks live at the end
 // holding 4096 + 1 MiB + 24 MiB = 26218496 bytes; the 24 MiB one spans more than one of segsum's
 // 20 MiB pages.
+// A caching allocator's device: its segments as given, the free gaps inside them as inactive
+// blocks, and its events one to one (an out-of-memory with "device_free" in place of "addr").
+TEST(MemoryViz, CachingAllocatorDeviceWritesRealSegmentsAndItsOwnTrace) {
+  VizDevice device;
+  device.name = "cuda:0";
+  device.caching_allocator = true;
+  device.stacks = {{{"aten::empty_strided", "<aten>", 0}}};
+  const std::int64_t kMiB = 1 << 20;
+  VizSegment large{0x10000000, 20 * kMiB, 0x77, false, 0, {}};
+  large.blocks = {{0x10600000, kMiB, 0, VizBlock::State::kActivePendingFree},
+                  {0x10000000, 4 * kMiB, 0}};
+  VizSegment small{0x20000000, 2 * kMiB, 0, true, -1, {{0x20000000, 2 * kMiB, -1}}};
+  device.segments = {small, large};  // written by address
+  device.trace = {{Action::kSegmentMap, 0x20000000, 2 * kMiB, 1, -1},
+                  {Action::kOom, 0, 64 * kMiB, 2, 0, 0x77, 5 * kMiB}};
+  device.live = {{0x1, 1, -1}};  // unused on a caching allocator's device
+  IValue snapshot = unpickle(memoryVizPickle({device}));
+
+  auto segments = listField(snapshot, "segments");
+  ASSERT_EQ(segments.size(), 2u);
+  IValue first = segments.get(0);
+  EXPECT_EQ(intField(first, "address"), 0x10000000);
+  EXPECT_EQ(intField(first, "total_size"), 20 * kMiB);
+  EXPECT_EQ(intField(first, "allocated_size"), 4 * kMiB);  // the pending free is not allocated
+  EXPECT_EQ(intField(first, "active_size"), 5 * kMiB);
+  EXPECT_EQ(intField(first, "stream"), 0x77);
+  EXPECT_EQ(stringField(first, "segment_type"), "large");
+  EXPECT_FALSE(field(first, "is_expandable").toBool());
+  auto blocks = listField(first, "blocks");
+  ASSERT_EQ(blocks.size(), 4u);
+  const std::vector<std::string> want_state = {"active_allocated", "inactive",
+                                               "active_pending_free", "inactive"};
+  const std::vector<std::int64_t> want_size = {4 * kMiB, 2 * kMiB, kMiB, 13 * kMiB};
+  std::int64_t address = 0x10000000;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    SCOPED_TRACE("block " + std::to_string(i));
+    EXPECT_EQ(stringField(blocks.get(i), "state"), want_state[i]);
+    EXPECT_EQ(intField(blocks.get(i), "address"), address);
+    EXPECT_EQ(intField(blocks.get(i), "size"), want_size[i]);
+    address += want_size[i];
+  }
+  IValue second = segments.get(1);
+  EXPECT_EQ(stringField(second, "segment_type"), "small");
+  EXPECT_TRUE(field(second, "is_expandable").toBool());
+  EXPECT_EQ(listField(second, "blocks").size(), 1u);
+
+  auto trace = listField(snapshot, "device_traces").get(0).toList();
+  ASSERT_EQ(trace.size(), 2u);
+  EXPECT_EQ(stringField(trace.get(0), "action"), "segment_map");
+  EXPECT_EQ(intField(trace.get(0), "addr"), 0x20000000);
+  IValue oom = trace.get(1);
+  EXPECT_EQ(keysOf(oom), (std::vector<std::string>{"action", "device_free", "size", "stream",
+                                                   "time_us", "frames"}));
+  EXPECT_EQ(stringField(oom, "action"), "oom");
+  EXPECT_EQ(intField(oom, "device_free"), 5 * kMiB);
+  EXPECT_EQ(intField(oom, "size"), 64 * kMiB);
+  EXPECT_EQ(intField(oom, "stream"), 0x77);
+}
+
+TEST(MemoryViz, ABlockOutsideItsSegmentIsAnErrorNamingIt) {
+  VizDevice device;
+  device.name = "cuda:0";
+  device.caching_allocator = true;
+  device.segments = {{0x1000, 4096, 0, false, -1, {{0x1800, 4096, -1}}}};
+  try {
+    memoryVizPickle({device});
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("device 0 (cuda:0) segment 0 has a block at 6144"),
+              std::string::npos)
+        << error.what();
+  }
+  device.segments = {{0x1000, 4096, 0, false, -1, {{0x1000, 2048, -1}, {0x1400, 2048, -1}}}};
+  EXPECT_THROW(memoryVizPickle({device}), std::invalid_argument);  // blocks overlap
+}
+
 TEST(MemoryViz, SampleForThePythonCheck) {
   VizDevice device;
   device.name = "cpu";

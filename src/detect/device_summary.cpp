@@ -1,0 +1,58 @@
+#include "detect/device_summary.h"
+
+#include <algorithm>
+#include <string>
+
+#include "track/device_events.h"
+
+namespace memseal::detect {
+
+std::vector<DeviceStepPoint> thinDeviceSteps(const std::vector<analyze::DeviceStepSample>& samples,
+                                             std::size_t limit) {
+  std::vector<DeviceStepPoint> points;
+  if (samples.empty()) return points;
+  limit = std::max<std::size_t>(limit, 1);
+  std::size_t stretch = (samples.size() + limit - 1) / limit;
+  points.reserve((samples.size() + stretch - 1) / stretch);
+  for (std::size_t start = 0; start < samples.size(); start += stretch) {
+    std::size_t end = std::min(samples.size(), start + stretch);
+    DeviceStepPoint point;
+    point.step = samples[end - 1].step;
+    for (std::size_t i = start; i < end; ++i) {
+      point.allocated = std::max(point.allocated, samples[i].allocated);
+      point.reserved = std::max(point.reserved, samples[i].reserved);
+    }
+    points.push_back(point);
+  }
+  return points;
+}
+
+std::vector<DeviceMemorySummary> summarizeDevices(std::uint32_t warmup) {
+  std::vector<DeviceMemorySummary> summaries;
+  if (!track::deviceEventsSeen()) return summaries;
+  track::readDeviceLedger([&](const analyze::DeviceMemoryLedger& ledger) {
+    for (int device : ledger.devices()) {
+      analyze::DeviceMemoryDiagnosis diagnosis =
+          analyze::diagnoseDevice(ledger.stepSamples(device), warmup, ledger.lastOom(device));
+      // The totals and free space are the ledger's now: the report may come mid-step, after the
+      // last sample, and the peaks cover warm-up too.
+      analyze::DeviceMemoryTotals totals = ledger.totals(device);
+      analyze::FreeSpace space = ledger.freeSpace(device);
+      DeviceMemorySummary summary;
+      summary.device = "cuda:" + std::to_string(device);
+      summary.verdict = analyze::deviceVerdictName(diagnosis.verdict);
+      summary.allocated = totals.allocated;
+      summary.reserved = totals.reserved;
+      summary.peak_allocated = totals.peak_allocated;
+      summary.peak_reserved = totals.peak_reserved;
+      summary.inactive_split_bytes = space.inactive_split_bytes;
+      summary.largest_free_extent = space.largest_free_extent;
+      summary.hint = diagnosis.hint;
+      summary.per_step = thinDeviceSteps(ledger.stepSamples(device), kMaxDeviceSummarySteps);
+      summaries.push_back(std::move(summary));
+    }
+  });
+  return summaries;
+}
+
+}  // namespace memseal::detect
