@@ -227,6 +227,13 @@ std::string richText(const std::string& text) {
   return out;
 }
 
+// A finding's or a device's explanation in its box; nothing when there is none.
+std::string hintHtml(const char* title, const std::string& hint) {
+  if (hint.empty()) return "";
+  return std::string("<div class=\"hint\"><div class=\"hint-title\">") + title + "</div><p>" +
+         richText(hint) + "</p></div>";
+}
+
 std::string notesHtml(const std::vector<std::string>& notes) {
   if (notes.empty()) return "";
   std::string out = "<div class=\"card notes\"><h3>Notes</h3><ul>";
@@ -1024,12 +1031,7 @@ std::string findingCard(const Json& finding, int index, const Json& holders) {
     out +=
         "<div class=\"holders\"><h4>What holds it (Python)</h4><ul>" + holder_items + "</ul></div>";
   }
-  std::string hint = textAt(finding, "hint");
-  if (!hint.empty()) {
-    out += "<div class=\"hint\"><div class=\"hint-title\">Cause and fix</div><p>" + richText(hint) +
-           "</p></div>";
-  }
-  return out + "</article>";
+  return out + hintHtml("Cause and fix", textAt(finding, "hint")) + "</article>";
 }
 
 // The innermost frame that is the user's: where to look first.
@@ -1779,12 +1781,7 @@ std::string deviceCard(const Json& device, std::size_t index, double warmup) {
   out += "</div>" + deviceChart(device, index, warmup);
   out +=
       legend({{"live", "allocated to tensors"}, {"resident", "reserved by the caching allocator"}});
-  std::string hint = textAt(device, "hint");
-  if (!hint.empty()) {
-    out += "<div class=\"hint\"><div class=\"hint-title\">What it means</div><p>" + richText(hint) +
-           "</p></div>";
-  }
-  return out + "</article>";
+  return out + hintHtml("What it means", textAt(device, "hint")) + "</article>";
 }
 
 // Absent when the report has no devices (no CUDA events were seen).
