@@ -24,10 +24,11 @@ run_flavour() {
 }
 run_flavour release ""
 run_flavour asan ""
-# ThreadSanitizer: the unit tests and the concurrency tests of the tracker and the planned arena
+# ThreadSanitizer: the unit tests and the concurrency tests of the tracker, the planned arena and the
+# tensor pool
 # (libtorch is not instrumented).
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" \
-  run_flavour tsan "memseal_unit_tests memseal_tracker_concurrency_tests memseal_arena_concurrency_tests"
+  run_flavour tsan "memseal_unit_tests memseal_tracker_concurrency_tests memseal_arena_concurrency_tests memseal_pool_concurrency_tests"
 # The Python module, installed into the venv, and its tests (pytest's pytester included).
 echo "=== memseal tests: Python module" >&2
 python_status=0
