@@ -415,6 +415,18 @@ Ticks niceTicks(double lo, double hi, int target) {
   return ticks;
 }
 
+// Ticks on a step axis: whole steps inside [first_step, last_step] only.
+Ticks stepTicks(double first_step, double last_step) {
+  Ticks ticks = niceTicks(first_step, last_step, 10);
+  ticks.values.erase(std::remove_if(ticks.values.begin(), ticks.values.end(),
+                                    [&](double value) {
+                                      return value < first_step || value > last_step ||
+                                             value != std::floor(value);
+                                    }),
+                     ticks.values.end());
+  return ticks;
+}
+
 // Byte axes tick at round numbers of one binary unit (0, 50, 100, 150 MiB), so that every label
 // has the same unit and reads at a glance.
 struct ByteTicks {
@@ -771,13 +783,7 @@ std::string timelineChart(const Json& check, const std::vector<StepSample>& samp
   }
 
   Scale x{first_step, last_step, plot.left, plot.right};
-  Ticks x_ticks = niceTicks(first_step, last_step, 10);
-  x_ticks.values.erase(std::remove_if(x_ticks.values.begin(), x_ticks.values.end(),
-                                      [&](double value) {
-                                        return value < first_step || value > last_step ||
-                                               value != std::floor(value);
-                                      }),
-                       x_ticks.values.end());
+  Ticks x_ticks = stepTicks(first_step, last_step);
 
   // The axes fit what comes after warm-up (warm-up's climb is clipped at the edge): the chart is
   // there to show whether memory keeps growing once the loop is steady.
@@ -1705,13 +1711,7 @@ std::string deviceChart(const Json& device, std::size_t index, double warmup) {
   }
   last_step = std::max(last_step, first_step + 1);
   Scale x{first_step, last_step, plot.left, plot.right};
-  Ticks x_ticks = niceTicks(first_step, last_step, 10);
-  x_ticks.values.erase(std::remove_if(x_ticks.values.begin(), x_ticks.values.end(),
-                                      [&](double value) {
-                                        return value < first_step || value > last_step ||
-                                               value != std::floor(value);
-                                      }),
-                       x_ticks.values.end());
+  Ticks x_ticks = stepTicks(first_step, last_step);
   // From zero: reserved against allocated is a proportion, and must read as one.
   ByteTicks y_ticks = byteTicks(0, std::max(highest, 4096.0), 6);
   Scale y{y_ticks.ticks.lo, y_ticks.ticks.hi, plot.bottom, plot.top};
