@@ -16,7 +16,6 @@
 #include "report/memory_viz.h"
 #include "track/device_events.h"
 #include "track/event_trace.h"
-#include "track/site_table.h"
 #include "track/thread_state.h"
 
 namespace memseal {
@@ -53,15 +52,8 @@ report::VizStack vizStackOf(const AllocationSite& site) {
 // that called it, as deviceSiteLabel names them) with the scope as its file. Read from the site
 // table directly: describeSite would symbolize a stack that another allocation of the site took.
 report::VizStack cudaStackOf(std::uint32_t site) {
-  track::SiteTable& sites = track::siteTable();
-  if (site == 0 || sites.isOverflowSite(site)) return {{track::deviceSiteLabel(site), "<aten>", 0}};
-  const track::SiteEntry& entry = sites.site(site);
-  std::string op = entry.key.inner_op != 0 ? sites.string(entry.key.inner_op) : "<no op>";
-  if (entry.key.outer_op != 0 && entry.key.outer_op != entry.key.inner_op) {
-    op += std::string(" (inside ") + sites.string(entry.key.outer_op) + ")";
-  }
-  std::string scope = sites.scopePathText(entry.key.scope_path);
-  return {{op, scope.empty() ? std::string("<aten>") : scope, 0}};
+  track::DeviceSiteName name = track::deviceSiteName(site);
+  return {{name.op, name.scope.empty() ? std::string("<aten>") : name.scope, 0}};
 }
 
 report::VizEvent::Action vizAction(analyze::DeviceEventKind kind) {

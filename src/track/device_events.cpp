@@ -67,17 +67,25 @@ void writeOomForensics(DeviceLedgerState& ledger_state, int device) {
 
 }  // namespace
 
-std::string deviceSiteLabel(std::uint32_t site) {
+DeviceSiteName deviceSiteName(std::uint32_t site) {
   SiteTable& sites = siteTable();
-  if (site == 0 || sites.isOverflowSite(site)) return "<no op>";
-  const SiteEntry& entry = sites.site(site);
-  std::string label = entry.key.inner_op != 0 ? sites.string(entry.key.inner_op) : "<no op>";
-  if (entry.key.outer_op != 0 && entry.key.outer_op != entry.key.inner_op) {
-    label += std::string(" (inside ") + sites.string(entry.key.outer_op) + ")";
+  DeviceSiteName name;
+  if (site == 0 || sites.isOverflowSite(site)) {
+    name.op = "<no op>";
+    return name;
   }
-  std::string scope = sites.scopePathText(entry.key.scope_path);
-  if (!scope.empty()) label += " in scope " + scope;
-  return label;
+  const SiteEntry& entry = sites.site(site);
+  name.op = entry.key.inner_op != 0 ? sites.string(entry.key.inner_op) : "<no op>";
+  if (entry.key.outer_op != 0 && entry.key.outer_op != entry.key.inner_op) {
+    name.op += std::string(" (inside ") + sites.string(entry.key.outer_op) + ")";
+  }
+  name.scope = sites.scopePathText(entry.key.scope_path);
+  return name;
+}
+
+std::string deviceSiteLabel(std::uint32_t site) {
+  DeviceSiteName name = deviceSiteName(site);
+  return name.scope.empty() ? name.op : name.op + " in scope " + name.scope;
 }
 
 void recordDeviceEvent(analyze::DeviceMemoryEvent event) {

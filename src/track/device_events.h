@@ -53,6 +53,13 @@ void startDeviceEventTrace(std::size_t capacity);
 // Stops the trace and returns what it kept (empty when none ran).
 DeviceTraceContents stopDeviceEventTrace();
 
+// A device site's op ("aten::empty_strided (inside aten::linear)", "<no op>") and MEMSEAL_SCOPE
+// path ("" outside scopes), read from the site table alone: no stack is symbolized.
+struct DeviceSiteName {
+  std::string op;
+  std::string scope;
+};
+DeviceSiteName deviceSiteName(std::uint32_t site);
 // "aten::empty_strided (inside aten::linear) in scope a/b": how device reports name a site.
 std::string deviceSiteLabel(std::uint32_t site);
 
