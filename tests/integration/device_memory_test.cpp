@@ -38,6 +38,13 @@ DeviceMemoryEvent event(DeviceEventKind kind, std::uint64_t address, std::uint64
   return made;
 }
 
+// A block handed out and given back in full, as a temporary's is.
+void allocateAndFree(std::uint64_t address, std::uint64_t bytes) {
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, address, bytes));
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, address, bytes));
+  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, address, bytes));
+}
+
 DetectorOptions quietDetector() {
   DetectorOptions options;
   options.on_leak = LeakPolicy::kNone;
@@ -60,9 +67,7 @@ TEST(DeviceMemory, BlocksKeptEveryStepAreRetainedCudaTensors) {
     // One 1 MiB output kept per step (the bug), one 4 MiB temporary freed.
     track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x10000000 + step * kMiB, kMiB));
     std::uint64_t temporary = 0x20000000;
-    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, temporary, 4 * kMiB));
-    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, temporary, 4 * kMiB));
-    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, temporary, 4 * kMiB));
+    allocateAndFree(temporary, 4 * kMiB);
     detector.step();
   }
   LeakReport report = detector.finish();
@@ -141,13 +146,9 @@ TEST(DeviceMemory, ACacheLargerThanTheStepNeedsIsANoteNotALeak) {
   LeakDetector detector(quietDetector());
   // A big warm-up request left a 256 MiB segment in the cache; steps use 8 MiB of it.
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x40000000, 256 * kMiB));
-  track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x40000000, 200 * kMiB));
-  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x40000000, 200 * kMiB));
-  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, 0x40000000, 200 * kMiB));
+  allocateAndFree(0x40000000, 200 * kMiB);
   for (int step = 0; step < 24; ++step) {
-    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x40000000, 8 * kMiB));
-    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x40000000, 8 * kMiB));
-    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, 0x40000000, 8 * kMiB));
+    allocateAndFree(0x40000000, 8 * kMiB);
     detector.step();
   }
   LeakReport report = detector.finish();
@@ -196,9 +197,7 @@ TEST(DeviceMemory, TheReportSummarisesEachDeviceInJsonAndHtml) {
   LeakDetector detector(quietDetector());
   // cuda:0 caches a big warm-up request; cuda:1 holds one steady block.
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x40000000, 256 * kMiB));
-  track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x40000000, 200 * kMiB));
-  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x40000000, 200 * kMiB));
-  track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, 0x40000000, 200 * kMiB));
+  allocateAndFree(0x40000000, 200 * kMiB);
   DeviceMemoryEvent other = event(DeviceEventKind::kSegmentAlloc, 0x90000000, 20 * kMiB);
   other.device = 1;
   track::recordDeviceEvent(other);
@@ -206,9 +205,7 @@ TEST(DeviceMemory, TheReportSummarisesEachDeviceInJsonAndHtml) {
   other.bytes = kMiB;
   track::recordDeviceEvent(other);
   for (int step = 0; step < 24; ++step) {
-    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x40000000, 8 * kMiB));
-    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, 0x40000000, 8 * kMiB));
-    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, 0x40000000, 8 * kMiB));
+    allocateAndFree(0x40000000, 8 * kMiB);
     detector.step();
   }
   LeakReport report = detector.finish();
