@@ -61,6 +61,23 @@ struct LeakPart {
   std::vector<std::uintptr_t> storage_addresses;
 };
 
+// Memory a cause held for a while and then freed at once, before the report: it built up step after
+// step and was released together when a phase ended, a function that held it returned, or a
+// running total was reset; once, or again and again (a sawtooth). Holding it is the mistake: a
+// longer phase, or a larger model, runs out of memory with it.
+struct HeldUntilFreed {
+  std::uint32_t first_step = 0;     // the first step whose memory it held (of its first build-up)
+  std::uint32_t last_step = 0;      // the last step whose memory it held
+  std::uint32_t freed_at_step = 0;  // the step during which its last build-up was freed
+  std::uint32_t times = 0;          // build-ups, each freed together (a sawtooth: more than one)
+  double steps_per_time = 0;        // a build-up's length, in steps (a sawtooth's period)
+  // The most one build-up held: its tensor storage, or for autograd graphs without storage the
+  // resident memory that grew while it built up.
+  std::int64_t peak_bytes = 0;
+  std::string phase;         // the phase of its steps ("" when the program named none)
+  bool building_up = false;  // at the report, it is building up again
+};
+
 struct LeakFinding {
   LeakCategory category = LeakCategory::kTensorsRetained;
   // What is retained: "tensor storage", "autograd graph nodes" or "resident memory".
@@ -82,6 +99,9 @@ struct LeakFinding {
   // bytes_per_step does not include.
   double explained_bytes_per_step = 0;
   std::string hint;  // the cause and its fix, in words
+  // Set when what it held was freed before the report (see HeldUntilFreed); the other fields
+  // then describe its largest build-up, as seen while it was held.
+  std::optional<HeldUntilFreed> freed;
 };
 
 // Totals at one step boundary (after the step ran).
@@ -93,6 +113,16 @@ struct StepSample {
   // Sampled autograd nodes of earlier steps still alive, as of the last boundary where the verdict
   // was renewed (every boundary through warm-up + 10 steps, then one in 4 unless a leak is seen).
   std::int64_t graph_nodes_alive = 0;
+  std::uint32_t phase = 0;  // index into LeakReport::phases (0 when the program named none)
+};
+
+// A phase of the program's steps (LeakDetector::phase, or a loop memseal run found).
+struct PhaseSummary {
+  std::string name;
+  std::uint32_t first_step = 0;
+  std::uint32_t steps = 0;
+  std::uint32_t runs = 0;  // times it began (an epoch's training loop: once per epoch)
+  bool backward_ran = false;
 };
 
 // A CUDA device's memory as PyTorch's caching allocator reported it, as of the report.
@@ -133,6 +163,8 @@ struct MEMSEAL_API LeakReport {
   std::vector<std::string> notes;
   // One per CUDA device whose caching allocator's events were seen, by ordinal; empty without.
   std::vector<DeviceMemorySummary> devices;
+  // The phases of the steps, by StepSample::phase; empty when the program named none (one phase).
+  std::vector<PhaseSummary> phases;
 
   std::string toText() const;
   // Schema "memseal.check/1" (kCheckReportSchema), keys in a fixed order with "schema" first.
@@ -191,6 +223,11 @@ class MEMSEAL_API LeakDetector {
   // that renew the verdict (every step through warm-up and the 10 after it, every step while a
   // leak is suspected, one in 4 otherwise); a few counters read on the others.
   void step();
+  // The steps from now on belong to the phase `name` ("train", "validate"; a name used before
+  // continues that phase). What a phase keeps across its steps is judged against the steps of
+  // that phase, so a leak in a validation pass a tenth as long as training is found, and what
+  // a phase's end frees is still reported when it was held step after step (HeldUntilFreed).
+  void phase(const std::string& name);
   // The analysis as of the last step boundary.
   LeakReport report() const;
   // Stops tracking and applies the policy to the final report, which it returns.

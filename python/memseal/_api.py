@@ -126,6 +126,14 @@ class Watch:
         """Marks the end of one iteration."""
         self._running().step()
 
+    def phase(self, name):
+        """The steps from now on belong to the phase `name` ("train", "validate"; a name used
+        before continues that phase). What a phase keeps across its steps is judged against that
+        phase's steps, so a leak in a validation pass a tenth as long as training is still found."""
+        if not isinstance(name, str):
+            raise TypeError(f"memseal: a phase is named by a string, not {type(name).__name__}")
+        self._running().phase(name)
+
     def report(self):
         """The final report once the watch has ended; while it runs, the analysis as of the last
         step (without the Python-side analyses, which need the loop to stand still)."""

@@ -228,6 +228,8 @@ def live_tensors(findings):
         for index, finding in enumerate(findings)
         if finding.category in ("autograd-graph-retained", "grad-enabled-inference", "create-graph-cycle")
         and finding.tensor.grad_fn
+        # What was freed before the report has no holder left (unless it is building up again).
+        and (finding.freed is None or finding.freed.building_up)
     }
     sampled = {}
     graph_candidates = {}

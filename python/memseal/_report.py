@@ -59,7 +59,9 @@ def _bytes_text(count):
 
 class LeakReport:
     """The leak detector's report. Everything the C++ LeakReport has (leak, steps, warmup,
-    detected_at_step, findings, per_step, backward_ran, notes), plus holders and cycle_garbage.
+    detected_at_step, findings, per_step, backward_ran, notes, phases), plus holders and
+    cycle_garbage. A finding whose memory was freed before the report (a phase's end, a reset)
+    has `freed` (first_step, last_step, freed_at_step, times, steps_per_time, peak_bytes, phase).
     text() and to_json() (schema memseal.check/1; Python's additions under "python")."""
 
     def __init__(self, native, holders=(), cycle_garbage=None):
@@ -75,6 +77,7 @@ class LeakReport:
     per_step = property(lambda self: self._native.per_step)
     backward_ran = property(lambda self: self._native.backward_ran)
     notes = property(lambda self: self._native.notes)
+    phases = property(lambda self: self._native.phases)
 
     @property
     def categories(self):

@@ -1,6 +1,8 @@
 // Finding a loop's iteration in the ops it runs, for programs that never say where a step ends
 // (`memseal run`). The outermost ATen ops a thread runs, in order, repeat with the loop: the
 // iteration is the sequence's period, and an op that runs once per period marks its boundary.
+// Real loops vary a little (a log line every N iterations, a first iteration unlike the rest), so
+// a loop is also found when most of its iterations, not all, are the same (findLoop).
 #pragma once
 
 #include <cstddef>
@@ -23,5 +25,36 @@ struct RepeatingOp {
 // period. Linear in the length of the sequence (prefix function).
 std::optional<RepeatingOp> findRepeatingOp(const std::vector<std::uint32_t>& ops,
                                            std::size_t min_repeats);
+
+// A hash of a run of ops, the same however it is computed: fold each op in turn with
+// `foldOp(hash, op)` from kEmptyOpsHash. An iteration's signature is the hash of its ops from its
+// anchor (included) to the next anchor (excluded).
+constexpr std::uint64_t kEmptyOpsHash = 0;
+constexpr std::uint64_t kOpsHashBase = 1099511628211ull;  // FNV's 64-bit prime
+inline std::uint64_t foldOp(std::uint64_t hash, std::uint32_t op) {
+  return hash * kOpsHashBase + op + 1;
+}
+
+struct LoopShape {
+  std::uint32_t anchor = 0;      // the op that starts each iteration (runs once in it)
+  std::size_t period = 0;        // ops of the usual iteration
+  std::size_t repeats = 0;       // usual iterations in the judged part of the sequence
+  double coverage = 0;           // share of the ops, between the first and last anchor, in them
+  std::uint64_t signature = 0;   // hash of the usual iteration's ops, from the anchor on
+  // Hash of the usual iteration's ops in any order: the same loop seen from another anchor (the
+  // same iteration, rotated) has the same content.
+  std::uint64_t content = 0;
+};
+
+// The loop of the sequence's last seven eighths: exactly periodic (findRepeatingOp), or else the
+// iteration that most of them repeat. For each op that could start an iteration, the ops between
+// its calls are the candidate iterations; the usual one must repeat `min_repeats` times and hold
+// three quarters of the ops. Of several, the shortest wins (a block of N iterations ending in a
+// log line holds every op, but the iteration is one of its N). An op that splits the sequence into
+// identical short runs, with a longer one at even spacing that adds a quarter or more of a run's
+// ops, marks a layer inside the iteration, not the iteration: a log line every N iterations adds
+// a little, the rest of a model's forward pass (its embedding and head) adds more. Empty when no
+// op qualifies.
+std::optional<LoopShape> findLoop(const std::vector<std::uint32_t>& ops, std::size_t min_repeats);
 
 }  // namespace memseal::analyze

@@ -27,6 +27,49 @@ constexpr std::size_t kMaxGrowthContributors = 8;
 // step boundary costs the same on the 20th step as on the 20,000th.
 constexpr std::size_t kMaxRunSamples = 512;
 
+// Where a group's judgement starts: after warm-up, after its last build-up was freed, and, when the
+// steps have phases, at the start of the run of the phase its oldest survivor was made in (a phase
+// begun again, the next epoch's training, is where a new build-up of what it keeps starts).
+std::uint32_t segmentStartOf(const EvidenceInputs& inputs, const GroupId& id,
+                             const std::vector<std::uint32_t>& alive_steps,
+                             std::uint32_t first_step) {
+  std::uint32_t start =
+      std::max(first_step, inputs.history != nullptr ? inputs.history->segmentStart(id) : 0);
+  if (inputs.phases == nullptr || !inputs.phases->several()) return start;
+  auto oldest = std::lower_bound(alive_steps.begin(), alive_steps.end(), start);
+  if (oldest == alive_steps.end()) return start;
+  return std::max(start, inputs.phases->runStartOf(*oldest));
+}
+
+struct Judgement {
+  std::vector<std::uint32_t> positions;  // of the steps with survivors, among the judged steps
+  std::uint32_t steps = 0;               // the judged steps
+  bool backward_ran = false;
+};
+
+// A storage group's survivors against the steps of their phases, from the group's segment start
+// to the last completed step.
+Judgement judge(const EvidenceInputs& inputs, const GroupId& id,
+                const std::vector<std::uint32_t>& alive_steps, std::uint32_t first_step,
+                std::uint32_t last_step) {
+  Judgement judgement;
+  std::uint32_t start = segmentStartOf(inputs, id, alive_steps, first_step);
+  if (start > last_step) return judgement;
+  auto begin = std::lower_bound(alive_steps.begin(), alive_steps.end(), start);
+  std::vector<std::uint32_t> alive(begin, alive_steps.end());
+  if (inputs.phases == nullptr || !inputs.phases->several()) {
+    for (std::uint32_t step : alive) judgement.positions.push_back(step - start);
+    judgement.steps = last_step - start + 1;
+    judgement.backward_ran = inputs.backward_ran;
+    return judgement;
+  }
+  PhaseSet phases = inputs.phases->phasesOf(alive);
+  judgement.positions = inputs.phases->positionsOf(alive, phases, start, last_step);
+  judgement.steps = inputs.phases->stepsIn(phases, start, last_step);
+  judgement.backward_ran = inputs.phases->backwardRan(phases);
+  return judgement;
+}
+
 }  // namespace
 
 LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
@@ -59,21 +102,30 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
   }
 
   // Tensor storage: groups whose survivors keep coming; while tracked memory as a whole grows
-  // steadily, also groups that retain on some steps only.
+  // steadily, also groups that retain on some steps only. Each group is judged over the steps of
+  // its own phases, from the step after its last build-up was freed.
   double tensor_growth = steadyTensorGrowthPerStep(steps, live);
-  analyze::SurvivorCensus census =
-      analyze::takeSurvivorCensus(evidence.first_step, evidence.last_step);
-  for (auto& [key, group] : census.groups) {
-    bool grows = survivorsKeepGrowing(group.steps, evidence.first_step, evidence.last_step) ||
-                 (tensor_growth > 0 &&
-                  survivorsSpanTheRun(group.steps, evidence.first_step, evidence.last_step));
-    if (grows) evidence.storage.push_back({key, group});
+  evidence.census = analyze::takeSurvivorCensus(evidence.first_step, evidence.last_step);
+  for (auto& [key, group] : evidence.census.groups) {
+    GroupAtBoundary at;
+    at.id = GroupId{false, key};
+    at.steps = &group.steps;
+    at.bytes = group.bytes;
+    Judgement judged = judge(inputs, at.id, group.steps, evidence.first_step, evidence.last_step);
+    at.judged_steps = judged.steps;
+    at.grows = judged.steps > 0 &&
+               (survivorsKeepGrowing(judged.positions, 0, judged.steps - 1) ||
+                (tensor_growth > 0 && survivorsSpanTheRun(judged.positions, 0, judged.steps - 1)));
+    if (at.grows) evidence.storage.push_back({key, group, judged.steps, judged.backward_ran});
+    evidence.groups.push_back(at);
   }
   std::sort(evidence.storage.begin(), evidence.storage.end(),
             [](const StorageEvidence& a, const StorageEvidence& b) { return a.key < b.key; });
   if (tensor_growth > 0 && evidence.storage.empty()) {
     // Growth no group explains: name the groups holding most of what was kept.
-    for (auto& [key, group] : census.groups) evidence.growth_contributors.push_back({key, group});
+    for (auto& [key, group] : evidence.census.groups) {
+      evidence.growth_contributors.push_back({key, group, evidence.observed, inputs.backward_ran});
+    }
     std::sort(evidence.growth_contributors.begin(), evidence.growth_contributors.end(),
               [](const StorageEvidence& a, const StorageEvidence& b) {
                 return a.group.bytes > b.group.bytes;
@@ -84,24 +136,45 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
     if (!evidence.growth_contributors.empty()) evidence.unexplained_tensor_growth = tensor_growth;
   }
 
-  // Graph nodes, judged against the steps whose samples are kept (thinned on long runs).
+  // Graph nodes, judged against the watched steps whose samples are kept (thinned on long runs),
+  // of the group's phases and segment.
   if (inputs.nodes != nullptr) {
     NodeEvidence nodes =
         inputs.nodes->evidence(evidence.first_step, evidence.last_step, inputs.keep_graph_roots);
     const std::vector<std::uint32_t>& sampled = nodes.sampled_steps;
     evidence.graph_sampled_steps = static_cast<std::uint32_t>(sampled.size());
-    for (auto& [site, group] : nodes.groups_by_root_site) {
+    evidence.node_groups = std::move(nodes.groups_by_root_site);
+    for (auto& [site, group] : evidence.node_groups) {
+      GroupAtBoundary at;
+      at.id.graph = true;
+      at.id.key.site = site;
+      at.steps = &group.steps;
+      std::uint32_t start = segmentStartOf(inputs, at.id, group.steps, evidence.first_step);
+      auto alive_begin = std::lower_bound(group.steps.begin(), group.steps.end(), start);
+      std::vector<std::uint32_t> alive(alive_begin, group.steps.end());
+      PhaseSet phases = inputs.phases != nullptr ? inputs.phases->phasesOf(alive) : ~PhaseSet{0};
+      // The watched steps of those phases in the segment, and where the alive ones are among them.
       std::vector<std::uint32_t> positions;
-      for (std::uint32_t step : group.steps) {
-        auto found = std::lower_bound(sampled.begin(), sampled.end(), step);
-        if (found != sampled.end() && *found == step) {
-          positions.push_back(static_cast<std::uint32_t>(found - sampled.begin()));
+      std::uint32_t judged = 0;
+      for (std::uint32_t step : sampled) {
+        if (step < start) continue;
+        if (inputs.phases != nullptr && inputs.phases->several() &&
+            (phaseBit(inputs.phases->phaseOf(step)) & phases) == 0) {
+          continue;
         }
+        if (std::binary_search(alive.begin(), alive.end(), step)) positions.push_back(judged);
+        ++judged;
       }
-      if (!sampled.empty() &&
-          survivorsKeepGrowing(positions, 0, static_cast<std::uint32_t>(sampled.size() - 1))) {
-        evidence.graph_roots.emplace(site, std::move(group));
+      at.judged_steps = judged;
+      at.grows = judged > 0 && survivorsKeepGrowing(positions, 0, judged - 1);
+      if (positions.size() >= 2) evidence.graphs_suspected = true;
+      if (at.grows) {
+        bool backward = inputs.phases != nullptr && inputs.phases->several()
+                            ? inputs.phases->backwardRan(phases)
+                            : inputs.backward_ran;
+        evidence.graph_roots.emplace(site, GraphEvidence{group, judged, backward});
       }
+      evidence.groups.push_back(at);
     }
     for (auto& [site, root] : nodes.roots) {
       if (evidence.graph_roots.count(site) != 0) evidence.alive_roots.push_back(std::move(root));

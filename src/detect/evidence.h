@@ -9,6 +9,8 @@
 
 #include "analyze/survivors.h"
 #include "detect/graph_nodes.h"
+#include "detect/retention_history.h"
+#include "detect/step_phases.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal::detect {
@@ -16,6 +18,14 @@ namespace memseal::detect {
 struct StorageEvidence {
   analyze::SurvivorKey key;
   analyze::SurvivorGroup group;
+  std::uint32_t judged_steps = 0;  // the steps of its phases it was judged over
+  bool backward_ran = false;       // in those phases
+};
+
+struct GraphEvidence {
+  NodeGroup group;
+  std::uint32_t judged_steps = 0;  // the watched steps of its phases it was judged over
+  bool backward_ran = false;
 };
 
 struct LeakEvidence {
@@ -23,8 +33,8 @@ struct LeakEvidence {
   std::uint32_t last_step = 0;
   std::uint32_t observed = 0;  // 0: none yet
   bool backward_ran = false;
-  std::vector<StorageEvidence> storage;            // groups that keep growing
-  std::map<std::uint32_t, NodeGroup> graph_roots;  // root sites whose graphs keep surviving
+  std::vector<StorageEvidence> storage;                // groups that keep growing
+  std::map<std::uint32_t, GraphEvidence> graph_roots;  // root sites whose graphs keep surviving
   // The alive root nodes of those graphs (only when asked for: they are kept alive by this).
   std::vector<std::shared_ptr<torch::autograd::Node>> alive_roots;
   // Tracked tensor memory grows steadily but no group explains it (survivors spread thinly over
@@ -37,6 +47,14 @@ struct LeakEvidence {
   std::int64_t nodes_per_step = 0;
   std::uint32_t graph_sampled_steps = 0;  // observed steps whose graph nodes were sampled
   std::int64_t graph_samples_alive = 0;   // sampled nodes of the observed steps still alive
+  // Graph root sites with survivors from two or more watched steps of their segment: worth
+  // watching every step for a while, so a build-up is seen step by step.
+  bool graphs_suspected = false;
+  // Every group with survivors (growing or not), for RetentionHistory: what a build-up still
+  // holds. Points into `census` and `node_groups`.
+  std::vector<GroupAtBoundary> groups;
+  analyze::SurvivorCensus census;
+  std::map<std::uint32_t, NodeGroup> node_groups;
 
   bool leak() const {
     return !storage.empty() || !graph_roots.empty() || unexplained_tensor_growth > 0 ||
@@ -52,6 +70,8 @@ struct EvidenceInputs {
   bool backward_ran = false;
   bool watch_resident_memory = true;
   bool keep_graph_roots = false;  // for a report: the retained graphs are walked then
+  const StepPhases* phases = nullptr;            // null: one phase
+  const RetentionHistory* history = nullptr;     // null: every group judged from warm-up on
 };
 
 // Applies the growth rules to the survivors, the sampled graph nodes and resident memory.

@@ -24,6 +24,7 @@ struct Candidate {
   LeakCategory category;
   std::string cause;  // the user's line that made it; empty when no stack names one
   bool graph_root = false;
+  GroupId group;  // the evidence it comes from
 };
 
 std::string causeLine(const AllocationSite& site) {
@@ -103,7 +104,8 @@ Candidate storageCandidate(const StorageEvidence& evidence, const GroupSurvivors
   const TensorInfo& example = survivors.example;
   Candidate candidate;
   LeakPart& part = candidate.part;
-  double observed = std::max<std::uint32_t>(1, context.observed);
+  double observed =
+      std::max<std::uint32_t>(1, evidence.judged_steps > 0 ? evidence.judged_steps : context.observed);
   part.retained = "tensor storage";
   part.site = analyze::describeSite(evidence.key.site);
   part.tensor = example;
@@ -113,38 +115,43 @@ Candidate storageCandidate(const StorageEvidence& evidence, const GroupSurvivors
   part.survivors = evidence.group.count;
   part.survivor_bytes = evidence.group.bytes;
   part.steps_with_survivors = static_cast<std::uint32_t>(evidence.group.steps.size());
-  part.steps_observed = context.observed;
+  part.steps_observed = evidence.judged_steps;
   for (const void* storage : survivors.storages) {
     part.storage_addresses.push_back(reinterpret_cast<std::uintptr_t>(storage));
   }
-  candidate.category = categorize(part.tensor, context.backward_ran);
+  candidate.category = categorize(part.tensor, evidence.backward_ran);
   candidate.cause = causeLine(part.site);
+  candidate.group = GroupId{false, evidence.key};
   return candidate;
 }
 
-Candidate graphCandidate(std::uint32_t root_site, const NodeGroup& group,
+Candidate graphCandidate(std::uint32_t root_site, const GraphEvidence& evidence,
                          const LeakEvidence& context) {
+  const NodeGroup& group = evidence.group;
   Candidate candidate;
   LeakPart& part = candidate.part;
   // Graphs are sampled on the steps whose ops are watched: rates are per such step.
-  double sampled = std::max<std::uint32_t>(1, context.graph_sampled_steps);
+  double sampled = std::max<std::uint32_t>(
+      1, evidence.judged_steps > 0 ? evidence.judged_steps : context.graph_sampled_steps);
   part.retained = "autograd graph nodes";
   part.site = analyze::describeSite(root_site);
   part.tensor = analyze::describeSignature(group.signature);
   part.count_per_step = static_cast<double>(group.count) / sampled;
   part.survivors = group.count;
   part.steps_with_survivors = static_cast<std::uint32_t>(group.steps.size());
-  part.steps_observed = context.graph_sampled_steps;
-  candidate.category = context.backward_ran ? LeakCategory::kAutogradGraphRetained
-                                            : LeakCategory::kGradEnabledInference;
+  part.steps_observed = evidence.judged_steps;
+  candidate.category = evidence.backward_ran ? LeakCategory::kAutogradGraphRetained
+                                             : LeakCategory::kGradEnabledInference;
   candidate.cause = causeLine(part.site);
   candidate.graph_root = true;
+  candidate.group.graph = true;
+  candidate.group.key.site = root_site;
   return candidate;
 }
 
-// One finding from the parts of one cause.
-LeakFinding findingOf(LeakCategory category, std::vector<Candidate> parts,
-                      const LeakEvidence& context) {
+// One finding from the parts of one cause, with the evidence it comes from.
+BuiltFinding findingOf(LeakCategory category, std::vector<Candidate> parts,
+                       const LeakEvidence& context) {
   // The root first (a kept output's graph), then storage by bytes.
   std::stable_sort(parts.begin(), parts.end(), [](const Candidate& a, const Candidate& b) {
     if (a.graph_root != b.graph_root) return a.graph_root;
@@ -182,33 +189,41 @@ LeakFinding findingOf(LeakCategory category, std::vector<Candidate> parts,
       if (!candidate.graph_root) finding.shapes = candidate.part.shapes;
     }
   }
-  for (Candidate& candidate : parts) finding.parts.push_back(std::move(candidate.part));
-  return finding;
+  BuiltFinding built;
+  for (Candidate& candidate : parts) {
+    built.groups.push_back(candidate.group);
+    finding.parts.push_back(std::move(candidate.part));
+  }
+  built.finding = std::move(finding);
+  return built;
 }
 
 // Findings of a create_graph cycle's categories become one create-graph-cycle finding when the
 // retained graphs reach parameters whose gradients carry history.
-void nameCreateGraphCycle(std::vector<LeakFinding>& findings,
+void nameCreateGraphCycle(std::vector<BuiltFinding>& findings,
                           const std::vector<analyze::GradHistoryLeaf>& leaves) {
   auto in_cycle = [](const LeakFinding& finding) {
     return graphCategory(finding.category) ||
            finding.category == LeakCategory::kParametersCreatedPerStep;
   };
-  if (leaves.empty() || std::none_of(findings.begin(), findings.end(), [](const LeakFinding& f) {
-        return graphCategory(f.category);
+  if (leaves.empty() || std::none_of(findings.begin(), findings.end(), [](const BuiltFinding& f) {
+        return graphCategory(f.finding.category);
       })) {
     return;
   }
-  LeakFinding cycle;
+  BuiltFinding built_cycle;
+  LeakFinding& cycle = built_cycle.finding;
   cycle.category = LeakCategory::kCreateGraphCycle;
   cycle.retained = "tensor storage";
-  std::vector<LeakFinding> rest;
+  std::vector<BuiltFinding> rest;
   bool first = true;
-  for (LeakFinding& finding : findings) {
+  for (BuiltFinding& built : findings) {
+    LeakFinding& finding = built.finding;
     if (!in_cycle(finding)) {
-      rest.push_back(std::move(finding));
+      rest.push_back(std::move(built));
       continue;
     }
+    built_cycle.groups.insert(built_cycle.groups.end(), built.groups.begin(), built.groups.end());
     if (first) {
       cycle.site = finding.site;
       cycle.retained = finding.retained;
@@ -238,7 +253,7 @@ void nameCreateGraphCycle(std::vector<LeakFinding>& findings,
   }
   cycle.hint += " Parameters whose .grad has history: " + parameters +
                 (leaves.size() > 4 ? ", ..." : "") + ".";
-  rest.push_back(std::move(cycle));
+  rest.push_back(std::move(built_cycle));
   findings.swap(rest);
 }
 
@@ -246,13 +261,21 @@ void nameCreateGraphCycle(std::vector<LeakFinding>& findings,
 
 std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
   std::vector<LeakFinding> findings;
+  for (BuiltFinding& built : buildFindingsWithGroups(evidence)) {
+    findings.push_back(std::move(built.finding));
+  }
+  return findings;
+}
+
+std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) {
+  std::vector<BuiltFinding> findings;
   analyze::RetainedGraphs graphs =
       analyze::inspectRetainedGraphs(evidence.alive_roots, kMaxGraphNodesWalked);
   std::map<analyze::SurvivorKey, GroupSurvivors> survivors =
       groupSurvivors(evidence.storage, evidence.first_step, evidence.last_step);
   std::vector<Candidate> candidates;
-  for (const auto& [site, group] : evidence.graph_roots) {
-    candidates.push_back(graphCandidate(site, group, evidence));
+  for (const auto& [site, graph] : evidence.graph_roots) {
+    candidates.push_back(graphCandidate(site, graph, evidence));
   }
   // The lines whose graphs are retained: what else those lines retain, and what the graphs saved
   // for their backward (an input of the forward pass), belongs to the same cause.
@@ -291,7 +314,7 @@ std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
     findings.push_back(
         findingOf(static_cast<LeakCategory>(std::get<0>(cause)), std::move(parts), evidence));
   }
-  for (LeakFinding& finding : findings) finding.hint = hintFor(finding);
+  for (BuiltFinding& built : findings) built.finding.hint = hintFor(built.finding);
   nameCreateGraphCycle(findings, graphs.leaves_with_grad_history);
 
   if (evidence.unexplained_tensor_growth > 0 && !evidence.growth_contributors.empty()) {
@@ -302,7 +325,8 @@ std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
       parts.push_back(storageCandidate(storage, contributors[storage.key], evidence));
     }
     LeakCategory category = parts.front().category;
-    LeakFinding finding = findingOf(category, std::move(parts), evidence);
+    BuiltFinding built = findingOf(category, std::move(parts), evidence);
+    LeakFinding& finding = built.finding;
     finding.bytes_per_step = evidence.unexplained_tensor_growth;
     finding.hint = "Tracked tensor memory grows steadily (+" +
                    common::bytesText(static_cast<std::int64_t>(finding.bytes_per_step)) +
@@ -310,13 +334,15 @@ std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
                    "steps: the " +
                    std::to_string(finding.parts.size()) +
                    " sites listed hold most of what was kept after warm-up. " + hintFor(finding);
-    findings.push_back(std::move(finding));
+    findings.push_back(std::move(built));
   }
 
-  bool graph_retained = std::any_of(findings.begin(), findings.end(), [](const LeakFinding& f) {
-    return graphCategory(f.category) || f.category == LeakCategory::kCreateGraphCycle;
+  bool graph_retained = std::any_of(findings.begin(), findings.end(), [](const BuiltFinding& b) {
+    return graphCategory(b.finding.category) ||
+           b.finding.category == LeakCategory::kCreateGraphCycle;
   });
-  for (LeakFinding& finding : findings) {
+  for (BuiltFinding& built : findings) {
+    LeakFinding& finding = built.finding;
     if (graph_retained && finding.category == LeakCategory::kTensorsRetained) {
       finding.hint +=
           " It may also be an input saved by the autograd graph retained above "
@@ -333,11 +359,13 @@ std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
     finding.steps_observed = evidence.observed;
     finding.site.op = "<outside tensor storage>";
     finding.hint = hintFor(finding);
-    findings.push_back(std::move(finding));
+    findings.push_back(BuiltFinding{std::move(finding), {}});
   }
   // Largest first; resident growth last, as the weakest evidence (it names no site).
   std::stable_sort(findings.begin(), findings.end(),
-                   [](const LeakFinding& a, const LeakFinding& b) {
+                   [](const BuiltFinding& built_a, const BuiltFinding& built_b) {
+                     const LeakFinding& a = built_a.finding;
+                     const LeakFinding& b = built_b.finding;
                      bool a_untracked = a.category == LeakCategory::kUntrackedGrowth;
                      bool b_untracked = b.category == LeakCategory::kUntrackedGrowth;
                      if (a_untracked != b_untracked) return b_untracked;

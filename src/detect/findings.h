@@ -14,4 +14,12 @@ namespace memseal::detect {
 // tensors of the flagged groups (on this thread's tensors only) and symbolizes their stacks.
 std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence);
 
+// A finding and the groups of survivors it was made from (the evidence's storage groups and graph
+// root sites), so what a group held can be told again once it is freed.
+struct BuiltFinding {
+  LeakFinding finding;
+  std::vector<GroupId> groups;
+};
+std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence);
+
 }  // namespace memseal::detect

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/function.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "memseal/tracker.h"
 
@@ -48,21 +49,29 @@ void GraphNodeSampler::thin() {
 NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last, bool keep_roots) {
   NodeEvidence evidence;
   std::lock_guard<std::mutex> lock(mutex_);
+  // The alive samples of each step, held while they are looked at, and which step made each node.
+  struct Alive {
+    StepSamples* samples;
+    std::vector<std::pair<const Sample*, std::shared_ptr<torch::autograd::Node>>> nodes;  // old..new
+  };
+  std::vector<Alive> alive_steps;
+  std::unordered_map<const torch::autograd::Node*, std::uint32_t> step_of;
   for (StepSamples& samples : steps_) {
     if (samples.step < first || samples.step > last) continue;
     evidence.sampled_steps.push_back(samples.step);
     if (samples.dead) continue;
-    const Sample* root = nullptr;
+    Alive alive{&samples, {}};
     for (int i = 0; i < samples.count; ++i) {
-      // From oldest to newest, so `root` ends at the newest alive sample.
+      // From oldest to newest.
       int index = (samples.next - samples.count + i + kSamplesPerStep) % kSamplesPerStep;
       const Sample& sample = samples.samples[index];
-      if (!sample.node.expired()) {
-        root = &sample;
+      if (std::shared_ptr<torch::autograd::Node> node = sample.node.lock()) {
+        step_of.emplace(node.get(), samples.step);
+        alive.nodes.emplace_back(&sample, std::move(node));
         ++evidence.alive_samples;
       }
     }
-    if (root == nullptr) {
+    if (alive.nodes.empty()) {
       // A node that died never comes back: release the step's samples.
       samples.dead = true;
       for (Sample& sample : samples.samples) sample.node.reset();
@@ -70,13 +79,31 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
       samples.last_node = nullptr;
       continue;
     }
-    if (keep_roots) {
-      if (std::shared_ptr<torch::autograd::Node> node = root->node.lock()) {
-        evidence.roots.emplace_back(root->site, std::move(node));
+    alive_steps.push_back(std::move(alive));
+  }
+  for (Alive& alive : alive_steps) {
+    // What keeps the step's graph alive: the newest of its nodes that links it to an earlier
+    // step's graph (`total_loss += loss`: the add that chains every step's loss to the last), else
+    // its newest node. The link names the mistake however the steps are cut.
+    const Sample* root = nullptr;
+    const std::shared_ptr<torch::autograd::Node>* root_node = nullptr;
+    for (auto it = alive.nodes.rbegin(); it != alive.nodes.rend() && root == nullptr; ++it) {
+      for (const torch::autograd::Edge& edge : it->second->next_edges()) {
+        auto earlier = step_of.find(edge.function.get());
+        if (earlier != step_of.end() && earlier->second < alive.samples->step) {
+          root = it->first;
+          root_node = &it->second;
+          break;
+        }
       }
     }
+    if (root == nullptr) {
+      root = alive.nodes.back().first;
+      root_node = &alive.nodes.back().second;
+    }
+    if (keep_roots) evidence.roots.emplace_back(root->site, *root_node);
     NodeGroup& group = evidence.groups_by_root_site[root->site];
-    group.steps.push_back(samples.step);
+    group.steps.push_back(alive.samples->step);
     group.count += 1;
     group.signature = root->signature;
   }

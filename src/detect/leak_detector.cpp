@@ -4,19 +4,25 @@
 // see graph_nodes.h) and one StepSample per step, thinned past kMaxStepSamples.
 #include "memseal/leak_detector.h"
 
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <utility>
 
+#include "common/text.h"
 #include "detect/device_findings.h"
 #include "detect/device_summary.h"
 #include "detect/evidence.h"
 #include "detect/findings.h"
 #include "detect/graph_nodes.h"
 #include "detect/resident_memory.h"
+#include "detect/retention_history.h"
+#include "detect/step_phases.h"
 #include "report/policy.h"
 #include "track/grad_fn_observer.h"
+#include "track/python_frames.h"
 #include "track/session.h"
 
 namespace memseal {
@@ -41,6 +47,62 @@ void thinStepSamples(std::vector<StepSample>& samples) {
     if (i >= half || i % 2 == 0) kept.push_back(samples[i]);
   }
   samples.swap(kept);
+}
+
+// The same mistake seen again: its category, op and the user's line that made it.
+std::string causeKey(const LeakFinding& finding) {
+  std::string key = std::string(categoryId(finding.category)) + "|" + finding.site.op + "|" +
+                    finding.site.outer_op;
+  for (const StackFrame& frame : finding.site.frames) {
+    if (frame.is_internal) continue;
+    key += "|" + frame.file + ":" + std::to_string(frame.line) + "|" + frame.function;
+    break;
+  }
+  return key;
+}
+
+// The sample of `step`, or of the nearest step before it that has one (samples are thinned).
+const StepSample* sampleAtOrBefore(const std::vector<StepSample>& samples, std::uint32_t step) {
+  auto after = std::upper_bound(
+      samples.begin(), samples.end(), step,
+      [](std::uint32_t s, const StepSample& sample) { return s < sample.step; });
+  return after == samples.begin() ? nullptr : &*(after - 1);
+}
+
+// A cause whose build-ups were freed together, once or more.
+struct HeldCause {
+  std::string key;
+  LeakFinding finding;  // as built while it was held, with `freed` set
+  double total_steps = 0;
+  std::uint32_t detected_at = 0;
+};
+
+std::string phaseText(const std::string& phase) {
+  return phase.empty() ? std::string() : " of phase \"" + phase + "\"";
+}
+
+// A note for tensors without autograd history that a phase gathered and freed together: memory it
+// holds on purpose, not a leak, but its peak is where memory went.
+std::string heldTensorsNote(const LeakFinding& finding) {
+  const HeldUntilFreed& freed = *finding.freed;
+  std::string line;
+  for (const StackFrame& frame : finding.site.frames) {
+    if (frame.is_internal || frame.file.empty()) continue;
+    line = " at " + frame.file + ":" + std::to_string(frame.line);
+    break;
+  }
+  std::string op = finding.site.outer_op.empty() ? finding.site.op : finding.site.outer_op;
+  std::string times =
+      freed.times == 1
+          ? "once, over " + std::to_string(freed.last_step - freed.first_step + 1) + " steps"
+          : std::to_string(freed.times) + " times, every ~" +
+                std::to_string(static_cast<long long>(freed.steps_per_time + 0.5)) + " steps";
+  return "held for a while, then freed (not a leak): tensors without autograd history made by " +
+         op + line + " built up across steps (steps " + std::to_string(freed.first_step) + "-" +
+         std::to_string(freed.last_step) + phaseText(freed.phase) + ") and were freed together " +
+         times + ", at most " + common::bytesText(freed.peak_bytes) +
+         ": memory a phase gathers on purpose (predictions for a metric, a cache cleared when "
+         "full) costs that much at its peak";
 }
 
 TrackerOptions detectorDefaults() {
@@ -87,6 +149,17 @@ struct LeakDetector::State {
   std::optional<std::uint32_t> leak_since;
   bool finished = false;
   std::vector<std::string> notes;
+  // Phases of the steps, and build-ups of memory freed together (a phase's end, a reset).
+  detect::StepPhases phases;
+  std::uint64_t backward_at_step_start = 0;
+  detect::RetentionHistory history;
+  // The newest finding built that holds each group while it builds up, and the build-up's length
+  // (judged steps) then: what a group held is told from it once it is freed.
+  std::map<detect::GroupId, std::shared_ptr<const detect::BuiltFinding>> built;
+  std::map<detect::GroupId, std::uint32_t> built_at_steps;
+  bool findings_due = false;  // a refresh that had to wait (see refreshBuiltFindings)
+  std::vector<HeldCause> held;
+  bool watch_every_step = false;  // ops of every step, since graphs built up and were freed
 
   State(DetectorOptions detector_options, const TrackerOptions& resolved)
       : options(std::move(detector_options)), tracker(resolved) {}
@@ -104,7 +177,122 @@ struct LeakDetector::State {
     inputs.backward_ran = backwardRan();
     inputs.watch_resident_memory = options.watch_resident_memory;
     inputs.keep_graph_roots = for_report;
+    inputs.phases = &phases;
+    inputs.history = &history;
     return detect::gatherEvidence(inputs);
+  }
+
+  // Findings for groups that build up, made while they are held: once when a build-up is first
+  // judged growing, again each time it doubles (so a long build-up is told as it was at its
+  // largest, at a cost of a few reports per build-up).
+  // A finding names Python frames, which takes the GIL: on a thread that cannot take it now (an op
+  // inside backward, which runs without it, while the caller of step() holds a lock the GIL's
+  // holder may wait for) the refresh waits for the next step or report.
+  void refreshBuiltFindings(const detect::LeakEvidence& evidence) {
+    bool needed = findings_due;
+    for (const detect::GroupAtBoundary& group : evidence.groups) {
+      if (!group.grows) continue;
+      auto at = built_at_steps.find(group.id);
+      if (at == built_at_steps.end() || group.judged_steps >= 2 * at->second) needed = true;
+    }
+    if (!needed) return;
+    findings_due = !track::pythonFramesReadableNow();
+    if (findings_due) return;
+    refreshBuiltFindingsNow();
+  }
+
+  void refreshBuiltFindingsNow() {
+    findings_due = false;
+    detect::LeakEvidence full = this->evidence(/*for_report=*/true);
+    std::map<detect::GroupId, std::uint32_t> judged;
+    for (const detect::GroupAtBoundary& group : full.groups) judged[group.id] = group.judged_steps;
+    for (detect::BuiltFinding& finding : detect::buildFindingsWithGroups(full)) {
+      auto shared = std::make_shared<const detect::BuiltFinding>(std::move(finding));
+      for (const detect::GroupId& id : shared->groups) {
+        built[id] = shared;
+        built_at_steps[id] = judged[id];
+      }
+    }
+  }
+
+  // The resident memory that grew from before `first` to `last`: what graphs without tensor
+  // storage cost while they built up.
+  std::int64_t residentGrowth(std::uint32_t first, std::uint32_t last) const {
+    const StepSample* before = first > 0 ? sampleAtOrBefore(per_step, first - 1) : nullptr;
+    const StepSample* after = sampleAtOrBefore(per_step, last);
+    if (before == nullptr || after == nullptr) return 0;
+    return std::max<std::int64_t>(0, after->resident_bytes - before->resident_bytes);
+  }
+
+  // The build-ups that collapsed, as findings that say they were freed (one per built finding,
+  // whatever number of its groups collapsed together).
+  std::vector<HeldCause> heldCauses(const std::vector<detect::Collapse>& collapses) const {
+    std::map<const detect::BuiltFinding*, std::vector<const detect::Collapse*>> by_finding;
+    for (const detect::Collapse& collapse : collapses) {
+      auto found = built.find(collapse.id);
+      if (found != built.end()) by_finding[found->second.get()].push_back(&collapse);
+    }
+    std::vector<HeldCause> causes;
+    for (const auto& [built_finding, parts] : by_finding) {
+      HeldCause cause;
+      cause.finding = built_finding->finding;
+      HeldUntilFreed freed;
+      freed.first_step = parts.front()->first_step;
+      cause.detected_at = parts.front()->detected_at;
+      std::uint32_t judged = 0;
+      for (const detect::Collapse* part : parts) {
+        freed.first_step = std::min(freed.first_step, part->first_step);
+        freed.last_step = std::max(freed.last_step, part->last_step);
+        freed.freed_at_step = std::max(freed.freed_at_step, part->freed_by - 1);
+        freed.peak_bytes += part->peak_bytes;
+        judged = std::max(judged, part->judged_steps);
+        cause.detected_at = std::min(cause.detected_at, part->detected_at);
+      }
+      if (freed.peak_bytes == 0) freed.peak_bytes = residentGrowth(freed.first_step, freed.last_step);
+      freed.times = 1;
+      freed.steps_per_time = freed.last_step - freed.first_step + 1;
+      freed.phase = phases.name(phases.phaseOf(freed.last_step));
+      cause.total_steps = freed.steps_per_time;
+      cause.finding.freed = freed;
+      // Its memory is gone: where it was says nothing about what holds memory now.
+      for (LeakPart& part : cause.finding.parts) part.storage_addresses.clear();
+      cause.key = causeKey(cause.finding);
+      causes.push_back(std::move(cause));
+    }
+    return causes;
+  }
+
+  static void addHeld(std::vector<HeldCause>& into, HeldCause cause) {
+    for (HeldCause& known : into) {
+      if (known.key != cause.key) continue;
+      HeldUntilFreed& freed = *known.finding.freed;
+      const HeldUntilFreed& next = *cause.finding.freed;
+      bool larger = next.peak_bytes > freed.peak_bytes;
+      HeldUntilFreed merged = freed;
+      merged.last_step = std::max(freed.last_step, next.last_step);
+      merged.freed_at_step = std::max(freed.freed_at_step, next.freed_at_step);
+      merged.times += next.times;
+      merged.peak_bytes = std::max(freed.peak_bytes, next.peak_bytes);
+      known.total_steps += cause.total_steps;
+      merged.steps_per_time = known.total_steps / merged.times;
+      // The largest build-up tells what it held; the dates cover all of them.
+      if (larger) known.finding = cause.finding;
+      known.finding.freed = merged;
+      known.detected_at = std::min(known.detected_at, cause.detected_at);
+      return;
+    }
+    into.push_back(std::move(cause));
+  }
+
+  void forgetGroupsNotBuildingUp() {
+    for (auto it = built.begin(); it != built.end();) {
+      if (history.buildingUp(it->first)) {
+        ++it;
+        continue;
+      }
+      built_at_steps.erase(it->first);
+      it = built.erase(it);
+    }
   }
 
   LeakReport buildReport() const {
@@ -114,11 +302,71 @@ struct LeakDetector::State {
     report.per_step = per_step;
     report.backward_ran = backwardRan();
     report.notes = notes;
-    report.findings = detect::buildFindings(evidence(/*for_report=*/true));
+    detect::LeakEvidence evidence = this->evidence(/*for_report=*/true);
+    report.findings = detect::buildFindings(evidence);
+    // Build-ups freed since the last boundary (a report at exit, after the program freed what its
+    // loop held). One that began with the steps after warm-up was held all along: a finding as at
+    // the last boundary. One that began later (a phase begun again, after a reset) was a phase's
+    // and ended with it, as those freed at a boundary did.
+    std::vector<HeldCause> all_held = held;
+    for (HeldCause& cause :
+         heldCauses(history.collapsedSince(evidence.groups, current_step))) {
+      bool known = std::any_of(report.findings.begin(), report.findings.end(),
+                               [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
+      if (known) continue;
+      if (cause.finding.freed->first_step > options.warmup) {
+        addHeld(all_held, std::move(cause));
+        continue;
+      }
+      cause.finding.freed.reset();
+      report.findings.push_back(std::move(cause.finding));
+    }
+    std::optional<std::uint32_t> held_detected;
+    for (const HeldCause& cause : all_held) {
+      if (cause.finding.category == LeakCategory::kTensorsRetained) {
+        report.notes.push_back(heldTensorsNote(cause.finding));
+        continue;
+      }
+      auto current = std::find_if(report.findings.begin(), report.findings.end(),
+                                  [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
+      if (current != report.findings.end()) {
+        // A sawtooth building up again: one finding, as it is now, with its earlier build-ups.
+        current->freed = cause.finding.freed;
+        current->freed->building_up = true;
+      } else {
+        report.findings.push_back(cause.finding);
+      }
+      held_detected = std::min(held_detected.value_or(cause.detected_at), cause.detected_at);
+    }
+    std::stable_sort(report.findings.begin(), report.findings.end(),
+                     [](const LeakFinding& a, const LeakFinding& b) {
+                       bool a_untracked = a.category == LeakCategory::kUntrackedGrowth;
+                       bool b_untracked = b.category == LeakCategory::kUntrackedGrowth;
+                       if (a_untracked != b_untracked) return b_untracked;
+                       return a.bytes_per_step > b.bytes_per_step;
+                     });
     detect::addDeviceFindings(options.warmup, report);
     report.devices = detect::summarizeDevices(options.warmup);
     report.leak = !report.findings.empty();
-    if (report.leak) report.detected_at_step = leak_since;
+    if (report.leak) report.detected_at_step = leak_since ? leak_since : held_detected;
+    if (phases.several()) {
+      std::vector<detect::StepPhases::Summary> summaries = phases.summaries(current_step);
+      std::map<std::string, std::uint32_t> index;
+      for (const detect::StepPhases::Summary& summary : summaries) {
+        index.emplace(summary.name, static_cast<std::uint32_t>(report.phases.size()));
+        report.phases.push_back(PhaseSummary{summary.name, summary.first_step, summary.steps,
+                                             summary.runs, summary.backward_ran});
+      }
+      for (StepSample& sample : report.per_step) {
+        auto found = index.find(phases.name(sample.phase));
+        sample.phase = found == index.end() ? 0 : found->second;
+      }
+      if (phases.runsLimited()) {
+        report.notes.push_back("the program changed phase more than " +
+                               std::to_string(detect::StepPhases::kMaxRuns) +
+                               " times: later steps were judged with the phase they began in");
+      }
+    }
     return report;
   }
 
@@ -164,6 +412,10 @@ void LeakDetector::step() {
   if (state.finished) throw std::logic_error("memseal: LeakDetector::step() after finish()");
   StepSample sample;
   sample.step = state.current_step;
+  sample.phase = state.phases.phaseOf(state.current_step);
+  std::uint64_t backward_now = track::backwardFunctionsRun();
+  if (backward_now > state.backward_at_step_start) state.phases.markBackward(sample.step);
+  state.backward_at_step_start = backward_now;
   DeviceStats stats = state.tracker.stats();
   sample.live_bytes = stats.live_bytes;
   sample.live_count = stats.live_count;
@@ -183,13 +435,39 @@ void LeakDetector::step() {
   if (!renew) return;
   detect::LeakEvidence evidence = state.evidence();
   state.per_step.back().graph_nodes_alive = evidence.graph_samples_alive;
+  std::vector<detect::Collapse> collapses = state.history.update(evidence.groups, state.current_step);
+  for (const detect::Collapse& collapse : collapses) {
+    // Graphs built up and freed: the next build-up is seen step by step only if every step's ops
+    // are watched (graph nodes are seen on watched steps).
+    if (collapse.id.graph) state.watch_every_step = true;
+  }
+  for (HeldCause& cause : state.heldCauses(collapses)) State::addHeld(state.held, std::move(cause));
+  state.forgetGroupsNotBuildingUp();
+  state.refreshBuiltFindings(evidence);
+  // Graphs of two or more watched steps alive: watch every step for a while, so a build-up (or
+  // its end) is seen step by step rather than one step in N.
+  if (evidence.graphs_suspected || state.watch_every_step) {
+    track::watchEveryStepUntil(state.current_step + kWatchedStepsAfterWarmup);
+  }
   bool verdict = evidence.leak();
   if (verdict && !state.last_verdict) state.leak_since = sample.step;
   if (!verdict) state.leak_since.reset();
   state.last_verdict = verdict;
 }
 
-LeakReport LeakDetector::report() const { return state_->buildReport(); }
+void LeakDetector::phase(const std::string& name) {
+  State& state = *state_;
+  if (state.finished) throw std::logic_error("memseal: LeakDetector::phase() after finish()");
+  state.phases.begin(state.current_step, name);
+  // A phase's first steps are watched as a new session's are: its ops are not the last phase's.
+  track::watchEveryStepUntil(state.current_step + kWatchedStepsAfterWarmup);
+}
+
+LeakReport LeakDetector::report() const {
+  // A report names Python frames anyway: a refresh that had to wait is done first.
+  if (state_->findings_due && !state_->finished) state_->refreshBuiltFindingsNow();
+  return state_->buildReport();
+}
 
 LeakReport LeakDetector::finish() {
   State& state = *state_;

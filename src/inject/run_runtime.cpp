@@ -31,6 +31,7 @@
 
 #include "common/text.h"
 #include "inject/fork_child_watch.h"
+#include "inject/python_lock.h"
 #include "inject/run_protocol.h"
 #include "inject/step_boundary.h"
 #include "memseal/leak_detector.h"
@@ -119,45 +120,14 @@ void writeStatus(const Runtime& runtime) {
                  status);
 }
 
-// Holds Python's GIL, where the process runs Python, for as long as it lives. A report names
-// Python frames, which needs the GIL; a thread that ends a step may hold the GIL while it waits
-// for the step lock (a step on a Python-level record_function). Taking the GIL before the step
-// lock, as that thread does, keeps the two in one order.
-class PythonLock {
- public:
-  PythonLock() {
-    using IsInitialized = int (*)();
-    static auto is_initialized =
-        reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-    static auto is_finalizing =
-        reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
-    static auto ensure = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_Ensure"));
-    static auto release =
-        reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "PyGILState_Release"));
-    if (is_initialized == nullptr || ensure == nullptr || release == nullptr ||
-        is_initialized() == 0 || (is_finalizing != nullptr && is_finalizing() != 0)) {
-      return;
-    }
-    release_ = release;
-    state_ = ensure();
-  }
-  ~PythonLock() {
-    if (release_ != nullptr) release_(state_);
-  }
-  PythonLock(const PythonLock&) = delete;
-  PythonLock& operator=(const PythonLock&) = delete;
-
- private:
-  void (*release_)(int) = nullptr;
-  int state_ = 0;
-};
-
 LeakReport currentReport(Runtime& runtime) {
   if (runtime.fork_watch) return runtime.fork_watch->report();
   PythonLock python;
+  // Before the step lock: the boundary takes its learning lock, then the step lock.
+  std::vector<std::string> description = runtime.boundary->description();
   std::lock_guard<std::mutex> steps(runtime.boundary->stepMutex());
   LeakReport report = runtime.detector->report();
-  report.notes.push_back(runtime.boundary->description());
+  report.notes.insert(report.notes.end(), description.begin(), description.end());
   return report;
 }
 
@@ -198,7 +168,9 @@ LeakReport finalReport(Runtime& runtime) {
   LeakReport now = currentReport(runtime);
   if (runtime.fork_watch) return now;
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
-  if (!runtime.snapshot || !runtime.snapshot->leak) return now;
+  // The detector keeps what a phase held and freed; an earlier snapshot only helps when the
+  // report at exit has lost a leak the program freed as it ended.
+  if (now.leak || !runtime.snapshot || !runtime.snapshot->leak) return now;
   LeakReport earlier = *runtime.snapshot;
   auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - runtime.snapshot_time);

@@ -6,25 +6,57 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <unordered_map>
 
 #include "analyze/repeating_ops.h"
+#include "inject/python_lock.h"
+#include "track/device_counters.h"
 
 namespace memseal::inject {
 
 namespace {
 
-// Learning looks at each thread's ops at 256, 512, 1024, ... ops; the loop is taken when two
-// checkpoints in a row find the same period with kMinRepeats whole iterations, and given up (time
-// windows go on) at kLastCheckpoint ops or kMaxLearning. The decision is then checked op by op
+// Learning looks at each thread's ops at checkpoints (128, 192, 288, 432, ... ops: each half again
+// as many); a loop is taken when a checkpoint finds one found at an earlier checkpoint (the same
+// iteration, from any of its ops: a short phase, a validation pass of twenty batches, is taken
+// when it runs again), or one repeated twice kMinRepeats times with nearly every iteration alike;
+// learning is given up (time windows go on) at kLastCheckpoint ops or kMaxLearning. The decision is then checked iteration by iteration
 // (checkLoopStillRepeats).
-constexpr std::size_t kFirstCheckpoint = 256;
+constexpr std::size_t kFirstCheckpoint = 128;
 constexpr std::size_t kLastCheckpoint = 1 << 16;
 constexpr std::size_t kMinRepeats = 8;
+constexpr double kSureCoverage = 0.9;
 constexpr auto kMaxLearning = std::chrono::seconds(10);
 constexpr auto kLearningTick = std::chrono::milliseconds(100);
-// Steps closer than this are one step: a loop of microsecond iterations would spend its time in
-// the detector.
-constexpr auto kMinStepGap = std::chrono::milliseconds(1);
+// Steps closer than a multiple of what the last step cost in the detector are one step, so a loop
+// of microsecond iterations spends at most a twentieth of its time there; never closer than
+// kMinStepGap.
+constexpr auto kMinStepGap = std::chrono::microseconds(50);
+constexpr int kStepCostMultiple = 20;
+// A loop has ended when fewer than half of its last kJudgedIterations iterations matched, or when
+// its anchor has not run for kAbsentPeriods iterations' worth of ops and kAbsentSlack more.
+constexpr std::uint32_t kJudgedIterations = 8;
+constexpr std::size_t kAbsentPeriods = 2;
+constexpr std::size_t kAbsentSlack = 16;
+// Loops found at earlier checkpoints, remembered across learnings: one found again is taken.
+constexpr std::size_t kRememberedCandidates = 8;
+// A loop found before runs again after this many of its iterations in a row.
+constexpr int kRecognisedAfter = 2;
+constexpr const char* kOutsideLoops = "outside loops";
+
+// MEMSEAL_RUN_TRACE_STEPS=1: each decision of the loop finder on stderr, for memseal's developers.
+bool tracing() {
+  static const bool on = [] {
+    const char* value = std::getenv("MEMSEAL_RUN_TRACE_STEPS");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return on;
+}
+void trace(const std::string& text) {
+  if (tracing()) std::fprintf(stderr, "memseal run [steps]: %s\n", text.c_str());
+}
+constexpr const char* kWindowsPhase = "time windows";
 
 std::atomic<StepBoundary*> g_boundary{nullptr};
 thread_local int t_op_depth = 0;
@@ -110,6 +142,7 @@ StepBoundary::StepBoundary(StepRule rule, LeakDetector& detector, std::function<
       // No steps while the loop is learned: start-up (imports, loading a model) would look like
       // growth. Learning a loop takes a few dozen iterations.
       phase_ = Phase::kLearning;
+      resetLearning();
       break;
     case StepRule::Kind::kInterval:
       phase_ = Phase::kWindows;
@@ -137,23 +170,69 @@ StepBoundary::~StepBoundary() {
 }
 
 void StepBoundary::onOp(const char* name, bool outermost) {
+  if (!outermost) return;
   switch (phase_.load(std::memory_order_acquire)) {
     case Phase::kLearning:
-      if (outermost) learn(name);
+      if (learn(name)) applyPhaseChange(false);
       return;
-    case Phase::kOps:
-      if (!outermost) return;
+    case Phase::kOps: {
       if (rule_.kind == StepRule::Kind::kOn) {
         if (stepNameMatches(name, anchor_)) takeStep();
         return;
       }
-      if (t_thread != 0 && t_thread == anchor_thread_) checkLoopStillRepeats(name);
-      if (anchor_ == name) takeStep();
+      if (t_thread != 0 && checkLoopStillRepeats(name)) {
+        applyPhaseChange(false);
+        return;
+      }
+      bool anchor;
+      {
+        std::lock_guard<std::mutex> lock(anchor_mutex_);
+        anchor = anchor_ == name;
+      }
+      if (anchor && phase_.load(std::memory_order_acquire) == Phase::kOps) takeStep();
       return;
-    case Phase::kWindows:
+    }
+    case Phase::kWindows: {
+      if (rule_.kind != StepRule::Kind::kAuto) return;
+      // Loops found before may run again.
+      bool changed = false;
+      {
+        std::lock_guard<std::mutex> lock(learn_mutex_);
+        if (phase_.load() != Phase::kWindows || loops_.empty() || t_thread == 0) return;
+        changed = recogniseKnownLoop(opId(name));
+      }
+      if (changed) applyPhaseChange(false);
+      return;
+    }
+    case Phase::kSwitching:
     case Phase::kStopped:
       return;
   }
+}
+
+void StepBoundary::applyPhaseChange(bool on_runtime_thread) {
+  PythonLock python(on_runtime_thread ? PythonLock::Threads::kAny
+                                      : PythonLock::Threads::kPythonOnly);
+  std::lock_guard<std::mutex> steps(step_mutex_);
+  if (phase_.load() != Phase::kSwitching) return;  // stopped meanwhile (a forked child)
+  PhaseChange change = change_;
+  if (change.end_step && steps_taken_ > 0) {
+    last_step_ = Clock::now();
+    ++steps_taken_;
+    if (phase_before_change_ == Phase::kOps && current_ < loop_steps_.size()) {
+      ++loop_steps_[current_];
+    } else {
+      ++steps_outside_loops_;
+    }
+    detector_.step();
+  }
+  if (!change.detector_phase.empty()) detector_.phase(change.detector_phase);
+  if (change.next == Phase::kOps) {
+    current_ = change.loop;
+    loop_steps_.resize(loops_size_, 0);
+  }
+  if (change.next == Phase::kWindows) next_window_ = Clock::now() + kShortestWindow;
+  phase_.store(change.next, std::memory_order_release);
 }
 
 void StepBoundary::onNamedScope(const char* name) {
@@ -166,16 +245,29 @@ void StepBoundary::onNamedScope(const char* name) {
 bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce) {
   std::lock_guard<std::mutex> lock(step_mutex_);
   Phase phase = phase_.load();
-  if (phase == Phase::kStopped) return false;
-  if (coalesce && steps_taken_ > 0 && now - last_step_ < kMinStepGap) return false;
+  if (phase == Phase::kStopped || phase == Phase::kSwitching) return false;
+  if (coalesce && steps_taken_ > 0 && now - last_step_ < min_step_gap_) return false;
   last_step_ = now;
   ++steps_taken_;
+  if (phase == Phase::kOps && rule_.kind == StepRule::Kind::kAuto &&
+      current_ < loop_steps_.size()) {
+    ++loop_steps_[current_];
+  } else if (rule_.kind == StepRule::Kind::kAuto) {
+    ++steps_outside_loops_;
+  }
   detector_.step();
+  min_step_gap_ = std::max<Clock::duration>(kMinStepGap, kStepCostMultiple * (Clock::now() - now));
   return true;
 }
 
 void StepBoundary::takeStep() {
-  if (stepLocked(Clock::now(), true) && after_step_) after_step_();
+  bool taken;
+  {
+    // The detector writes down findings at some steps, naming Python frames.
+    PythonLock python(PythonLock::Threads::kPythonOnly);
+    taken = stepLocked(Clock::now(), true);
+  }
+  if (taken && after_step_) after_step_();
 }
 
 std::uint32_t StepBoundary::opId(const char* name) {
@@ -190,117 +282,305 @@ std::uint32_t StepBoundary::opId(const char* name) {
   return id;
 }
 
-void StepBoundary::learn(const char* name) {
+void StepBoundary::resetLearning() {
+  ops_by_thread_.clear();
+  live_by_thread_.clear();
+  ops_seen_ = 0;
+  next_checkpoint_ = kFirstCheckpoint;
+  for (Loop& loop : loops_) {
+    loop.pending_started = false;
+    loop.matched_in_a_row = 0;
+  }
+}
+
+bool StepBoundary::learn(const char* name) {
   std::lock_guard<std::mutex> lock(learn_mutex_);
-  if (phase_.load() != Phase::kLearning) return;
+  if (phase_.load() != Phase::kLearning) return false;
   if (ops_seen_++ == 0) first_op_ = Clock::now();
   if (t_thread == 0) t_thread = g_next_thread.fetch_add(1);
-  std::vector<std::uint32_t>& ops = ops_by_thread_[t_thread];
-  ops.push_back(opId(name));
-  std::size_t size = ops.size();
-  if (size >= kFirstCheckpoint && (size & (size - 1)) == 0) {
-    decideFromCheckpoint(ops, t_thread, size >= kLastCheckpoint);
-  }
-}
-
-void StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, std::uint64_t thread,
-                                        bool time_is_up) {
-  auto found = analyze::findRepeatingOp(ops, kMinRepeats);
-  bool agreed = found && found->period == last_period_;
-  last_period_ = found ? found->period : 0;
-  if (agreed) {
-    anchor_ = op_names_[found->op];
-    decision_ = "one step per call of " + anchor_ +
-                ", the op that runs once per iteration of the program's loop (its ops "
-                "repeat every " +
-                std::to_string(found->period) + " ops; found after " + std::to_string(ops.size()) +
-                " ops)";
-    // The thread's next ops must go on repeating the last period: ring[i % period] holds what
-    // op i must be.
-    ring_.assign(found->period, 0);
-    for (std::size_t i = ops.size() - found->period; i < ops.size(); ++i) {
-      ring_[i % found->period] = ops[i];
-    }
-    ring_position_ = ops.size();
-    anchor_thread_ = thread;
-    std::lock_guard<std::mutex> steps(step_mutex_);
-    phase_.store(Phase::kOps, std::memory_order_release);
-    ops_by_thread_.clear();
-    return;
-  }
-  if (time_is_up) {
-    startWindows(found ? "the loop's ops repeated, but changed between checks"
-                       : "the program's outermost ops did not repeat exactly (" +
-                             std::to_string(ops.size()) + " ops seen on its busiest thread)");
-  }
-}
-
-// Ops of the thread the loop was learned on, after the decision. A deep model's forward repeats
-// its layers for a while and can look like the loop; when its ops stop repeating, the loop was not
-// found yet: back to windows and learning.
-void StepBoundary::checkLoopStillRepeats(const char* name) {
-  std::lock_guard<std::mutex> lock(learn_mutex_);
-  if (phase_.load() != Phase::kOps || ring_.empty()) return;
   std::uint32_t id = opId(name);
-  std::size_t period = ring_.size();
-  std::uint32_t& expected = ring_[ring_position_ % period];
-  ++ring_position_;
-  if (expected != id) ++mismatches_;
-  expected = id;  // an op that moved is expected where it is now
-  // Judged per block of 4 periods: a loop with an occasional extra op (a log line's item(), a
-  // checkpoint every N steps) still repeats; one whose ops mostly differ was not the loop.
-  if (ring_position_ % (4 * period) != 0) return;
-  bool repeats = mismatches_ <= period;  // at most a quarter of the block's ops
-  mismatches_ = 0;
-  if (repeats) return;
-  ++relearned_;
-  last_period_ = 0;
-  ring_.clear();
-  std::lock_guard<std::mutex> steps(step_mutex_);
-  phase_.store(Phase::kLearning, std::memory_order_release);
+  if (recogniseKnownLoop(id)) return true;
+  std::vector<std::uint32_t>& ops = ops_by_thread_[t_thread];
+  ops.push_back(id);
+  live_by_thread_[t_thread].push_back(track::cpuCounters().liveBytes());
+  std::size_t size = ops.size();
+  if (size < kFirstCheckpoint || size < next_checkpoint_) return false;
+  // Each half again as many, so a short phase (twenty iterations of a validation pass) is still
+  // judged before it ends.
+  next_checkpoint_ = size + size / 2;
+  return decideFromCheckpoint(ops, t_thread, size >= kLastCheckpoint);
 }
 
-void StepBoundary::startWindows(std::string reason) {
-  std::lock_guard<std::mutex> steps(step_mutex_);
-  if (phase_.load() != Phase::kLearning) return;
+bool StepBoundary::recogniseKnownLoop(std::uint32_t id) {
+  for (std::size_t index = 0; index < loops_.size(); ++index) {
+    Loop& loop = loops_[index];
+    if (loop.thread != t_thread) continue;
+    if (id == loop.anchor) {
+      bool matched = loop.pending_started && loop.pending_length == loop.period &&
+                     loop.pending_hash == loop.signature;
+      loop.matched_in_a_row = matched ? loop.matched_in_a_row + 1 : 0;
+      loop.pending_started = true;
+      loop.pending_hash = analyze::foldOp(analyze::kEmptyOpsHash, id);
+      loop.pending_length = 1;
+      if (loop.matched_in_a_row >= kRecognisedAfter) {
+        enterLoop(index);
+        return true;
+      }
+      continue;
+    }
+    if (!loop.pending_started) continue;
+    loop.pending_hash = analyze::foldOp(loop.pending_hash, id);
+    // Past the iteration's length it cannot match: wait for the anchor.
+    if (++loop.pending_length > loop.period) loop.pending_started = false;
+  }
+  return false;
+}
+
+bool StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, std::uint64_t thread,
+                                        bool time_is_up) {
+  std::optional<analyze::LoopShape> found = analyze::findLoop(ops, kMinRepeats);
+  bool agreed = found && std::any_of(candidates_.begin(), candidates_.end(),
+                                     [&](const std::pair<std::size_t, std::uint64_t>& seen) {
+                                       return seen.first == found->period &&
+                                              seen.second == found->content;
+                                     });
+  bool sure = found && found->repeats >= 2 * kMinRepeats && found->coverage >= kSureCoverage;
+  if (tracing()) {
+    trace("checkpoint at " + std::to_string(ops.size()) + " ops: " +
+          (found ? "loop of " + std::to_string(found->period) + " ops at " +
+                       op_names_[found->anchor] + ", " + std::to_string(found->repeats) +
+                       " iterations, coverage " + std::to_string(found->coverage) +
+                       (agreed ? ", agreed" : "") + (sure ? ", sure" : "")
+                 : std::string("no loop")));
+  }
+  if (found && !agreed) {
+    candidates_.emplace_back(found->period, found->content);
+    if (candidates_.size() > kRememberedCandidates) candidates_.pop_front();
+  }
+  if (agreed || sure) {
+    Loop loop;
+    startAtLeastLiveMemory(*found, ops, live_by_thread_[thread]);
+    loop.anchor = found->anchor;
+    loop.period = found->period;
+    loop.signature = found->signature;
+    loop.thread = thread;
+    loop.found_after = ops.size();
+    loop.name = "loop " + std::to_string(loops_.size() + 1) + " (" + op_names_[found->anchor] + ")";
+    loops_.push_back(std::move(loop));
+    verify_ops_ = ops;
+    verify_until_ = std::min(kLastCheckpoint, 8 * ops.size());
+    verify_period_ = 0;
+    candidates_.clear();
+    enterLoop(loops_.size() - 1);
+    return true;
+  }
+  if (!time_is_up) return false;
+  return startWindows(found ? "the loop's ops repeated, but changed between checks"
+                            : "the program's outermost ops did not repeat (" +
+                                  std::to_string(ops.size()) + " ops seen on its busiest thread)");
+}
+
+// Any op that runs once per iteration could end a step; the one chosen is where the least tensor
+// memory is live, between one iteration's last use of its tensors and the next iteration's first
+// (after zero_grad freed the gradients, before the forward pass): what the previous iteration did
+// last (`total_loss += loss` after optimizer.step()) then belongs to its own step.
+void StepBoundary::startAtLeastLiveMemory(analyze::LoopShape& loop,
+                                          const std::vector<std::uint32_t>& ops,
+                                          const std::vector<std::int64_t>& live) {
+  if (live.size() != ops.size() || loop.period == 0) return;
+  // The usual iterations in the window, newest first (up to 16).
+  std::vector<std::size_t> starts;
+  for (std::size_t i = ops.size(); i-- > 0 && starts.size() < 16;) {
+    if (ops[i] != loop.anchor || i + loop.period > ops.size()) continue;
+    std::uint64_t hash = analyze::kEmptyOpsHash;
+    for (std::size_t j = 0; j < loop.period; ++j) hash = analyze::foldOp(hash, ops[i + j]);
+    if (hash == loop.signature) starts.push_back(i);
+  }
+  if (starts.empty()) return;
+  const std::uint32_t* iteration = ops.data() + starts.front();
+  std::unordered_map<std::uint32_t, std::size_t> count;
+  for (std::size_t j = 0; j < loop.period; ++j) ++count[iteration[j]];
+  std::size_t best = 0;
+  std::optional<double> best_live;
+  for (std::size_t j = 0; j < loop.period; ++j) {
+    if (count[iteration[j]] != 1) continue;
+    double sum = 0;
+    for (std::size_t start : starts) sum += static_cast<double>(live[start + j]);
+    double mean = sum / static_cast<double>(starts.size());
+    if (!best_live || mean < *best_live) {
+      best = j;
+      best_live = mean;
+    }
+  }
+  if (best == 0) return;
+  std::uint64_t hash = analyze::kEmptyOpsHash;
+  for (std::size_t j = 0; j < loop.period; ++j) {
+    hash = analyze::foldOp(hash, iteration[(best + j) % loop.period]);
+  }
+  loop.anchor = iteration[best];
+  loop.signature = hash;
+}
+
+void StepBoundary::enterLoop(std::size_t index) {
+  Loop& loop = loops_[index];
+  loop.runs += 1;
+  loop.pending_started = false;
+  loop.matched_in_a_row = 0;
+  segment_started_ = false;
+  segment_hash_ = analyze::kEmptyOpsHash;
+  segment_length_ = 0;
+  recent_matches_ = 0;
+  recent_judged_ = 0;
+  ops_since_anchor_ = 0;
+  ops_by_thread_.clear();
+  {
+    std::lock_guard<std::mutex> lock(anchor_mutex_);
+    anchor_ = op_names_[loop.anchor];
+  }
+  // What ran since the last step (learning, after another loop ended) is a step outside loops;
+  // the program's very first one (start-up) becomes part of the loop's first step.
+  trace("enter " + loop.name + " (period " + std::to_string(loop.period) + ", anchor " +
+        op_names_[loop.anchor] + ")");
+  change_ = PhaseChange{Phase::kOps, loop.name, true, index};
+  phase_before_change_ = phase_.load();
+  loops_size_ = loops_.size();
+  phase_.store(Phase::kSwitching, std::memory_order_release);
+}
+
+// Ops of the thread the loop was learned on, after the decision: each iteration (the ops from one
+// call of the anchor to the next) is compared with the loop's usual one. A loop with an occasional
+// other iteration (a log line, a checkpoint every N steps) goes on; one whose iterations mostly
+// differ, or whose anchor no longer runs, has ended: the program moved on to another loop.
+bool StepBoundary::checkLoopStillRepeats(const char* name) {
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  if (phase_.load() != Phase::kOps || current_ >= loops_.size()) return false;
+  Loop& loop = loops_[current_];
+  if (t_thread != loop.thread) return false;
+  std::uint32_t id = opId(name);
+  if (!verify_ops_.empty()) {
+    verify_ops_.push_back(id);
+    std::size_t size = verify_ops_.size();
+    if ((size & (size - 1)) == 0) {
+      // Judged again on more iterations: a loop of layers inside the iteration gives way to the
+      // iteration (same phase, another anchor).
+      std::optional<analyze::LoopShape> found = analyze::findLoop(verify_ops_, kMinRepeats);
+      if (found && found->period != loop.period && found->period == verify_period_) {
+        trace("re-judged " + loop.name + ": period " + std::to_string(found->period) + " at " +
+              op_names_[found->anchor]);
+        loop.anchor = found->anchor;
+        loop.period = found->period;
+        loop.signature = found->signature;
+        segment_started_ = false;
+        std::lock_guard<std::mutex> anchor(anchor_mutex_);
+        anchor_ = op_names_[loop.anchor];
+      }
+      verify_period_ = found ? found->period : 0;
+    }
+    if (size >= verify_until_) verify_ops_ = {};
+  }
+  ++ops_since_anchor_;
+  if (id == loop.anchor) {
+    if (segment_started_) {
+      bool matched = segment_length_ == loop.period && segment_hash_ == loop.signature;
+      recent_matches_ = ((recent_matches_ << 1) | (matched ? 1u : 0u)) & ((1u << kJudgedIterations) - 1);
+      recent_judged_ = std::min(recent_judged_ + 1, kJudgedIterations);
+    }
+    segment_started_ = true;
+    segment_hash_ = analyze::foldOp(analyze::kEmptyOpsHash, id);
+    segment_length_ = 1;
+    ops_since_anchor_ = 0;
+    int matched = __builtin_popcount(recent_matches_);
+    if (recent_judged_ >= kJudgedIterations && 2 * matched < static_cast<int>(kJudgedIterations)) {
+      leaveLoop();
+      return true;
+    }
+    return false;
+  }
+  if (segment_started_) {
+    segment_hash_ = analyze::foldOp(segment_hash_, id);
+    ++segment_length_;
+  }
+  // The anchor no longer runs: the program moved on to other work.
+  if (ops_since_anchor_ > kAbsentPeriods * loop.period + kAbsentSlack) {
+    leaveLoop();
+    return true;
+  }
+  return false;
+}
+
+void StepBoundary::leaveLoop() {
+  trace("leave " + loops_[current_].name + " after " + std::to_string(ops_since_anchor_) +
+        " ops since its anchor, " + std::to_string(__builtin_popcount(recent_matches_)) + " of " +
+        std::to_string(recent_judged_) + " recent iterations matched");
+  verify_ops_ = {};
+  ++relearned_;
+  // The loop's last iteration ends here, in its phase; what follows is outside loops until the
+  // next one is found.
+  change_ = PhaseChange{Phase::kLearning, kOutsideLoops, true, 0};
+  phase_before_change_ = Phase::kOps;
+  phase_.store(Phase::kSwitching, std::memory_order_release);
+  resetLearning();
+  first_op_ = Clock::now();
+}
+
+bool StepBoundary::startWindows(std::string reason) {
+  if (phase_.load() != Phase::kLearning) return false;
   decision_ = "time windows sized to the run (" + std::to_string(kShortestWindow.count()) +
               " ms at first, then 1/" + std::to_string(kWindowsPerRun) +
               " of the time since tracking started): " + reason;
-  next_window_ = Clock::now() + kShortestWindow;
-  phase_.store(Phase::kWindows, std::memory_order_release);
   ops_by_thread_.clear();
-  // Windows for good: the ops are no longer needed.
-  if (callback_ != 0) {
+  // Without a loop found, windows for good: the ops are no longer needed. With loops found
+  // before, their ops are still watched for, so they become steps again when they run.
+  if (loops_.empty() && callback_ != 0) {
     at::removeCallback(callback_);
     callback_ = 0;
   }
+  change_ = PhaseChange{Phase::kWindows, loops_.empty() ? "" : kWindowsPhase, false, 0};
+  phase_before_change_ = Phase::kLearning;
+  phase_.store(Phase::kSwitching, std::memory_order_release);
+  return true;
 }
 
 std::chrono::nanoseconds StepBoundary::untilNextTick() const {
   Phase phase = phase_.load();
-  if (phase != Phase::kWindows && phase != Phase::kLearning) return kLearningTick;
-  if (phase == Phase::kLearning) return kLearningTick;
+  if (phase != Phase::kWindows) return kLearningTick;
   std::chrono::nanoseconds left = next_window_ - Clock::now();
   return std::max<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0));
 }
 
 void StepBoundary::tick() {
   if (phase_.load() == Phase::kLearning) {
-    std::lock_guard<std::mutex> lock(learn_mutex_);
-    if (phase_.load() == Phase::kLearning && ops_seen_ > 0 &&
-        Clock::now() - first_op_ >= kMaxLearning) {
+    bool changed = false;
+    {
+      std::lock_guard<std::mutex> lock(learn_mutex_);
+      if (phase_.load() == Phase::kLearning && ops_seen_ > 0 &&
+          Clock::now() - first_op_ >= kMaxLearning) {
       const std::vector<std::uint32_t>* busiest = nullptr;
+      std::uint64_t busiest_thread = 0;
       for (const auto& [thread, ops] : ops_by_thread_) {
-        if (busiest == nullptr || ops.size() > busiest->size()) busiest = &ops;
+        if (busiest == nullptr || ops.size() > busiest->size()) {
+          busiest = &ops;
+          busiest_thread = thread;
+        }
       }
-      if (busiest != nullptr) decideFromCheckpoint(*busiest, 0, true);
+      if (busiest != nullptr) {
+        std::vector<std::uint32_t> ops = *busiest;
+        changed = decideFromCheckpoint(ops, busiest_thread, true);
+      }
+      }
     }
+    if (changed) applyPhaseChange(true);
   }
   if (phase_.load() != Phase::kWindows) return;
   Clock::time_point now = Clock::now();
   if (now < next_window_) return;
   {
-    if (!stepLocked(now, false)) return;
+    bool taken;
+    {
+      PythonLock python;
+      taken = stepLocked(now, false);
+    }
+    if (!taken) return;
     if (after_step_) after_step_();
   }
   std::chrono::nanoseconds window = rule_.interval;
@@ -310,31 +590,51 @@ void StepBoundary::tick() {
   next_window_ = now + window;
 }
 
-std::string StepBoundary::description() const {
-  std::string steps = " (" + std::to_string(steps_taken_) + " steps";
-  if (relearned_ > 0) {
-    steps += "; a loop found earlier stopped repeating " + std::to_string(relearned_) +
-             (relearned_ == 1 ? " time" : " times") + " and was learned again";
-  }
-  steps += ")";
+std::vector<std::string> StepBoundary::description() {
+  std::lock_guard<std::mutex> learn(learn_mutex_);
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  std::string steps = " (" + std::to_string(steps_taken_) + " steps)";
   switch (rule_.kind) {
     case StepRule::Kind::kOn:
-      return "memseal run: one step per outermost call of " + rule_.name + " (--step-on)" + steps;
+      return {"memseal run: one step per outermost call of " + rule_.name + " (--step-on)" + steps};
     case StepRule::Kind::kInterval:
-      return "memseal run: steps are time windows of " + durationText(rule_.interval) +
-             " (--interval)" + steps;
+      return {"memseal run: steps are time windows of " + durationText(rule_.interval) +
+              " (--interval)" + steps};
     case StepRule::Kind::kAuto:
       break;
   }
-  if (phase_.load() == Phase::kLearning) {
-    return "memseal run: the program ended before its loop was found (" +
-           std::to_string(ops_seen_) +
-           " outermost ops seen: too few iterations, or ops that never repeat exactly); --interval "
-           "DURATION "
-           "or --step-on NAME sets the steps" +
-           steps;
+  std::vector<std::string> lines;
+  if (loops_.empty()) {
+    if (phase_.load() == Phase::kWindows) return {"memseal run: " + decision_ + steps};
+    return {"memseal run: the program ended before its loop was found (" +
+            std::to_string(ops_seen_) +
+            " outermost ops seen: too few iterations, or ops that never repeat); --interval "
+            "DURATION or --step-on NAME sets the steps" +
+            steps};
   }
-  return "memseal run: " + decision_ + steps;
+  std::string summary = "memseal run: " + std::to_string(steps_taken_) + " steps in " +
+                        std::to_string(loops_.size()) + (loops_.size() == 1 ? " loop" : " loops") +
+                        " found in the program's ops";
+  if (steps_outside_loops_ > 0) {
+    summary += ", and " + std::to_string(steps_outside_loops_) +
+               " outside them (start-up, between loops" +
+               (decision_.empty() ? std::string(")") : ", time windows)");
+  }
+  lines.push_back(summary);
+  for (std::size_t i = 0; i < loops_.size(); ++i) {
+    const Loop& loop = loops_[i];
+    std::uint64_t loop_steps = i < loop_steps_.size() ? loop_steps_[i] : 0;
+    lines.push_back("memseal run: " + loop.name + ": one step per call of " +
+                    op_names_[loop.anchor] + ", the op that starts each of its iterations (" +
+                    std::to_string(loop.period) + " ops, found after " +
+                    std::to_string(loop.found_after) + " ops): " + std::to_string(loop_steps) +
+                    " steps in " + std::to_string(loop.runs) +
+                    (loop.runs == 1 ? " run" : " runs"));
+  }
+  if (!decision_.empty() && phase_.load() == Phase::kWindows) {
+    lines.push_back("memseal run: then " + decision_);
+  }
+  return lines;
 }
 
 }  // namespace memseal::inject

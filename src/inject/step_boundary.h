@@ -1,9 +1,12 @@
 // Where a program that has no step() ends its steps, for `memseal run`:
-//   auto      the loop is learned from the outermost ops the program runs
-//   (analyze/repeating_ops.h), with
-//             no steps meanwhile (start-up would look like growth); once they are seen to repeat
-//             exactly, a step ends at each call of the op that runs once per iteration; when they
-//             do not (kLastCheckpoint ops or kMaxLearning), time windows sized to the run;
+//   auto      loops are learned from the outermost ops the program runs (analyze/repeating_ops.h),
+//             with no steps meanwhile (start-up would look like growth); once a loop is found, a
+//             step ends at each call of the op that starts its iteration. A program runs several
+//             loops in turn (training, then validation, then training again): when a loop's
+//             iterations stop matching, it has ended; the next loop is learned, or recognised as
+//             one seen before, and each loop is a phase of the leak detector's steps
+//             (LeakDetector::phase). When no loop is found (kLastCheckpoint ops or kMaxLearning),
+//             time windows sized to the run;
 //   interval  time windows of a fixed length;
 //   on:NAME   each outermost call of an ATen op ("aten::linear" or "linear"), a TorchScript
 //             function ("forward") or a named region (RECORD_USER_SCOPE, torch.profiler's
@@ -25,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analyze/repeating_ops.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal::inject {
@@ -77,19 +81,61 @@ class StepBoundary {
     std::lock_guard<std::mutex> lock(step_mutex_);
     return steps_taken_;
   }
-  // Which boundary was used, in words, for the report's notes.
-  std::string description() const;
+  // Which boundary was used, in words, for the report's notes (one line per loop found).
+  std::vector<std::string> description();
 
  private:
-  enum class Phase : std::uint8_t { kLearning, kOps, kWindows, kStopped };
+  // kSwitching: a thread decided a change of phase and makes it (applyPhaseChange); other threads'
+  // ops are not looked at meanwhile.
+  enum class Phase : std::uint8_t { kLearning, kOps, kWindows, kSwitching, kStopped };
   using Clock = std::chrono::steady_clock;
 
-  void learn(const char* name);
+  // A loop found in the program's ops: one phase of its steps.
+  struct Loop {
+    std::string name;  // the detector's phase: "loop 1 (aten::embedding)"
+    std::uint32_t anchor = 0;
+    std::size_t period = 0;
+    std::uint64_t signature = 0;  // of its usual iteration (analyze::foldOp)
+    std::uint64_t thread = 0;     // the thread it runs on
+    std::size_t found_after = 0;  // ops seen when it was found
+    std::uint32_t runs = 0;
+    // Recognising it again while learning: the ops since its anchor's last call.
+    std::uint64_t pending_hash = 0;
+    std::size_t pending_length = 0;
+    bool pending_started = false;
+    int matched_in_a_row = 0;
+  };
+
+  // A change of phase, decided under learn_mutex_ and made by the same thread once it has released
+  // it (applyPhaseChange: the GIL, then the step lock, as every step is taken).
+  struct PhaseChange {
+    Phase next = Phase::kLearning;
+    std::string detector_phase;  // the detector's phase from now on; empty: unchanged
+    bool end_step = false;       // end the step that runs now, in the phase it ran in
+    std::size_t loop = 0;        // next == kOps: the loop it enters
+  };
+  void applyPhaseChange(bool on_runtime_thread);
+
+  // These return whether they decided a change of phase (to apply once learn_mutex_ is released).
+  bool learn(const char* name);
   std::uint32_t opId(const char* name);
-  void decideFromCheckpoint(const std::vector<std::uint32_t>& ops, std::uint64_t thread,
+  // With learn_mutex_ held: a checkpoint of `thread`'s ops.
+  bool decideFromCheckpoint(const std::vector<std::uint32_t>& ops, std::uint64_t thread,
                             bool time_is_up);
-  void checkLoopStillRepeats(const char* name);
-  void startWindows(std::string reason);
+  // With learn_mutex_ held: whether op `id` on this thread completes two iterations in a row of a
+  // loop found before (it then runs again).
+  bool recogniseKnownLoop(std::uint32_t id);
+  // Moves the loop's anchor to the op of its iteration where the least tensor memory is live.
+  static void startAtLeastLiveMemory(analyze::LoopShape& loop,
+                                     const std::vector<std::uint32_t>& ops,
+                                     const std::vector<std::int64_t>& live);
+  // With learn_mutex_ held: the steps are to follow loop `index` (new or found before).
+  void enterLoop(std::size_t index);
+  bool checkLoopStillRepeats(const char* name);
+  // With learn_mutex_ held: the current loop's iterations stopped matching: learn the next one.
+  void leaveLoop();
+  bool startWindows(std::string reason);
+  void resetLearning();
   void takeStep();
   // The step itself, under the step lock; false when it was not taken.
   bool stepLocked(Clock::time_point now, bool coalesce);
@@ -102,25 +148,48 @@ class StepBoundary {
   std::mutex step_mutex_;
   Clock::time_point started_ = Clock::now();
   Clock::time_point last_step_{};
+  Clock::duration min_step_gap_{};
   Clock::time_point next_window_{};
+  // Under step_mutex_.
   std::uint64_t steps_taken_ = 0;
+  std::uint64_t steps_outside_loops_ = 0;
+  std::vector<std::uint64_t> loop_steps_;  // steps taken in each loop
+  std::size_t current_ = 0;                // the loop of kOps (written under both locks)
 
   // Learning (auto only), under learn_mutex_.
   std::mutex learn_mutex_;
   std::deque<std::string> op_names_;  // a deque: its strings never move (op_ids_ views them)
   std::unordered_map<std::string_view, std::uint32_t> op_ids_;
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> ops_by_thread_;
+  // Tracked tensor memory live as each of those ops began.
+  std::unordered_map<std::uint64_t, std::vector<std::int64_t>> live_by_thread_;
   Clock::time_point first_op_{};
   std::size_t ops_seen_ = 0;
-  std::size_t last_period_ = 0;  // the period found at the previous checkpoint, 0: none
-  // After the decision: the learned thread's ops expected next (ring_[i % period]).
-  std::vector<std::uint32_t> ring_;
-  std::size_t ring_position_ = 0;
-  std::uint64_t anchor_thread_ = 0;
-  std::size_t mismatches_ = 0;   // in the current block of 4 periods
-  std::uint32_t relearned_ = 0;  // decisions taken back because the ops stopped repeating
-  std::string anchor_;           // the op a step ends at (kOps)
-  std::string decision_;         // why this boundary, in words
+  std::size_t next_checkpoint_ = 0;
+  // Loops found at recent checkpoints (period, content), kept across learnings: a short phase (a
+  // validation pass of twenty batches) is found when it runs again.
+  std::deque<std::pair<std::size_t, std::uint64_t>> candidates_;
+  std::vector<Loop> loops_;
+  PhaseChange change_;
+  Phase phase_before_change_ = Phase::kLearning;
+  std::size_t loops_size_ = 0;  // loops_.size() for applyPhaseChange, which holds no learn lock
+  // The current loop, checked on its thread: the ops since its anchor's last call, whether each of
+  // the last iterations matched (bits, newest lowest), and how many were judged.
+  std::uint64_t segment_hash_ = 0;
+  std::size_t segment_length_ = 0;
+  bool segment_started_ = false;
+  std::uint32_t recent_matches_ = 0;
+  std::uint32_t recent_judged_ = 0;
+  std::size_t ops_since_anchor_ = 0;
+  // After a decision, its thread's ops are kept a while longer and judged again: a deep model's
+  // layers can look like the loop until a few iterations have run.
+  std::vector<std::uint32_t> verify_ops_;
+  std::size_t verify_until_ = 0;
+  std::size_t verify_period_ = 0;
+  std::uint32_t relearned_ = 0;  // loops that ended and were followed by learning
+  std::string anchor_;           // the op a step ends at (kOps); read without learn_mutex_
+  std::mutex anchor_mutex_;      // guards anchor_ against a decision on another thread
+  std::string decision_;         // why time windows, in words
 };
 
 }  // namespace memseal::inject

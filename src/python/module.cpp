@@ -46,6 +46,7 @@ class Detector {
     detector_ = std::make_unique<LeakDetector>(std::move(detector_options));
   }
   void step() { running().step(); }
+  void phase(const std::string& name) { running().phase(name); }
   LeakReport report() const { return running().report(); }
   LeakReport finish() {
     LeakReport report = running().finish();
@@ -198,13 +199,32 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("shapes", &LeakFinding::shapes)
       .def_readonly("parts", &LeakFinding::parts)
       .def_readonly("explained_bytes_per_step", &LeakFinding::explained_bytes_per_step)
-      .def_readonly("hint", &LeakFinding::hint);
+      .def_readonly("hint", &LeakFinding::hint)
+      .def_property_readonly("freed", [](const LeakFinding& f) -> py::object {
+        return f.freed ? py::cast(*f.freed) : py::object(py::none());
+      });
+  py::class_<HeldUntilFreed>(m, "HeldUntilFreed")
+      .def_readonly("first_step", &HeldUntilFreed::first_step)
+      .def_readonly("last_step", &HeldUntilFreed::last_step)
+      .def_readonly("freed_at_step", &HeldUntilFreed::freed_at_step)
+      .def_readonly("times", &HeldUntilFreed::times)
+      .def_readonly("steps_per_time", &HeldUntilFreed::steps_per_time)
+      .def_readonly("peak_bytes", &HeldUntilFreed::peak_bytes)
+      .def_readonly("phase", &HeldUntilFreed::phase)
+      .def_readonly("building_up", &HeldUntilFreed::building_up);
+  py::class_<PhaseSummary>(m, "PhaseSummary")
+      .def_readonly("name", &PhaseSummary::name)
+      .def_readonly("first_step", &PhaseSummary::first_step)
+      .def_readonly("steps", &PhaseSummary::steps)
+      .def_readonly("runs", &PhaseSummary::runs)
+      .def_readonly("backward_ran", &PhaseSummary::backward_ran);
   py::class_<StepSample>(m, "StepSample")
       .def_readonly("step", &StepSample::step)
       .def_readonly("live_bytes", &StepSample::live_bytes)
       .def_readonly("live_count", &StepSample::live_count)
       .def_readonly("resident_bytes", &StepSample::resident_bytes)
-      .def_readonly("graph_nodes_alive", &StepSample::graph_nodes_alive);
+      .def_readonly("graph_nodes_alive", &StepSample::graph_nodes_alive)
+      .def_readonly("phase", &StepSample::phase);
   py::class_<LeakReport>(m, "LeakReport")
       .def_readonly("leak", &LeakReport::leak)
       .def_readonly("steps", &LeakReport::steps)
@@ -215,6 +235,7 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("per_step", &LeakReport::per_step)
       .def_readonly("backward_ran", &LeakReport::backward_ran)
       .def_readonly("notes", &LeakReport::notes)
+      .def_readonly("phases", &LeakReport::phases)
       .def("text", &LeakReport::toText)
       .def("to_json", &LeakReport::toJson)
       .def_static("from_json", &LeakReport::fromJson);
@@ -225,6 +246,7 @@ PYBIND11_MODULE(_memseal, m) {
            py::arg("warmup"), py::arg("options"), py::arg("watch_graph_nodes"),
            py::arg("watch_resident_memory"))
       .def("step", &Detector::step)
+      .def("phase", &Detector::phase, py::arg("name"))
       .def("report", &Detector::report)
       .def("finish", &Detector::finish);
 

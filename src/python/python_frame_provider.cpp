@@ -135,7 +135,9 @@ void symbolize(std::uint32_t python_stack, std::vector<StackFrame>& frames) {
   PyGILState_Release(gil);
 }
 
-const track::PythonFrameProvider kProvider{&capture, &symbolize};
+bool symbolizesWithoutWaiting() { return !interpreterUsable() || PyGILState_Check() != 0; }
+
+const track::PythonFrameProvider kProvider{&capture, &symbolize, &symbolizesWithoutWaiting};
 
 }  // namespace
 

@@ -1012,6 +1012,52 @@ std::string holderHtml(const Json& holder) {
   return out + "</li>";
 }
 
+// What a cause held before it was freed together (a phase's end, a reset): when, how often, and
+// the most it held.
+std::string freedHtml(const Json& freed) {
+  if (!freed.is_object()) return "";
+  double times = numberOr(freed, "times", 1);
+  std::string phase = textAt(freed, "phase");
+  std::string where = phase.empty() ? "" : " of phase <code>" + escapeHtml(phase) + "</code>";
+  std::string text;
+  if (times <= 1) {
+    text = "Held over steps " + countText(numberAt(freed, "first_step")) + "&ndash;" +
+           countText(numberAt(freed, "last_step")) + where + ", then freed together in step " +
+           countText(numberAt(freed, "freed_at_step")) + ".";
+  } else {
+    text = "Built up and freed together " + countText(times) + " times, every ~" +
+           countText(std::round(numberOr(freed, "steps_per_time", 0))) + " steps (steps " +
+           countText(numberAt(freed, "first_step")) + "&ndash;" +
+           countText(numberAt(freed, "last_step")) + where + ").";
+  }
+  text += " At most <b>" + bytesText(numberAt(freed, "peak_bytes")) + "</b>" +
+          (times > 1 ? " each time" : "") + ".";
+  if (flagAt(freed, "building_up").value_or(false)) text += " Building up again now.";
+  return "<div class=\"hint freed\"><h4>Held, then freed</h4><p>" + text +
+         " Freed when a phase or the function holding it ended, or when it was reset; until "
+         "then it grows with every step, so a longer phase runs out of memory.</p></div>";
+}
+
+// The phases of the steps (training, validation, ...; loops memseal run found), when more than one.
+std::string phasesHtml(const Json& check) {
+  const Json& phases = arrayAt(check, "phases");
+  if (phases.size() < 2) return "";
+  std::string out =
+      "<div class=\"card phases\"><h3>Phases</h3><div class=\"table-wrap\"><table><thead><tr>"
+      "<th>phase</th><th class=\"num\">first step</th><th class=\"num\">steps</th>"
+      "<th class=\"num\">runs</th><th>backward</th></tr></thead><tbody>";
+  for (const Json& phase : phases) {
+    if (!phase.is_object()) continue;
+    std::string name = textAt(phase, "name");
+    out += "<tr>" + cell(name.empty() ? muted("(unnamed)") : escapeHtml(name)) +
+           numCell(countText(numberAt(phase, "first_step"))) +
+           numCell(countText(numberAt(phase, "steps"))) +
+           numCell(countText(numberAt(phase, "runs"))) +
+           cell(flagAt(phase, "backward_ran").value_or(false) ? "ran" : muted("none")) + "</tr>";
+  }
+  return out + "</tbody></table></div></div>";
+}
+
 std::string findingCard(const Json& finding, int index, const Json& holders) {
   std::string category = textAt(finding, "category");
   std::string retained = textAt(finding, "retained");
@@ -1037,6 +1083,7 @@ std::string findingCard(const Json& finding, int index, const Json& holders) {
     out +=
         "<div class=\"holders\"><h4>What holds it (Python)</h4><ul>" + holder_items + "</ul></div>";
   }
+  out += freedHtml(member(finding, "freed"));
   return out + hintHtml("Cause and fix", textAt(finding, "hint")) + "</article>";
 }
 
@@ -1809,6 +1856,7 @@ std::string checkSection(const Json& check) {
   std::string out = "<section id=\"check\"><h2>Leak check</h2>";
   out += verdictHtml(check, samples);
   out += timelineCard(check, samples);
+  out += phasesHtml(check);
   const Json& holders = arrayAt(python, "holders");
   int index = 0;
   for (const Json& finding : findings) {

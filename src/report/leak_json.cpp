@@ -69,6 +69,13 @@ Json deviceJson(const DeviceMemorySummary& device) {
           {"per_step", per_step}};
 }
 
+Json freedJson(const HeldUntilFreed& freed) {
+  return {{"first_step", freed.first_step},   {"last_step", freed.last_step},
+          {"freed_at_step", freed.freed_at_step}, {"times", freed.times},
+          {"steps_per_time", freed.steps_per_time}, {"peak_bytes", freed.peak_bytes},
+          {"phase", freed.phase},             {"building_up", freed.building_up}};
+}
+
 // ---- reading ----
 
 [[noreturn]] void fail(const std::string& what) {
@@ -179,6 +186,29 @@ LeakPart readPart(const Json& json, const std::string& where) {
   return part;
 }
 
+HeldUntilFreed readFreed(const Json& json, const std::string& where) {
+  HeldUntilFreed freed;
+  freed.first_step = read<std::uint32_t>(json, "first_step", where);
+  freed.last_step = read<std::uint32_t>(json, "last_step", where);
+  freed.freed_at_step = read<std::uint32_t>(json, "freed_at_step", where);
+  freed.times = read<std::uint32_t>(json, "times", where);
+  freed.steps_per_time = read<double>(json, "steps_per_time", where);
+  freed.peak_bytes = read<std::int64_t>(json, "peak_bytes", where);
+  freed.phase = readOr<std::string>(json, "phase", where, "");
+  freed.building_up = readOr<bool>(json, "building_up", where, false);
+  return freed;
+}
+
+PhaseSummary readPhase(const Json& json, const std::string& where) {
+  PhaseSummary phase;
+  phase.name = read<std::string>(json, "name", where);
+  phase.first_step = read<std::uint32_t>(json, "first_step", where);
+  phase.steps = read<std::uint32_t>(json, "steps", where);
+  phase.runs = read<std::uint32_t>(json, "runs", where);
+  phase.backward_ran = read<bool>(json, "backward_ran", where);
+  return phase;
+}
+
 DeviceMemorySummary readDevice(const Json& json, const std::string& where) {
   DeviceMemorySummary device;
   device.device = read<std::string>(json, "device", where);
@@ -225,20 +255,36 @@ std::string LeakReport::toJson() const {
     item["explained_bytes_per_step"] = finding.explained_bytes_per_step;
     item["parts"] = parts;
     item["hint"] = finding.hint;
+    // Only for what was freed before the report, as older readers expect.
+    if (finding.freed) item["freed"] = freedJson(*finding.freed);
     json["findings"].push_back(std::move(item));
   }
   Json live = Json::array();
   Json per_step_json = Json::array();
   for (const StepSample& sample : per_step) {
     live.push_back(sample.live_bytes);
-    per_step_json.push_back({{"step", sample.step},
-                             {"live_bytes", sample.live_bytes},
-                             {"live_count", sample.live_count},
-                             {"resident_bytes", sample.resident_bytes},
-                             {"graph_nodes_alive", sample.graph_nodes_alive}});
+    Json point = {{"step", sample.step},
+                  {"live_bytes", sample.live_bytes},
+                  {"live_count", sample.live_count},
+                  {"resident_bytes", sample.resident_bytes},
+                  {"graph_nodes_alive", sample.graph_nodes_alive}};
+    if (!phases.empty()) point["phase"] = sample.phase;
+    per_step_json.push_back(std::move(point));
   }
   json["live_bytes"] = live;
   json["per_step"] = per_step_json;
+  // Only where the program's steps had phases.
+  if (!phases.empty()) {
+    Json phases_json = Json::array();
+    for (const PhaseSummary& phase : phases) {
+      phases_json.push_back({{"name", phase.name},
+                             {"first_step", phase.first_step},
+                             {"steps", phase.steps},
+                             {"runs", phase.runs},
+                             {"backward_ran", phase.backward_ran}});
+    }
+    json["phases"] = phases_json;
+  }
   // Only where CUDA events were seen: a CPU-only report stays as it was.
   if (!devices.empty()) {
     Json devices_json = Json::array();
@@ -307,6 +353,9 @@ LeakReport LeakReport::fromJson(const std::string& text) {
       }
     }
     finding.hint = read<std::string>(item, "hint", where);
+    if (item.contains("freed") && !item["freed"].is_null()) {
+      finding.freed = readFreed(item["freed"], where + ".freed");
+    }
     report.findings.push_back(std::move(finding));
   }
   if (report.leak != !report.findings.empty()) {
@@ -323,7 +372,21 @@ LeakReport LeakReport::fromJson(const std::string& text) {
     sample.live_count = read<std::int64_t>(per_step[i], "live_count", where);
     sample.resident_bytes = read<std::int64_t>(per_step[i], "resident_bytes", where);
     sample.graph_nodes_alive = readOr<std::int64_t>(per_step[i], "graph_nodes_alive", where, 0);
+    sample.phase = readOr<std::uint32_t>(per_step[i], "phase", where, 0);
     report.per_step.push_back(sample);
+  }
+  if (json.contains("phases") && !json["phases"].is_null()) {
+    const Json& phases = json["phases"];
+    if (!phases.is_array()) fail("report.phases is not an array");
+    for (std::size_t i = 0; i < phases.size(); ++i) {
+      report.phases.push_back(readPhase(phases[i], "phases[" + std::to_string(i) + "]"));
+    }
+    for (const StepSample& sample : report.per_step) {
+      if (sample.phase >= report.phases.size()) {
+        fail("per_step step " + std::to_string(sample.step) + " names phase " +
+             std::to_string(sample.phase) + " of " + std::to_string(report.phases.size()));
+      }
+    }
   }
   // Optional: written only where CUDA events were seen, and absent from older files.
   if (json.contains("devices") && !json["devices"].is_null()) {

@@ -72,6 +72,36 @@ std::string partText(const LeakPart& part) {
   return text;
 }
 
+// What a cause held before it was freed together: when, how often, and the most it held.
+std::string heldText(const HeldUntilFreed& freed) {
+  std::string phase = freed.phase.empty() ? "" : " of phase \"" + freed.phase + "\"";
+  std::string text;
+  if (freed.times <= 1) {
+    text = "steps " + std::to_string(freed.first_step) + "-" + std::to_string(freed.last_step) +
+           phase + ", then freed together in step " + std::to_string(freed.freed_at_step);
+  } else {
+    text = "built up and freed together " + std::to_string(freed.times) + " times (every ~" +
+           std::to_string(static_cast<long long>(freed.steps_per_time + 0.5)) + " steps, steps " +
+           std::to_string(freed.first_step) + "-" + std::to_string(freed.last_step) + phase + ")";
+  }
+  text += "; at most " + report::bytesText(freed.peak_bytes) +
+          (freed.times > 1 ? " each time" : "") +
+          (freed.building_up ? "; building up again now" : "");
+  return text;
+}
+
+std::string phasesText(const std::vector<PhaseSummary>& phases) {
+  std::string text;
+  for (const PhaseSummary& phase : phases) {
+    text += text.empty() ? "" : ", ";
+    text += "\"" + (phase.name.empty() ? std::string("(unnamed)") : phase.name) + "\" " +
+            std::to_string(phase.steps) + " steps";
+    if (phase.runs > 1) text += " in " + std::to_string(phase.runs) + " runs";
+    if (!phase.backward_ran) text += ", no backward";
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string LeakReport::toText() const {
@@ -84,6 +114,9 @@ std::string LeakReport::toText() const {
           << " live at the end)";
     }
     out << "\n";
+    if (phases.size() > 1) {
+      out << "phases: " << report::wrap(phasesText(phases), 94, "        ") << "\n";
+    }
     for (const std::string& note : notes)
       out << "note: " << report::wrap(note, 94, "      ") << "\n";
     return out.str();
@@ -92,10 +125,16 @@ std::string LeakReport::toText() const {
       << " in " << observed << " steps after " << warmup << " warm-up steps";
   if (detected_at_step) out << " (clear from step " << *detected_at_step << " on)";
   out << "\n";
+  if (phases.size() > 1) {
+    out << "phases: " << report::wrap(phasesText(phases), 94, "        ") << "\n";
+  }
   int index = 0;
   for (const LeakFinding& finding : findings) {
     out << "\n[" << ++index << "] " << categoryId(finding.category) << "\n";
     out << "    grows     " << rateText(finding) << "\n";
+    if (finding.freed) {
+      out << "    held      " << report::wrap(heldText(*finding.freed), 88, kIndent) << "\n";
+    }
     if (finding.category != LeakCategory::kUntrackedGrowth) {
       out << "    made by   " << opText(finding.site);
       if (!finding.site.scope.empty()) out << "  in scope " << finding.site.scope;

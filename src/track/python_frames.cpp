@@ -24,4 +24,9 @@ void appendPythonFrames(std::uint32_t python_stack, std::vector<StackFrame>& fra
   if (provider != nullptr && python_stack != 0) provider->symbolize(python_stack, frames);
 }
 
+bool pythonFramesReadableNow() {
+  const PythonFrameProvider* provider = g_provider.load(std::memory_order_acquire);
+  return provider == nullptr || provider->symbolizes_without_waiting();
+}
+
 }  // namespace memseal::track

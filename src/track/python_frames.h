@@ -18,6 +18,10 @@ struct PythonFrameProvider {
   // Appends the stack's frames, innermost first, with file, line, function and is_internal (frames
   // inside torch, memseal, the standard library and the test runner).
   void (*symbolize)(std::uint32_t python_stack, std::vector<StackFrame>& frames);
+  // Whether symbolize() can run on this thread now without waiting for the GIL (the thread holds
+  // it, or no interpreter runs): a thread that holds a lock which the GIL's holder waits for must
+  // not wait for the GIL.
+  bool (*symbolizes_without_waiting)();
 };
 
 // Installs `provider` (nullptr removes it). The provider must stay valid for the process.
@@ -27,5 +31,8 @@ void setPythonFrameProvider(const PythonFrameProvider* provider);
 bool pythonFramesAvailable();
 std::uint32_t capturePythonStack();
 void appendPythonFrames(std::uint32_t python_stack, std::vector<StackFrame>& frames);
+// Whether a report can name Python frames on this thread now without waiting for the GIL (always,
+// without Python).
+bool pythonFramesReadableNow();
 
 }  // namespace memseal::track

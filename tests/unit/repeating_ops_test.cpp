@@ -67,5 +67,90 @@ TEST(RepeatingOps, ASequenceOfOneOpIsALoopOfOneOp) {
   EXPECT_EQ(found->op, 7u);
 }
 
+// Iterations of `body`, with `extra` ops after every `every`-th one (a log line).
+std::vector<std::uint32_t> loopWithLogLine(const std::vector<std::uint32_t>& body,
+                                           const std::vector<std::uint32_t>& extra, int every,
+                                           int iterations) {
+  std::vector<std::uint32_t> ops;
+  for (int i = 1; i <= iterations; ++i) {
+    ops.insert(ops.end(), body.begin(), body.end());
+    if (i % every == 0) ops.insert(ops.end(), extra.begin(), extra.end());
+  }
+  return ops;
+}
+
+TEST(FindLoop, FindsAnExactLoopAsFindRepeatingOpDoes) {
+  std::vector<std::uint32_t> body = {1, 2, 1, 3, 4, 4, 5, 5};
+  auto found = findLoop(loop({9, 9, 8}, body, 20), 8);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->period, body.size());
+  EXPECT_DOUBLE_EQ(found->coverage, 1.0);
+  EXPECT_TRUE(found->anchor == 2 || found->anchor == 3) << found->anchor;
+}
+
+TEST(FindLoop, ALogLineEveryFewIterationsDoesNotHideTheLoop) {
+  std::vector<std::uint32_t> body = {1, 2, 3, 4, 5, 6, 7, 5, 10, 11, 12, 13, 14, 15, 16, 17};
+  std::vector<std::uint32_t> ops = loopWithLogLine(body, {8, 9}, 5, 60);
+  // Exactly periodic only as blocks of five iterations.
+  auto exact = findRepeatingOp(ops, 8);
+  ASSERT_TRUE(exact.has_value());
+  EXPECT_EQ(exact->period, 5 * body.size() + 2);
+  auto found = findLoop(ops, 8);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->period, body.size());
+  EXPECT_GE(found->coverage, 0.75);
+  // Its signature is that of an iteration from its anchor on.
+  std::size_t start = 0;
+  while (body[start] != found->anchor) ++start;
+  std::uint64_t hash = kEmptyOpsHash;
+  for (std::size_t i = 0; i < body.size(); ++i) hash = foldOp(hash, body[(start + i) % body.size()]);
+  EXPECT_EQ(found->signature, hash);
+}
+
+TEST(FindLoop, AFirstIterationUnlikeTheRestDoesNotHideTheLoop) {
+  std::vector<std::uint32_t> body = {1, 2, 3, 4, 3};
+  std::vector<std::uint32_t> ops = {1, 7, 2, 3, 4, 3, 8, 8};  // a one-off lazy initialisation
+  std::vector<std::uint32_t> rest = loop({}, body, 40);
+  ops.insert(ops.end(), rest.begin(), rest.end());
+  auto found = findLoop(ops, 8);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->period, body.size());
+}
+
+TEST(FindLoop, LayersInsideTheIterationAreNotTheLoop) {
+  // Twelve identical layers (6, 7, 7) between an embedding (1) and a head (3, 4): the layers'
+  // runs are alike, but every twelfth one also holds the head and the embedding.
+  std::vector<std::uint32_t> body = {1};
+  for (int layer = 0; layer < 12; ++layer) body.insert(body.end(), {6, 7, 7});
+  body.insert(body.end(), {3, 4});
+  auto found = findLoop(loop({}, body, 12), 8);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->period, body.size());
+  // With too few iterations for the loop, the layers are refused rather than taken.
+  auto early = findLoop(loop({}, body, 4), 8);
+  EXPECT_FALSE(early.has_value() && early->period == 3) << early->period;
+}
+
+TEST(FindLoop, TheIterationIsPreferredToABlockOfIterations) {
+  // A log op (9) once every 10 iterations splits the ops into identical blocks of 10 iterations,
+  // which hold every op; the iteration holds most of them and is the loop.
+  std::vector<std::uint32_t> body = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11};
+  auto found = findLoop(loopWithLogLine(body, {9}, 10, 200), 8);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->period, body.size());
+}
+
+TEST(FindLoop, OpsThatMostlyDifferAreNoLoop) {
+  std::vector<std::uint32_t> ops;
+  for (int request = 0; request < 40; ++request) {
+    ops.push_back(1);
+    for (int token = 0; token < 3 + (request * 7) % 5; ++token) ops.push_back(2);
+    ops.push_back(3);
+  }
+  EXPECT_FALSE(findLoop(ops, 4).has_value());
+  EXPECT_FALSE(findLoop({}, 4).has_value());
+  EXPECT_FALSE(findLoop(loop({}, {1, 2, 3}, 5), 8).has_value());
+}
+
 }  // namespace
 }  // namespace memseal::analyze

@@ -1,0 +1,94 @@
+#include "detect/retention_history.h"
+
+#include <algorithm>
+
+namespace memseal::detect {
+
+namespace {
+
+std::map<GroupId, const GroupAtBoundary*> byId(const std::vector<GroupAtBoundary>& groups) {
+  std::map<GroupId, const GroupAtBoundary*> index;
+  for (const GroupAtBoundary& group : groups) index[group.id] = &group;
+  return index;
+}
+
+}  // namespace
+
+std::uint32_t RetentionHistory::segmentStart(const GroupId& id) const {
+  auto found = segment_start_.find(id);
+  return found == segment_start_.end() ? 0 : found->second;
+}
+
+std::uint32_t RetentionHistory::buildUpSteps(const GroupId& id) const {
+  auto found = building_.find(id);
+  return found == building_.end() ? 0 : found->second.judged_steps;
+}
+
+bool RetentionHistory::collapsed(const BuildUp& build, const GroupAtBoundary* group) {
+  std::uint32_t still = 0;
+  if (group != nullptr && group->steps != nullptr) {
+    auto begin = std::lower_bound(group->steps->begin(), group->steps->end(), build.oldest);
+    auto end = std::upper_bound(begin, group->steps->end(), build.newest);
+    still = static_cast<std::uint32_t>(end - begin);
+  }
+  return still * 4 <= build.alive_steps;
+}
+
+std::vector<Collapse> RetentionHistory::collapsedSince(const std::vector<GroupAtBoundary>& groups,
+                                                       std::uint32_t current_step) const {
+  std::vector<Collapse> collapses;
+  std::map<GroupId, const GroupAtBoundary*> index = byId(groups);
+  for (const auto& [id, build] : building_) {
+    auto found = index.find(id);
+    if (!collapsed(build, found == index.end() ? nullptr : found->second)) continue;
+    if (build.judged_steps < kMinBuildUpSteps) continue;
+    Collapse collapse;
+    collapse.id = id;
+    collapse.first_step = build.oldest;
+    collapse.last_step = build.newest;
+    collapse.freed_by = current_step;
+    collapse.judged_steps = build.judged_steps;
+    collapse.detected_at = build.detected_at;
+    collapse.peak_bytes = build.peak_bytes;
+    collapses.push_back(collapse);
+  }
+  return collapses;
+}
+
+std::vector<Collapse> RetentionHistory::update(const std::vector<GroupAtBoundary>& groups,
+                                               std::uint32_t current_step) {
+  std::vector<Collapse> collapses = collapsedSince(groups, current_step);
+  std::map<GroupId, const GroupAtBoundary*> index = byId(groups);
+  for (auto it = building_.begin(); it != building_.end();) {
+    auto found = index.find(it->first);
+    const GroupAtBoundary* group = found == index.end() ? nullptr : found->second;
+    if (collapsed(it->second, group)) {
+      // Survivors from here on belong to the next build-up.
+      segment_start_[it->first] = it->second.newest + 1;
+      it = building_.erase(it);
+    } else if (group == nullptr || !group->grows) {
+      // Given back a little at a time, or no longer enough of the steps: not a build-up that ends
+      // together.
+      it = building_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const GroupAtBoundary& group : groups) {
+    if (!group.grows || group.steps == nullptr || group.steps->empty()) continue;
+    std::uint32_t start = segmentStart(group.id);
+    auto first = std::lower_bound(group.steps->begin(), group.steps->end(), start);
+    if (first == group.steps->end()) continue;
+    auto [entry, fresh] = building_.try_emplace(group.id);
+    BuildUp& build = entry->second;
+    if (fresh) build.detected_at = current_step > 0 ? current_step - 1 : 0;
+    build.oldest = *first;
+    build.newest = group.steps->back();
+    build.alive_steps = static_cast<std::uint32_t>(group.steps->end() - first);
+    build.judged_steps = group.judged_steps;
+    build.peak_bytes = std::max(build.peak_bytes, group.bytes);
+  }
+  return collapses;
+}
+
+}  // namespace memseal::detect

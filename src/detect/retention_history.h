@@ -1,0 +1,91 @@
+// Memory a cause keeps for a while and then frees at once: a running total with its autograd
+// history reset every N steps, a list that is a local of train() and goes when train() returns,
+// predictions gathered over an epoch. A step boundary's census shows such memory only while it is
+// held. This remembers, for each group of survivors (a storage group, or the root site of retained
+// graphs), where its current build-up started and the most it held, and notices the boundary at
+// which a build-up was freed together: a collapse. A bounded cache gives its memory back a little
+// at a time instead (its oldest survivors go while newer ones stay): its build-up is dropped without
+// a trace. After a collapse the group is judged again from the step after it, so the next build-up
+// of a sawtooth is found on its own. Pure: no libtorch.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "analyze/survivors.h"
+
+namespace memseal::detect {
+
+struct GroupId {
+  bool graph = false;        // autograd graphs by the site of their root, else tensor storage
+  analyze::SurvivorKey key;  // graphs: key.site only
+  bool operator<(const GroupId& other) const {
+    if (graph != other.graph) return graph < other.graph;
+    return key < other.key;
+  }
+  bool operator==(const GroupId& other) const { return graph == other.graph && key == other.key; }
+};
+
+// One group as a step boundary sees it.
+struct GroupAtBoundary {
+  GroupId id;
+  // Distinct steps with survivors, sorted (all of them, also those before the group's segment).
+  const std::vector<std::uint32_t>* steps = nullptr;
+  std::int64_t bytes = 0;  // tensor storage the group holds now (0 for graphs)
+  bool grows = false;      // judged growing within its segment
+  // Steps it was judged over: those of its phases in its segment (for graphs, the watched ones).
+  std::uint32_t judged_steps = 0;
+};
+
+// A build-up that was freed together.
+struct Collapse {
+  GroupId id;
+  std::uint32_t first_step = 0;    // the oldest step whose survivors the build-up held
+  std::uint32_t last_step = 0;     // the newest
+  std::uint32_t freed_by = 0;      // the boundary's step (the one now running) that found it freed
+  std::uint32_t judged_steps = 0;  // its length, in steps of its phases
+  std::uint32_t detected_at = 0;   // the step after which it was first judged growing
+  std::int64_t peak_bytes = 0;
+};
+
+class RetentionHistory {
+ public:
+  // Shorter build-ups are not kept as findings when they are freed: a few steps' survivors freed
+  // together are ordinary (a loss summed over a few micro-batches before one backward).
+  static constexpr std::uint32_t kMinBuildUpSteps = 8;
+
+  // Survivors of steps before this belong to build-ups already freed (0: none yet).
+  std::uint32_t segmentStart(const GroupId& id) const;
+
+  // At a boundary where every group was judged (`current_step` is the step now running): the
+  // build-ups that collapsed since the last such boundary. A build-up collapses when at most a
+  // quarter of the steps it held still have survivors.
+  std::vector<Collapse> update(const std::vector<GroupAtBoundary>& groups,
+                               std::uint32_t current_step);
+  // What update() would find collapsed, without changing anything (a report between boundaries:
+  // at exit, after the program freed what its loop held).
+  std::vector<Collapse> collapsedSince(const std::vector<GroupAtBoundary>& groups,
+                                       std::uint32_t current_step) const;
+
+  // Whether a group is building up (judged growing at the last update), and how long it has been.
+  bool buildingUp(const GroupId& id) const { return building_.count(id) != 0; }
+  std::uint32_t buildUpSteps(const GroupId& id) const;
+
+ private:
+  struct BuildUp {
+    std::uint32_t oldest = 0;
+    std::uint32_t newest = 0;
+    std::uint32_t alive_steps = 0;  // of the steps in [oldest, newest]
+    std::uint32_t judged_steps = 0;
+    std::uint32_t detected_at = 0;
+    std::int64_t peak_bytes = 0;
+  };
+  // A collapse of `build`, when `group` (null: no survivors at all) no longer holds its steps.
+  static bool collapsed(const BuildUp& build, const GroupAtBoundary* group);
+
+  std::map<GroupId, BuildUp> building_;
+  std::map<GroupId, std::uint32_t> segment_start_;
+};
+
+}  // namespace memseal::detect

@@ -1,0 +1,48 @@
+// Python's GIL, taken where the process runs Python, for memseal run. A report names Python frames,
+// which needs the GIL; so does the leak detector's step when it writes down a finding. Locks are
+// taken in one order: the GIL, then the step boundary's learning lock, then its step lock (a thread
+// that ends a step on a Python-level record_function already holds the GIL).
+#pragma once
+
+#include <dlfcn.h>
+
+namespace memseal::inject {
+
+class PythonLock {
+ public:
+  // Where the caller runs: any thread (the runtime's own, for reports and time windows), or only a
+  // thread that has run Python (an op's thread: one of libtorch's intra-op workers must not wait
+  // for the GIL, whose holder may be waiting for it to finish).
+  enum class Threads { kAny, kPythonOnly };
+
+  explicit PythonLock(Threads threads = Threads::kAny) {
+    using IntCall = int (*)();
+    static auto is_initialized = reinterpret_cast<IntCall>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+    static auto is_finalizing = reinterpret_cast<IntCall>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+    static auto ensure = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_Ensure"));
+    static auto release = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "PyGILState_Release"));
+    static auto this_thread_state =
+        reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
+    if (is_initialized == nullptr || ensure == nullptr || release == nullptr ||
+        is_initialized() == 0 || (is_finalizing != nullptr && is_finalizing() != 0)) {
+      return;
+    }
+    if (threads == Threads::kPythonOnly &&
+        (this_thread_state == nullptr || this_thread_state() == nullptr)) {
+      return;
+    }
+    release_ = release;
+    state_ = ensure();
+  }
+  ~PythonLock() {
+    if (release_ != nullptr) release_(state_);
+  }
+  PythonLock(const PythonLock&) = delete;
+  PythonLock& operator=(const PythonLock&) = delete;
+
+ private:
+  void (*release_)(int) = nullptr;
+  int state_ = 0;
+};
+
+}  // namespace memseal::inject

@@ -1,0 +1,233 @@
+// Whole programs under the leak detector, not one loop: epochs of training then validation, with
+// what a phase holds freed when it ends (a running total in train()'s locals, a reset every N
+// steps, outputs gathered by a validation pass). Leaks that last only a phase are still leaks;
+// what a phase gathers without autograd history is where its memory went, not a leak.
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "memseal/leak_detector.h"
+
+namespace memseal {
+namespace {
+
+DetectorOptions quietOptions(std::uint32_t warmup = 3) {
+  DetectorOptions options;
+  options.warmup = warmup;
+  options.on_leak = LeakPolicy::kNone;
+  return options;
+}
+
+struct Program {
+  torch::nn::Sequential model{torch::nn::Linear(32, 64), torch::nn::ReLU(),
+                              torch::nn::Linear(64, 10)};
+  torch::optim::SGD optimizer{model->parameters(), 0.01};
+  LeakDetector* detector = nullptr;
+  bool name_phases = true;
+
+  torch::Tensor lossOf(const torch::Tensor& output) {
+    return torch::nll_loss(torch::log_softmax(output, 1), torch::zeros({8}, torch::kLong));
+  }
+
+  // `reset_every` > 0: the total is reset every that many batches; `keep_total` false: the total
+  // is a plain number (the fix).
+  void train(int batches, bool keep_total, int reset_every = 0) {
+    if (name_phases) detector->phase("train");
+    torch::Tensor total = torch::zeros({});
+    for (int batch = 1; batch <= batches; ++batch) {
+      optimizer.zero_grad();
+      torch::Tensor loss = lossOf(model->forward(torch::randn({8, 32})));
+      loss.backward();
+      optimizer.step();
+      if (keep_total) {
+        total = total + loss;  // the leak: every batch's graph stays behind the total
+      } else {
+        total = total + loss.item<float>();
+      }
+      if (reset_every > 0 && batch % reset_every == 0) total = torch::zeros({});
+      detector->step();
+    }
+  }
+
+  // `grad_on`: outputs keep their history; `gather`: outputs are kept until the pass ends.
+  void validate(int batches, bool grad_on, bool gather) {
+    if (name_phases) detector->phase("validate");
+    std::optional<torch::NoGradGuard> no_grad;
+    if (!grad_on) no_grad.emplace();
+    std::vector<torch::Tensor> outputs;
+    for (int batch = 0; batch < batches; ++batch) {
+      torch::Tensor output = model->forward(torch::randn({8, 32}));
+      if (gather) outputs.push_back(grad_on ? output : output.argmax(1));
+      detector->step();
+    }
+  }
+};
+
+const LeakFinding* findCategory(const LeakReport& report, LeakCategory category) {
+  for (const LeakFinding& finding : report.findings) {
+    if (finding.category == category) return &finding;
+  }
+  return nullptr;
+}
+
+TEST(Phases, TheTotalOfALossKeptInTrainsLocalsIsALeakThoughReturningFreesIt) {
+  Program program;
+  LeakDetector detector(quietOptions());
+  program.detector = &detector;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    program.train(40, /*keep_total=*/true);
+    program.validate(15, false, false);
+  }
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak) << report.toText();
+  ASSERT_EQ(report.findings.size(), 1u) << report.toText();
+  const LeakFinding& finding = report.findings.front();
+  EXPECT_EQ(finding.category, LeakCategory::kAutogradGraphRetained) << report.toText();
+  ASSERT_TRUE(finding.freed.has_value()) << report.toText();
+  EXPECT_EQ(finding.freed->times, 2u) << report.toText();  // once per epoch
+  EXPECT_EQ(finding.freed->phase, "train");
+  EXPECT_GE(finding.freed->steps_per_time, 30.0);
+  EXPECT_LE(finding.freed->steps_per_time, 41.0);
+  EXPECT_FALSE(finding.freed->building_up);
+  EXPECT_NE(report.toText().find("held"), std::string::npos) << report.toText();
+  ASSERT_EQ(report.phases.size(), 2u);
+  EXPECT_EQ(report.phases[0].name, "train");
+  EXPECT_EQ(report.phases[0].runs, 2u);
+  EXPECT_TRUE(report.phases[0].backward_ran);
+  EXPECT_FALSE(report.phases[1].backward_ran);
+}
+
+TEST(Phases, ARunningTotalResetEveryFewStepsIsOneFindingWithItsPeriod) {
+  Program program;
+  program.name_phases = false;  // one loop: the resets alone cut it
+  LeakDetector detector(quietOptions());
+  program.detector = &detector;
+  program.train(130, /*keep_total=*/true, /*reset_every=*/20);
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak) << report.toText();
+  ASSERT_EQ(report.findings.size(), 1u) << report.toText();
+  const LeakFinding& finding = report.findings.front();
+  EXPECT_EQ(finding.category, LeakCategory::kAutogradGraphRetained);
+  ASSERT_TRUE(finding.freed.has_value()) << report.toText();
+  EXPECT_GE(finding.freed->times, 4u) << report.toText();
+  EXPECT_NEAR(finding.freed->steps_per_time, 20.0, 3.0) << report.toText();
+  EXPECT_TRUE(report.phases.empty());
+}
+
+TEST(Phases, TheFixedProgramIsNotFlagged) {
+  Program program;
+  LeakDetector detector(quietOptions());
+  program.detector = &detector;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    program.train(40, /*keep_total=*/false, /*reset_every=*/10);
+    program.validate(15, false, false);
+  }
+  LeakReport report = detector.finish();
+  EXPECT_FALSE(report.leak) << report.toText();
+}
+
+TEST(Phases, AValidationPassWithGradOnKeepingItsOutputsIsALeakOfThatPhase) {
+  Program program;
+  LeakDetector detector(quietOptions());
+  program.detector = &detector;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    program.train(40, /*keep_total=*/false);
+    program.validate(15, /*grad_on=*/true, /*gather=*/true);
+  }
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak) << report.toText();
+  const LeakFinding* finding = findCategory(report, LeakCategory::kGradEnabledInference);
+  ASSERT_NE(finding, nullptr) << report.toText();
+  ASSERT_TRUE(finding->freed.has_value()) << report.toText();
+  EXPECT_EQ(finding->freed->phase, "validate");
+  EXPECT_GT(finding->freed->peak_bytes, 0);
+}
+
+TEST(Phases, PredictionsGatheredWithoutHistoryAreANoteNotALeak) {
+  Program program;
+  LeakDetector detector(quietOptions());
+  program.detector = &detector;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    program.train(40, /*keep_total=*/false);
+    program.validate(20, /*grad_on=*/false, /*gather=*/true);
+  }
+  LeakReport report = detector.finish();
+  EXPECT_FALSE(report.leak) << report.toText();
+  bool noted = false;
+  for (const std::string& note : report.notes) {
+    noted = noted || note.find("not a leak") != std::string::npos;
+  }
+  EXPECT_TRUE(noted) << report.toText();
+}
+
+TEST(Phases, ABoundedCacheThatEvictsIsNeitherALeakNorANote) {
+  LeakDetector detector(quietOptions());
+  std::deque<torch::Tensor> recent;
+  for (int step = 0; step < 80; ++step) {
+    recent.push_back(torch::randn({64}));
+    if (recent.size() > 12) recent.pop_front();
+    detector.step();
+  }
+  recent.clear();
+  LeakReport report = detector.finish();
+  EXPECT_FALSE(report.leak) << report.toText();
+  for (const std::string& note : report.notes) {
+    EXPECT_EQ(note.find("not a leak"), std::string::npos) << report.toText();
+  }
+}
+
+TEST(Phases, ALeakInAShortPhaseIsFoundAgainstThatPhasesSteps) {
+  // The validation pass is a tenth of the steps; what it keeps is never freed.
+  Program program;
+  LeakDetector detector(quietOptions());
+  program.detector = &detector;
+  std::vector<torch::Tensor> kept;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    program.train(60, /*keep_total=*/false);
+    detector.phase("validate");
+    torch::NoGradGuard no_grad;
+    for (int batch = 0; batch < 8; ++batch) {
+      kept.push_back(program.model->forward(torch::randn({8, 32})));
+      detector.step();
+    }
+  }
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak) << report.toText();
+  const LeakFinding& finding = report.findings.front();
+  EXPECT_EQ(finding.category, LeakCategory::kTensorsRetained) << report.toText();
+  EXPECT_FALSE(finding.freed.has_value());
+  EXPECT_EQ(finding.steps_observed, 24u) << report.toText();  // the validation steps only
+}
+
+TEST(Phases, PhasesAndWhatWasFreedSurviveTheJsonReport) {
+  Program program;
+  LeakDetector detector(quietOptions());
+  program.detector = &detector;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    program.train(40, /*keep_total=*/true);
+    program.validate(10, false, false);
+  }
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak);
+  LeakReport read = LeakReport::fromJson(report.toJson());
+  ASSERT_EQ(read.phases.size(), report.phases.size());
+  EXPECT_EQ(read.phases[1].name, "validate");
+  ASSERT_TRUE(read.findings.front().freed.has_value());
+  EXPECT_EQ(read.findings.front().freed->times, report.findings.front().freed->times);
+  EXPECT_EQ(read.findings.front().freed->peak_bytes, report.findings.front().freed->peak_bytes);
+  EXPECT_EQ(read.per_step.back().phase, report.per_step.back().phase);
+  EXPECT_EQ(read.toText(), report.toText());
+  nlohmann::json json = nlohmann::json::parse(report.toJson());
+  EXPECT_TRUE(json["findings"][0]["freed"].is_object());
+  // A phase index out of range is refused.
+  json["per_step"][0]["phase"] = 9;
+  EXPECT_THROW(LeakReport::fromJson(json.dump()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace memseal

@@ -1,0 +1,112 @@
+// Build-ups on their own: memory freed together is told apart from memory given back a little at a
+// time, and a group is judged again from the step after its build-up was freed.
+#include "detect/retention_history.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace memseal::detect {
+namespace {
+
+std::vector<std::uint32_t> range(std::uint32_t first, std::uint32_t last) {
+  std::vector<std::uint32_t> steps(last - first + 1);
+  std::iota(steps.begin(), steps.end(), first);
+  return steps;
+}
+
+GroupId storageGroup(std::uint32_t site) {
+  GroupId id;
+  id.key.site = site;
+  return id;
+}
+
+GroupAtBoundary at(const GroupId& id, const std::vector<std::uint32_t>& steps, bool grows,
+                   std::int64_t bytes = 0) {
+  GroupAtBoundary group;
+  group.id = id;
+  group.steps = &steps;
+  group.grows = grows;
+  group.bytes = bytes;
+  group.judged_steps = steps.empty() ? 0 : steps.back() - steps.front() + 1;
+  return group;
+}
+
+TEST(RetentionHistory, ABuildUpFreedTogetherIsACollapse) {
+  RetentionHistory history;
+  GroupId id = storageGroup(7);
+  std::vector<std::vector<std::uint32_t>> alive;
+  for (std::uint32_t step = 5; step <= 24; ++step) alive.push_back(range(5, step));
+  for (std::uint32_t step = 5; step <= 24; ++step) {
+    auto collapses =
+        history.update({at(id, alive[step - 5], step >= 8, 100 * (step - 4))}, step + 1);
+    EXPECT_TRUE(collapses.empty());
+  }
+  EXPECT_TRUE(history.buildingUp(id));
+  std::vector<std::uint32_t> none;
+  auto collapses = history.update({at(id, none, false)}, 26);
+  ASSERT_EQ(collapses.size(), 1u);
+  EXPECT_EQ(collapses[0].first_step, 5u);
+  EXPECT_EQ(collapses[0].last_step, 24u);
+  EXPECT_EQ(collapses[0].freed_by, 26u);
+  EXPECT_EQ(collapses[0].peak_bytes, 2000);
+  EXPECT_EQ(collapses[0].detected_at, 8u);  // first judged growing after step 8
+  EXPECT_FALSE(history.buildingUp(id));
+  // The next build-up is judged from the step after the last one it held.
+  EXPECT_EQ(history.segmentStart(id), 25u);
+}
+
+TEST(RetentionHistory, MemoryGivenBackALittleAtATimeIsNoCollapse) {
+  RetentionHistory history;
+  GroupId id = storageGroup(3);
+  std::vector<std::uint32_t> filling = range(5, 20);
+  history.update({at(id, filling, true)}, 21);
+  // A bounded cache evicts its oldest entries: most of what it held is still there.
+  std::vector<std::uint32_t> evicting = range(9, 24);
+  EXPECT_TRUE(history.update({at(id, evicting, false)}, 25).empty());
+  EXPECT_FALSE(history.buildingUp(id));
+  EXPECT_EQ(history.segmentStart(id), 0u);
+}
+
+TEST(RetentionHistory, AShortBuildUpIsForgottenWhenFreed) {
+  RetentionHistory history;
+  GroupId id = storageGroup(3);
+  std::vector<std::uint32_t> few = range(5, 9);  // 5 steps: a loss summed over micro-batches
+  history.update({at(id, few, true)}, 10);
+  std::vector<std::uint32_t> none;
+  EXPECT_TRUE(history.update({at(id, none, false)}, 11).empty());
+  EXPECT_EQ(history.segmentStart(id), 10u);
+}
+
+TEST(RetentionHistory, ACollapseSinceTheLastBoundaryIsSeenWithoutChangingAnything) {
+  RetentionHistory history;
+  GroupId id = storageGroup(4);
+  id.graph = true;
+  std::vector<std::uint32_t> held = range(5, 30);
+  history.update({at(id, held, true)}, 31);
+  // At exit: the group's survivors are gone, and no group is at the boundary at all.
+  auto collapses = history.collapsedSince({}, 31);
+  ASSERT_EQ(collapses.size(), 1u);
+  EXPECT_TRUE(collapses[0].id.graph);
+  EXPECT_TRUE(history.buildingUp(id));
+}
+
+TEST(RetentionHistory, GroupsAreFollowedApart) {
+  RetentionHistory history;
+  GroupId kept = storageGroup(1);
+  GroupId reset = storageGroup(2);
+  std::vector<std::uint32_t> all = range(5, 20);
+  history.update({at(kept, all, true), at(reset, all, true)}, 21);
+  std::vector<std::uint32_t> more = range(5, 21);
+  std::vector<std::uint32_t> fresh = {21};
+  auto collapses = history.update({at(kept, more, true), at(reset, fresh, false)}, 22);
+  ASSERT_EQ(collapses.size(), 1u);
+  EXPECT_EQ(collapses[0].id, reset);
+  EXPECT_TRUE(history.buildingUp(kept));
+  EXPECT_EQ(history.segmentStart(kept), 0u);
+  EXPECT_EQ(history.segmentStart(reset), 21u);
+}
+
+}  // namespace
+}  // namespace memseal::detect
