@@ -227,7 +227,9 @@ class MEMSEAL_API LeakDetector {
   // continues that phase). What a phase keeps across its steps is judged against the steps of
   // that phase, so a leak in a validation pass a tenth as long as training is found, and what
   // a phase's end frees is still reported when it was held step after step (HeldUntilFreed).
-  void phase(const std::string& name);
+  // `steps_back`: the last that many steps taken belong to it too (a caller that learns where a
+  // phase began only a few steps into it).
+  void phase(const std::string& name, std::uint32_t steps_back = 0);
   // The analysis as of the last step boundary.
   LeakReport report() const;
   // Stops tracking and applies the policy to the final report, which it returns.

@@ -41,6 +41,15 @@ std::uint32_t segmentStartOf(const EvidenceInputs& inputs, const GroupId& id,
   return std::max(start, inputs.phases->runStartOf(*oldest));
 }
 
+// Whether backward ran where a group's survivors were made, for its category: in most of those
+// steps when every step's ops are watched (so a validation pass's first steps, taken as
+// training's until its loop was told apart, do not make it training), else in the phase that
+// made most of them.
+bool backwardRanFor(const EvidenceInputs& inputs, const std::vector<std::uint32_t>& alive) {
+  if (inputs.every_step_watched) return inputs.phases->backwardRanInMostOf(alive);
+  return inputs.phases->backwardRan(phaseBit(inputs.phases->mainPhaseOf(alive)));
+}
+
 struct Judgement {
   std::vector<std::uint32_t> positions;  // of the steps with survivors, among the judged steps
   std::uint32_t steps = 0;               // the judged steps
@@ -66,7 +75,7 @@ Judgement judge(const EvidenceInputs& inputs, const GroupId& id,
   PhaseSet phases = inputs.phases->phasesOf(alive);
   judgement.positions = inputs.phases->positionsOf(alive, phases, start, last_step);
   judgement.steps = inputs.phases->stepsIn(phases, start, last_step);
-  judgement.backward_ran = inputs.phases->backwardRan(phases);
+  judgement.backward_ran = backwardRanFor(inputs, alive);
   return judgement;
 }
 
@@ -170,7 +179,7 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
       if (positions.size() >= 2) evidence.graphs_suspected = true;
       if (at.grows) {
         bool backward = inputs.phases != nullptr && inputs.phases->several()
-                            ? inputs.phases->backwardRan(phases)
+                            ? backwardRanFor(inputs, alive)
                             : inputs.backward_ran;
         evidence.graph_roots.emplace(site, GraphEvidence{group, judged, backward});
       }

@@ -71,6 +71,9 @@ struct EvidenceInputs {
   bool watch_resident_memory = true;
   bool keep_graph_roots = false;  // for a report: the retained graphs are walked then
   const StepPhases* phases = nullptr;            // null: one phase
+  // Ops watched on every step: backward is then known step by step (StepPhases::markBackward),
+  // and the category of what a group holds follows the steps that made it.
+  bool every_step_watched = false;
   const RetentionHistory* history = nullptr;     // null: every group judged from warm-up on
 };
 

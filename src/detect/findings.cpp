@@ -36,6 +36,26 @@ std::string causeLine(const AllocationSite& site) {
   return "";
 }
 
+// Whether two sites were made within one call of the user's code: a frame of the user's other
+// than the innermost of each (the model's forward, called from the same line of the loop).
+bool madeInTheSameCall(const AllocationSite& a, const AllocationSite& b) {
+  auto enclosing = [](const AllocationSite& site) {
+    std::set<std::string> lines;
+    bool innermost = true;
+    for (const StackFrame& frame : site.frames) {
+      if (frame.is_internal || frame.file.empty()) continue;
+      if (!innermost) lines.insert(frame.file + ":" + std::to_string(frame.line));
+      innermost = false;
+    }
+    return lines;
+  };
+  std::set<std::string> of_b = enclosing(b);
+  for (const std::string& line : enclosing(a)) {
+    if (of_b.count(line) != 0) return true;
+  }
+  return false;
+}
+
 ShapeRange shapeRangeOf(const analyze::ShapeSummary& shapes) {
   ShapeRange range;
   if (shapes.dims < 0 || shapes.distinct.size() <= 1) return range;
@@ -292,10 +312,21 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
     if (candidate.category == LeakCategory::kTensorsRetained && first_graph != nullptr) {
       if (graph_lines.count(candidate.cause) != 0) {
         candidate.category = first_graph->category;
-      } else if (heldByGraphs(group, graphs)) {
+      } else if (heldByGraphs(group, graphs) ||
+                 (first_graph->category == LeakCategory::kGradEnabledInference &&
+                  madeInTheSameCall(candidate.part.site, first_graph->part.site))) {
+        // Saved by the retained graphs; or, without backward, an input the forward pass that made
+        // the kept output saved (a recurrent layer's detached hidden state).
         candidate.category = first_graph->category;
         candidate.cause = first_graph->cause;
       }
+    } else if (first_graph != nullptr && candidate.category == first_graph->category &&
+               graph_lines.count(candidate.cause) == 0 &&
+               madeInTheSameCall(candidate.part.site, first_graph->part.site)) {
+      // A tensor with history made in the same call of the user's code as the retained graph's
+      // root (another layer of the model whose output is kept): that graph's activation, even
+      // where its node type does not say what it saved.
+      candidate.cause = first_graph->cause;
     }
     storage_candidates.push_back(std::move(candidate));
   }

@@ -101,7 +101,14 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
       root = alive.nodes.back().first;
       root_node = &alive.nodes.back().second;
     }
-    if (keep_roots) evidence.roots.emplace_back(root->site, *root_node);
+    if (keep_roots) {
+      // The root first; then the step's other alive nodes, which the walk also starts from (a kept
+      // output's own node, made after the step's boundary, is not behind the step's root).
+      evidence.roots.emplace_back(root->site, *root_node);
+      for (auto& [sample, node] : alive.nodes) {
+        if (sample != root) evidence.roots.emplace_back(root->site, node);
+      }
+    }
     NodeGroup& group = evidence.groups_by_root_site[root->site];
     group.steps.push_back(alive.samples->step);
     group.count += 1;

@@ -25,7 +25,8 @@ struct NodeGroup {
 
 struct NodeEvidence {
   std::map<std::uint32_t, NodeGroup> groups_by_root_site;
-  // The newest alive node of each step, when asked for (they are then kept alive by this).
+  // The alive sampled nodes of each step, its root first, by the site of the step's root, when
+  // asked for (they are then kept alive by this).
   std::vector<std::pair<std::uint32_t, std::shared_ptr<torch::autograd::Node>>> roots;  // site
   std::vector<std::uint32_t> sampled_steps;  // steps in the range that had samples, sorted
   std::int64_t alive_samples = 0;

@@ -75,6 +75,7 @@ struct HeldCause {
   LeakFinding finding;  // as built while it was held, with `freed` set
   double total_steps = 0;
   std::uint32_t detected_at = 0;
+  bool freed_before = false;  // its groups had a build-up freed before this one
 };
 
 std::string phaseText(const std::string& phase) {
@@ -97,7 +98,7 @@ std::string heldTensorsNote(const LeakFinding& finding) {
           ? "once, over " + std::to_string(freed.last_step - freed.first_step + 1) + " steps"
           : std::to_string(freed.times) + " times, every ~" +
                 std::to_string(static_cast<long long>(freed.steps_per_time + 0.5)) + " steps";
-  return "held for a while, then freed (not a leak): tensors without autograd history made by " +
+  return std::string(detect::kHeldNotLeakNote) + ": tensors without autograd history made by " +
          op + line + " built up across steps (steps " + std::to_string(freed.first_step) + "-" +
          std::to_string(freed.last_step) + phaseText(freed.phase) + ") and were freed together " +
          times + ", at most " + common::bytesText(freed.peak_bytes) +
@@ -160,6 +161,7 @@ struct LeakDetector::State {
   bool findings_due = false;  // a refresh that had to wait (see refreshBuiltFindings)
   std::vector<HeldCause> held;
   bool watch_every_step = false;  // ops of every step, since graphs built up and were freed
+  bool every_step_watched = false;  // the options watch every step's ops
 
   State(DetectorOptions detector_options, const TrackerOptions& resolved)
       : options(std::move(detector_options)), tracker(resolved) {}
@@ -179,6 +181,7 @@ struct LeakDetector::State {
     inputs.keep_graph_roots = for_report;
     inputs.phases = &phases;
     inputs.history = &history;
+    inputs.every_step_watched = every_step_watched;
     return detect::gatherEvidence(inputs);
   }
 
@@ -257,6 +260,9 @@ struct LeakDetector::State {
       // Its memory is gone: where it was says nothing about what holds memory now.
       for (LeakPart& part : cause.finding.parts) part.storage_addresses.clear();
       cause.key = causeKey(cause.finding);
+      for (const detect::Collapse* part : parts) {
+        cause.freed_before = cause.freed_before || history.segmentStart(part->id) > 0;
+      }
       causes.push_back(std::move(cause));
     }
     return causes;
@@ -305,16 +311,18 @@ struct LeakDetector::State {
     detect::LeakEvidence evidence = this->evidence(/*for_report=*/true);
     report.findings = detect::buildFindings(evidence);
     // Build-ups freed since the last boundary (a report at exit, after the program freed what its
-    // loop held). One that began with the steps after warm-up was held all along: a finding as at
-    // the last boundary. One that began later (a phase begun again, after a reset) was a phase's
-    // and ended with it, as those freed at a boundary did.
+    // loop held). One that began in the first run of its phase and was never freed before was held
+    // all along: a finding as at the last boundary. One of a phase begun again, or after an
+    // earlier build-up was freed (a reset), was a phase's and ended with it, as those freed at a
+    // boundary did.
     std::vector<HeldCause> all_held = held;
     for (HeldCause& cause :
          heldCauses(history.collapsedSince(evidence.groups, current_step))) {
       bool known = std::any_of(report.findings.begin(), report.findings.end(),
                                [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
       if (known) continue;
-      if (cause.finding.freed->first_step > options.warmup) {
+      if (!phases.inFirstRunOfItsPhase(cause.finding.freed->first_step) ||
+          cause.freed_before) {
         addHeld(all_held, std::move(cause));
         continue;
       }
@@ -358,7 +366,8 @@ struct LeakDetector::State {
                                              summary.runs, summary.backward_ran});
       }
       for (StepSample& sample : report.per_step) {
-        auto found = index.find(phases.name(sample.phase));
+        // From the phases as they are now: steps may have been relabelled since.
+        auto found = index.find(phases.name(phases.phaseOf(sample.step)));
         sample.phase = found == index.end() ? 0 : found->second;
       }
       if (phases.runsLimited()) {
@@ -393,6 +402,7 @@ LeakDetector::LeakDetector(DetectorOptions options) {
   }
   std::uint32_t warmup = options.warmup;
   state_ = std::make_unique<State>(std::move(options), resolved);
+  state_->every_step_watched = resolved.observe_ops->mode == OpWatching::Mode::kEveryStep;
   if (!graph_note.empty()) state_->notes.push_back(graph_note);
   setStep(0);
   state_->tracker.start();
@@ -455,10 +465,10 @@ void LeakDetector::step() {
   state.last_verdict = verdict;
 }
 
-void LeakDetector::phase(const std::string& name) {
+void LeakDetector::phase(const std::string& name, std::uint32_t steps_back) {
   State& state = *state_;
   if (state.finished) throw std::logic_error("memseal: LeakDetector::phase() after finish()");
-  state.phases.begin(state.current_step, name);
+  state.phases.begin(state.current_step - std::min(steps_back, state.current_step), name);
   // A phase's first steps are watched as a new session's are: its ops are not the last phase's.
   track::watchEveryStepUntil(state.current_step + kWatchedStepsAfterWarmup);
 }

@@ -17,6 +17,10 @@
 
 namespace memseal::detect {
 
+// How the report's note on memory a phase gathered and freed (tensors without autograd history)
+// begins: the detector judged it, and it is not a leak.
+constexpr const char* kHeldNotLeakNote = "held for a while, then freed (not a leak)";
+
 struct GroupId {
   bool graph = false;        // autograd graphs by the site of their root, else tensor storage
   analyze::SurvivorKey key;  // graphs: key.site only

@@ -7,16 +7,14 @@ namespace memseal::detect {
 StepPhases::StepPhases() {
   runs_.push_back(Run{0, 0});
   names_.emplace_back();
-  backward_.push_back(false);
 }
 
 std::uint32_t StepPhases::begin(std::uint32_t step, const std::string& name) {
   auto known = std::find(names_.begin(), names_.end(), name);
   auto phase = static_cast<std::uint32_t>(known - names_.begin());
-  if (known == names_.end()) {
-    names_.push_back(name);
-    backward_.push_back(false);
-  }
+  if (known == names_.end()) names_.push_back(name);
+  // Runs that begin after `step` are taken back (the steps are relabelled).
+  while (runs_.size() > 1 && runs_.back().first_step > step) runs_.pop_back();
   if (runs_.back().phase == phase) return phase;
   if (runs_.back().first_step >= step) {
     // The last run has no step yet: it becomes this phase's, or goes.
@@ -41,6 +39,14 @@ std::size_t StepPhases::runIndexOf(std::uint32_t step) const {
   return after == runs_.begin() ? 0 : static_cast<std::size_t>(after - runs_.begin()) - 1;
 }
 
+bool StepPhases::inFirstRunOfItsPhase(std::uint32_t step) const {
+  std::size_t index = runIndexOf(step);
+  for (std::size_t i = 0; i < index; ++i) {
+    if (runs_[i].phase == runs_[index].phase) return false;
+  }
+  return true;
+}
+
 std::uint32_t StepPhases::phaseOf(std::uint32_t step) const {
   return runs_[runIndexOf(step)].phase;
 }
@@ -50,6 +56,13 @@ PhaseSet StepPhases::phasesOf(const std::vector<std::uint32_t>& steps) const {
   PhaseSet phases = 0;
   for (std::uint32_t step : steps) phases |= phaseBit(phaseOf(step));
   return phases;
+}
+
+std::uint32_t StepPhases::mainPhaseOf(const std::vector<std::uint32_t>& steps) const {
+  if (runs_.size() == 1 || steps.empty()) return runs_.front().phase;
+  std::vector<std::size_t> count(names_.size(), 0);
+  for (std::uint32_t step : steps) ++count[phaseOf(step)];
+  return static_cast<std::uint32_t>(std::max_element(count.begin(), count.end()) - count.begin());
 }
 
 std::uint32_t StepPhases::stepsIn(PhaseSet phases, std::uint32_t first, std::uint32_t last) const {
@@ -88,15 +101,36 @@ std::vector<std::uint32_t> StepPhases::positionsOf(const std::vector<std::uint32
   return positions;
 }
 
-void StepPhases::markBackward(std::uint32_t step) { backward_[phaseOf(step)] = true; }
+void StepPhases::markBackward(std::uint32_t step) {
+  if (!backward_steps_.empty() && backward_steps_.back().second + 1 >= step &&
+      backward_steps_.back().first <= step) {
+    backward_steps_.back().second = std::max(backward_steps_.back().second, step);
+    return;
+  }
+  backward_steps_.emplace_back(step, step);
+}
 
 bool StepPhases::backwardRan(PhaseSet phases) const {
-  for (std::size_t phase = 0; phase < backward_.size(); ++phase) {
-    if (backward_[phase] && (phaseBit(static_cast<std::uint32_t>(phase)) & phases) != 0) {
-      return true;
-    }
+  // Runs and backward's stretches of steps are both in step order.
+  std::size_t stretch = 0;
+  for (std::size_t i = 0; i < runs_.size(); ++i) {
+    if ((phaseBit(runs_[i].phase) & phases) == 0) continue;
+    std::uint32_t first = runs_[i].first_step;
+    std::uint32_t last = i + 1 < runs_.size() ? runs_[i + 1].first_step - 1 : UINT32_MAX;
+    while (stretch < backward_steps_.size() && backward_steps_[stretch].second < first) ++stretch;
+    if (stretch < backward_steps_.size() && backward_steps_[stretch].first <= last) return true;
   }
   return false;
+}
+
+bool StepPhases::backwardRanInMostOf(const std::vector<std::uint32_t>& steps) const {
+  std::size_t with = 0;
+  std::size_t stretch = 0;
+  for (std::uint32_t step : steps) {
+    while (stretch < backward_steps_.size() && backward_steps_[stretch].second < step) ++stretch;
+    if (stretch < backward_steps_.size() && backward_steps_[stretch].first <= step) ++with;
+  }
+  return 2 * with > steps.size();
 }
 
 std::vector<StepPhases::Summary> StepPhases::summaries(std::uint32_t end) const {
@@ -111,7 +145,7 @@ std::vector<StepPhases::Summary> StepPhases::summaries(std::uint32_t end) const 
       Summary summary;
       summary.name = names_[phase];
       summary.first_step = runs_[i].first_step;
-      summary.backward_ran = backward_[phase];
+      summary.backward_ran = backwardRan(phaseBit(phase));
       result.push_back(summary);
     }
     Summary& summary = result[static_cast<std::size_t>(index[phase])];

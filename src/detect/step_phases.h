@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memseal::detect {
@@ -26,8 +27,12 @@ class StepPhases {
   StepPhases();
 
   // The steps from `step` on belong to the phase named `name` ("" is the unnamed phase every run
-  // starts in); a name seen before keeps its number. Returns the phase's number.
+  // starts in); a name seen before keeps its number. `step` may be before the start of the last
+  // run: later steps change phase (a program that knows where a phase began only a few steps
+  // after). Returns the phase's number.
   std::uint32_t begin(std::uint32_t step, const std::string& name);
+  // Whether `step` is in the first run of its phase.
+  bool inFirstRunOfItsPhase(std::uint32_t step) const;
   std::uint32_t phaseOf(std::uint32_t step) const;
   // The first step of the run of steps (of one phase, without a break) that holds `step`.
   std::uint32_t runStartOf(std::uint32_t step) const { return runs_[runIndexOf(step)].first_step; }
@@ -40,6 +45,8 @@ class StepPhases {
 
   // The phases of these steps.
   PhaseSet phasesOf(const std::vector<std::uint32_t>& steps) const;
+  // The phase most of these steps belong to.
+  std::uint32_t mainPhaseOf(const std::vector<std::uint32_t>& steps) const;
   // Steps of `phases` in [first, last].
   std::uint32_t stepsIn(PhaseSet phases, std::uint32_t first, std::uint32_t last) const;
   // Each of `steps` (sorted, in [first, last]) as its position among the steps of `phases` in
@@ -51,6 +58,8 @@ class StepPhases {
   // can tell): per phase, for the category of what it retains.
   void markBackward(std::uint32_t step);
   bool backwardRan(PhaseSet phases) const;
+  // Whether backward ran in most of these steps (sorted).
+  bool backwardRanInMostOf(const std::vector<std::uint32_t>& steps) const;
 
   struct Summary {
     std::string name;
@@ -72,7 +81,9 @@ class StepPhases {
 
   std::vector<Run> runs_;
   std::vector<std::string> names_;
-  std::vector<bool> backward_;
+  // Stretches of steps [first, last] during which backward ran, in order: by step rather than by
+  // phase, so steps relabelled later keep what they did.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> backward_steps_;
   bool runs_limited_ = false;
 };
 

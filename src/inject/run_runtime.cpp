@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "common/text.h"
+#include "detect/retention_history.h"
 #include "inject/fork_child_watch.h"
 #include "inject/python_lock.h"
 #include "inject/run_protocol.h"
@@ -168,9 +169,29 @@ LeakReport finalReport(Runtime& runtime) {
   LeakReport now = currentReport(runtime);
   if (runtime.fork_watch) return now;
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
-  // The detector keeps what a phase held and freed; an earlier snapshot only helps when the
-  // report at exit has lost a leak the program freed as it ended.
-  if (now.leak || !runtime.snapshot || !runtime.snapshot->leak) return now;
+  if (!runtime.snapshot || !runtime.snapshot->leak) return now;
+  // The detector keeps what a phase held and freed (and what the program freed at once as it
+  // ended), so the report at exit is the one to give when it says so; otherwise unless it has
+  // lost a finding of the earlier one: one the program freed a little at a time as it ended,
+  // while time windows went on.
+  bool phases_judged = std::any_of(now.findings.begin(), now.findings.end(),
+                                   [](const LeakFinding& f) { return f.freed.has_value(); }) ||
+                       std::any_of(now.notes.begin(), now.notes.end(), [](const std::string& note) {
+                         return note.rfind(detect::kHeldNotLeakNote, 0) == 0;
+                       });
+  if (phases_judged) return now;
+  auto causeOf = [](const LeakFinding& finding) {
+    return std::string(categoryId(finding.category)) + "|" + finding.site.op;
+  };
+  bool kept_every_cause = now.leak;
+  for (const LeakFinding& earlier : runtime.snapshot->findings) {
+    // Resident growth is the weakest evidence: a report at exit without it lost nothing.
+    if (earlier.category == LeakCategory::kUntrackedGrowth) continue;
+    kept_every_cause =
+        kept_every_cause && std::any_of(now.findings.begin(), now.findings.end(),
+                                        [&](const LeakFinding& f) { return causeOf(f) == causeOf(earlier); });
+  }
+  if (kept_every_cause) return now;
   LeakReport earlier = *runtime.snapshot;
   auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - runtime.snapshot_time);

@@ -30,9 +30,11 @@ constexpr double kSureCoverage = 0.9;
 constexpr auto kMaxLearning = std::chrono::seconds(10);
 constexpr auto kLearningTick = std::chrono::milliseconds(100);
 // Steps closer than a multiple of what the last step cost in the detector are one step, so a loop
-// of microsecond iterations spends at most a twentieth of its time there; never closer than
-// kMinStepGap.
+// of microsecond iterations spends at most a twentieth of its time there: never closer than
+// kMinStepGap, and always taken kMaxStepGap apart (a step that wrote down a finding costs far more
+// than the usual one).
 constexpr auto kMinStepGap = std::chrono::microseconds(50);
+constexpr auto kMaxStepGap = std::chrono::milliseconds(1);
 constexpr int kStepCostMultiple = 20;
 // A loop has ended when fewer than half of its last kJudgedIterations iterations matched, or when
 // its anchor has not run for kAbsentPeriods iterations' worth of ops and kAbsentSlack more.
@@ -216,17 +218,24 @@ void StepBoundary::applyPhaseChange(bool on_runtime_thread) {
   std::lock_guard<std::mutex> steps(step_mutex_);
   if (phase_.load() != Phase::kSwitching) return;  // stopped meanwhile (a forked child)
   PhaseChange change = change_;
+  // Steps already taken that were the new phase's, and the one running now, join it first.
+  if (change.phase_first && !change.detector_phase.empty()) {
+    detector_.phase(change.detector_phase, static_cast<std::uint32_t>(change.steps_back));
+    if (current_ < loop_steps_.size()) {
+      loop_steps_[current_] -= std::min(loop_steps_[current_], change.steps_back);
+    }
+    steps_outside_loops_ += change.steps_back;
+  }
   if (change.end_step && steps_taken_ > 0) {
     last_step_ = Clock::now();
     ++steps_taken_;
-    if (phase_before_change_ == Phase::kOps && current_ < loop_steps_.size()) {
-      ++loop_steps_[current_];
-    } else {
-      ++steps_outside_loops_;
-    }
+    steps_seen_.store(steps_taken_, std::memory_order_relaxed);
+    ++steps_outside_loops_;
     detector_.step();
   }
-  if (!change.detector_phase.empty()) detector_.phase(change.detector_phase);
+  if (!change.phase_first && !change.detector_phase.empty()) {
+    detector_.phase(change.detector_phase);
+  }
   if (change.next == Phase::kOps) {
     current_ = change.loop;
     loop_steps_.resize(loops_size_, 0);
@@ -249,6 +258,7 @@ bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce) {
   if (coalesce && steps_taken_ > 0 && now - last_step_ < min_step_gap_) return false;
   last_step_ = now;
   ++steps_taken_;
+  steps_seen_.store(steps_taken_, std::memory_order_relaxed);
   if (phase == Phase::kOps && rule_.kind == StepRule::Kind::kAuto &&
       current_ < loop_steps_.size()) {
     ++loop_steps_[current_];
@@ -256,7 +266,8 @@ bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce) {
     ++steps_outside_loops_;
   }
   detector_.step();
-  min_step_gap_ = std::max<Clock::duration>(kMinStepGap, kStepCostMultiple * (Clock::now() - now));
+  min_step_gap_ = std::clamp<Clock::duration>(kStepCostMultiple * (Clock::now() - now),
+                                              kMinStepGap, kMaxStepGap);
   return true;
 }
 
@@ -431,6 +442,7 @@ void StepBoundary::enterLoop(std::size_t index) {
   segment_length_ = 0;
   recent_matches_ = 0;
   recent_judged_ = 0;
+  mismatching_ = false;
   ops_since_anchor_ = 0;
   ops_by_thread_.clear();
   {
@@ -441,8 +453,7 @@ void StepBoundary::enterLoop(std::size_t index) {
   // the program's very first one (start-up) becomes part of the loop's first step.
   trace("enter " + loop.name + " (period " + std::to_string(loop.period) + ", anchor " +
         op_names_[loop.anchor] + ")");
-  change_ = PhaseChange{Phase::kOps, loop.name, true, index};
-  phase_before_change_ = phase_.load();
+  change_ = PhaseChange{Phase::kOps, loop.name, true, false, index};
   loops_size_ = loops_.size();
   phase_.store(Phase::kSwitching, std::memory_order_release);
 }
@@ -482,6 +493,8 @@ bool StepBoundary::checkLoopStillRepeats(const char* name) {
   if (id == loop.anchor) {
     if (segment_started_) {
       bool matched = segment_length_ == loop.period && segment_hash_ == loop.signature;
+      if (!matched && !mismatching_) steps_at_mismatch_ = steps_seen_.load(std::memory_order_relaxed);
+      mismatching_ = !matched;
       recent_matches_ = ((recent_matches_ << 1) | (matched ? 1u : 0u)) & ((1u << kJudgedIterations) - 1);
       recent_judged_ = std::min(recent_judged_ + 1, kJudgedIterations);
     }
@@ -516,8 +529,12 @@ void StepBoundary::leaveLoop() {
   ++relearned_;
   // The loop's last iteration ends here, in its phase; what follows is outside loops until the
   // next one is found.
-  change_ = PhaseChange{Phase::kLearning, kOutsideLoops, true, 0};
-  phase_before_change_ = Phase::kOps;
+  // What ran since its last anchor (its last iteration, and what came after) is outside loops.
+  change_ = PhaseChange{Phase::kLearning, kOutsideLoops, true, true, 0};
+  // The iterations that no longer matched, up to now, were the next phase's: so are their steps.
+  if (mismatching_) {
+    change_.steps_back = steps_seen_.load(std::memory_order_relaxed) - steps_at_mismatch_;
+  }
   phase_.store(Phase::kSwitching, std::memory_order_release);
   resetLearning();
   first_op_ = Clock::now();
@@ -535,8 +552,7 @@ bool StepBoundary::startWindows(std::string reason) {
     at::removeCallback(callback_);
     callback_ = 0;
   }
-  change_ = PhaseChange{Phase::kWindows, loops_.empty() ? "" : kWindowsPhase, false, 0};
-  phase_before_change_ = Phase::kLearning;
+  change_ = PhaseChange{Phase::kWindows, loops_.empty() ? "" : kWindowsPhase, false, false, 0};
   phase_.store(Phase::kSwitching, std::memory_order_release);
   return true;
 }

@@ -111,8 +111,12 @@ class StepBoundary {
   struct PhaseChange {
     Phase next = Phase::kLearning;
     std::string detector_phase;  // the detector's phase from now on; empty: unchanged
-    bool end_step = false;       // end the step that runs now, in the phase it ran in
+    bool end_step = false;       // end the step that runs now
+    bool phase_first = false;    // ... once it is the new phase's (else in the phase it ran in)
     std::size_t loop = 0;        // next == kOps: the loop it enters
+    // Steps already taken that belong to the new phase (a loop's last iterations that no longer
+    // matched it: the next phase had begun).
+    std::uint64_t steps_back = 0;
   };
   void applyPhaseChange(bool on_runtime_thread);
 
@@ -150,8 +154,9 @@ class StepBoundary {
   Clock::time_point last_step_{};
   Clock::duration min_step_gap_{};
   Clock::time_point next_window_{};
-  // Under step_mutex_.
+  // Under step_mutex_ (steps_seen_ is steps_taken_ for readers without it).
   std::uint64_t steps_taken_ = 0;
+  std::atomic<std::uint64_t> steps_seen_{0};
   std::uint64_t steps_outside_loops_ = 0;
   std::vector<std::uint64_t> loop_steps_;  // steps taken in each loop
   std::size_t current_ = 0;                // the loop of kOps (written under both locks)
@@ -171,7 +176,6 @@ class StepBoundary {
   std::deque<std::pair<std::size_t, std::uint64_t>> candidates_;
   std::vector<Loop> loops_;
   PhaseChange change_;
-  Phase phase_before_change_ = Phase::kLearning;
   std::size_t loops_size_ = 0;  // loops_.size() for applyPhaseChange, which holds no learn lock
   // The current loop, checked on its thread: the ops since its anchor's last call, whether each of
   // the last iterations matched (bits, newest lowest), and how many were judged.
@@ -180,6 +184,9 @@ class StepBoundary {
   bool segment_started_ = false;
   std::uint32_t recent_matches_ = 0;
   std::uint32_t recent_judged_ = 0;
+  // Steps taken when the current run of iterations that did not match began (see steps_back).
+  std::uint64_t steps_at_mismatch_ = 0;
+  bool mismatching_ = false;
   std::size_t ops_since_anchor_ = 0;
   // After a decision, its thread's ops are kept a while longer and judged again: a deep model's
   // layers can look like the loop until a few iterations have run.
