@@ -27,17 +27,20 @@ constexpr std::size_t kMaxGrowthContributors = 8;
 // step boundary costs the same on the 20th step as on the 20,000th.
 constexpr std::size_t kMaxRunSamples = 512;
 
-// Where a group's judgement starts: after warm-up, after its last build-up was freed, and, when the
-// steps have phases, at the start of the run of the phase its oldest survivor was made in (a phase
-// begun again, the next epoch's training, is where a new build-up of what it keeps starts).
+// Where a group's judgement starts: after warm-up; after its last build-up was freed, at its first
+// survivor since (the next build-up of a reset total starts there, and the boundary that saw the
+// reset may come a few steps after it); and, when the steps have phases, at the start of the run
+// of the phase its oldest survivor was made in (a phase begun again, the next epoch's training, is
+// where a new build-up of what it keeps starts).
 std::uint32_t segmentStartOf(const EvidenceInputs& inputs, const GroupId& id,
                              const std::vector<std::uint32_t>& alive_steps,
                              std::uint32_t first_step) {
-  std::uint32_t start =
-      std::max(first_step, inputs.history != nullptr ? inputs.history->segmentStart(id) : 0);
-  if (inputs.phases == nullptr || !inputs.phases->several()) return start;
+  std::uint32_t freed_before = inputs.history != nullptr ? inputs.history->segmentStart(id) : 0;
+  std::uint32_t start = std::max(first_step, freed_before);
   auto oldest = std::lower_bound(alive_steps.begin(), alive_steps.end(), start);
   if (oldest == alive_steps.end()) return start;
+  if (freed_before > 0) start = *oldest;
+  if (inputs.phases == nullptr || !inputs.phases->several()) return start;
   return std::max(start, inputs.phases->runStartOf(*oldest));
 }
 

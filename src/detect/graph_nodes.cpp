@@ -18,6 +18,7 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
   if (step < first_step_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (steps_.empty() || steps_.back().step != step) {
+    if (!steps_.empty()) rememberAsEarlier(steps_.back());
     steps_.emplace_back();
     steps_.back().step = step;
     thin();
@@ -27,12 +28,32 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
   most_made_ = std::max(most_made_, samples.made);
   if (samples.last_node == node.get()) return;  // an op returning its input's node again
   samples.last_node = node.get();
+  for (const torch::autograd::Edge& edge : node->next_edges()) {
+    if (edge.function && earlier_.count(edge.function.get()) != 0) {
+      samples.link = Sample{node, site, output};
+      break;
+    }
+  }
   Sample& slot = samples.samples[samples.next];
   slot.node = node;
   slot.site = site;
   slot.signature = output;
   samples.next = (samples.next + 1) % kSamplesPerStep;
   if (samples.count < kSamplesPerStep) ++samples.count;
+}
+
+void GraphNodeSampler::rememberAsEarlier(const StepSamples& samples) {
+  std::vector<const torch::autograd::Node*> nodes;
+  for (int i = 0; i < samples.count; ++i) {
+    if (auto node = samples.samples[i].node.lock()) nodes.push_back(node.get());
+  }
+  if (auto node = samples.link.node.lock()) nodes.push_back(node.get());
+  for (const torch::autograd::Node* node : nodes) earlier_.insert(node);
+  earlier_by_step_.push_back(std::move(nodes));
+  if (earlier_by_step_.size() > kEarlierSteps) {
+    for (const torch::autograd::Node* node : earlier_by_step_.front()) earlier_.erase(node);
+    earlier_by_step_.pop_front();
+  }
 }
 
 void GraphNodeSampler::thin() {
@@ -53,6 +74,7 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
   struct Alive {
     StepSamples* samples;
     std::vector<std::pair<const Sample*, std::shared_ptr<torch::autograd::Node>>> nodes;  // old..new
+    std::shared_ptr<torch::autograd::Node> link;
   };
   std::vector<Alive> alive_steps;
   std::unordered_map<const torch::autograd::Node*, std::uint32_t> step_of;
@@ -60,7 +82,7 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
     if (samples.step < first || samples.step > last) continue;
     evidence.sampled_steps.push_back(samples.step);
     if (samples.dead) continue;
-    Alive alive{&samples, {}};
+    Alive alive{&samples, {}, nullptr};
     for (int i = 0; i < samples.count; ++i) {
       // From oldest to newest.
       int index = (samples.next - samples.count + i + kSamplesPerStep) % kSamplesPerStep;
@@ -71,22 +93,31 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
         ++evidence.alive_samples;
       }
     }
-    if (alive.nodes.empty()) {
+    std::shared_ptr<torch::autograd::Node> link = samples.link.node.lock();
+    if (link) alive.link = std::move(link);
+    if (alive.nodes.empty() && !alive.link) {
       // A node that died never comes back: release the step's samples.
       samples.dead = true;
       for (Sample& sample : samples.samples) sample.node.reset();
+      samples.link.node.reset();
       samples.count = 0;
       samples.last_node = nullptr;
       continue;
     }
     alive_steps.push_back(std::move(alive));
   }
+  // What keeps each step's graph alive: its link to an earlier step's graph when one is alive
+  // (`total_loss += loss`: the add that chains every step's loss to the last), else the newest
+  // of its nodes that links to an earlier step's sampled node, else its newest node. The link
+  // names the mistake however the steps are cut.
+  std::vector<std::pair<const Sample*, const std::shared_ptr<torch::autograd::Node>*>> roots;
   for (Alive& alive : alive_steps) {
-    // What keeps the step's graph alive: the newest of its nodes that links it to an earlier
-    // step's graph (`total_loss += loss`: the add that chains every step's loss to the last), else
-    // its newest node. The link names the mistake however the steps are cut.
     const Sample* root = nullptr;
     const std::shared_ptr<torch::autograd::Node>* root_node = nullptr;
+    if (alive.link) {
+      root = &alive.samples->link;
+      root_node = &alive.link;
+    }
     for (auto it = alive.nodes.rbegin(); it != alive.nodes.rend() && root == nullptr; ++it) {
       for (const torch::autograd::Edge& edge : it->second->next_edges()) {
         auto earlier = step_of.find(edge.function.get());
@@ -97,6 +128,11 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
         }
       }
     }
+    roots.emplace_back(root, root_node);
+  }
+  for (std::size_t i = 0; i < alive_steps.size(); ++i) {
+    Alive& alive = alive_steps[i];
+    auto& [root, root_node] = roots[i];
     if (root == nullptr) {
       root = alive.nodes.back().first;
       root_node = &alive.nodes.back().second;

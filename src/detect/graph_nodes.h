@@ -1,6 +1,8 @@
 // Autograd graphs that outlive their step: the newest nodes made in each step after warm-up are
 // sampled through weak references; a step whose newest surviving node is still alive later keeps
-// (part of) its graph alive. Memory: a fixed ring of samples per step, for a bounded number of
+// (part of) its graph alive. A node whose inputs include a node of an earlier step (the add of
+// `total_loss += loss`, which chains every step's graph to the last) is kept apart as the step's
+// link: it names the mistake wherever the step boundary falls, however many nodes come after it. Memory: a fixed ring of samples per step, for a bounded number of
 // steps (older steps are thinned), released as soon as a step's samples have all died.
 #pragma once
 
@@ -9,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -61,11 +64,20 @@ class GraphNodeSampler final : public track::GradFnObserver {
     Sample samples[kSamplesPerStep];
     int count = 0;
     int next = 0;
+    // The newest node of the step made from a node of an earlier step (empty: none).
+    Sample link;
     std::int64_t made = 0;  // nodes made in the step, sampled or not
     bool dead = false;      // every sample died: never alive again, samples released
     const torch::autograd::Node* last_node = nullptr;
   };
   void thin();  // with mutex_ held
+  // With mutex_ held: a step's sampled nodes become "earlier" nodes for the steps after it.
+  void rememberAsEarlier(const StepSamples& samples);
+  // Nodes sampled in the last kEarlierSteps steps (by address: a freed node's address may be
+  // reused, which at worst takes an ordinary node for a link).
+  static constexpr std::size_t kEarlierSteps = 8;
+  std::deque<std::vector<const torch::autograd::Node*>> earlier_by_step_;
+  std::unordered_set<const torch::autograd::Node*> earlier_;
 
   std::uint32_t first_step_;
   std::int64_t most_made_ = 0;  // the most nodes made in one step so far

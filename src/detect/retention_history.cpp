@@ -63,8 +63,15 @@ std::vector<Collapse> RetentionHistory::update(const std::vector<GroupAtBoundary
     auto found = index.find(it->first);
     const GroupAtBoundary* group = found == index.end() ? nullptr : found->second;
     if (collapsed(it->second, group)) {
-      // Survivors from here on belong to the next build-up.
-      segment_start_[it->first] = it->second.newest + 1;
+      // Survivors from here on belong to the next build-up: it starts with the first step that
+      // still has survivors after the one freed (the boundary that saw the collapse may come a
+      // few steps after it), or after that build-up's last step.
+      std::uint32_t next = it->second.newest + 1;
+      if (group != nullptr && group->steps != nullptr) {
+        auto after = std::upper_bound(group->steps->begin(), group->steps->end(), it->second.newest);
+        if (after != group->steps->end()) next = *after;
+      }
+      segment_start_[it->first] = next;
       it = building_.erase(it);
     } else if (group == nullptr || !group->grows) {
       // Given back a little at a time, or no longer enough of the steps: not a build-up that ends
