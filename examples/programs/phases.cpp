@@ -6,14 +6,12 @@
 //
 // Memory that a phase builds up and frees when it ends is not a leak; memory that outlives the
 // phase is. --leak chooses a bug, or a healthy pattern that must not be flagged:
-//   none         healthy: `total_loss += loss.item<double>()`, reset at each log line (the
-//   default); total-local  `total_loss += loss` in train()'s locals, never reset: every batch's
-//   graph stays
+//   none         healthy: `total_loss += loss.item<double>()`, reset at each log line (default);
+//   total-local  `total_loss += loss` in train()'s locals, never reset: every batch's graph stays
 //                alive until train() returns;
 //   total-reset  the same, reset at each log line: graphs pile up and are freed every interval;
 //   val-grad     evaluate() runs with autograd on and keeps each batch's output, with its graph,
-//   for
-//                a metric after the loop: freed when evaluate() returns;
+//                for a metric after the loop: freed when evaluate() returns;
 //   metrics      healthy: evaluate() keeps each batch's predictions (no history) for the accuracy.
 // --epochs, --train-batches, --eval-batches, --log-interval and --batch-size shape the run;
 // --exit-code sets the exit status.

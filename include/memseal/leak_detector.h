@@ -76,6 +76,8 @@ struct HeldUntilFreed {
   std::int64_t peak_bytes = 0;
   std::string phase;         // the phase of its steps ("" when the program named none)
   bool building_up = false;  // at the report, it is building up again
+  // Steps of its first build-up before it was judged growing (how soon it was found).
+  std::uint32_t found_after_steps = 0;
 };
 
 struct LeakFinding {

@@ -44,6 +44,10 @@ class Watch:
                 w.step()
         report = w.report()       # the final report once the block has ended
 
+    A whole program (epochs of training, then validation) names its phases with phase("train"),
+    phase("validate"): what a phase keeps is judged against its own steps, and what it held and
+    freed when it ended is still reported (finding.freed).
+
     Options (None: the environment's MEMSEAL_<NAME>, else the detector's default):
       warmup          steps whose allocations are never blamed (lazy state, workspaces)
       on_leak         'warn' (print the report to stderr), 'raise' (LeakError), 'callback'

@@ -36,11 +36,11 @@ inline std::uint64_t foldOp(std::uint64_t hash, std::uint32_t op) {
 }
 
 struct LoopShape {
-  std::uint32_t anchor = 0;      // the op that starts each iteration (runs once in it)
-  std::size_t period = 0;        // ops of the usual iteration
-  std::size_t repeats = 0;       // usual iterations in the judged part of the sequence
-  double coverage = 0;           // share of the ops, between the first and last anchor, in them
-  std::uint64_t signature = 0;   // hash of the usual iteration's ops, from the anchor on
+  std::uint32_t anchor = 0;     // the op that starts each iteration (runs once in it)
+  std::size_t period = 0;       // ops of the usual iteration
+  std::size_t repeats = 0;      // usual iterations in the judged part of the sequence
+  double coverage = 0;          // share of the ops, between the first and last anchor, in them
+  std::uint64_t signature = 0;  // hash of the usual iteration's ops, from the anchor on
   // Hash of the usual iteration's ops in any order: the same loop seen from another anchor (the
   // same iteration, rotated) has the same content.
   std::uint64_t content = 0;

@@ -69,12 +69,12 @@ struct EvidenceInputs {
   GraphNodeSampler* nodes = nullptr;  // null: graph nodes not watched
   bool backward_ran = false;
   bool watch_resident_memory = true;
-  bool keep_graph_roots = false;  // for a report: the retained graphs are walked then
-  const StepPhases* phases = nullptr;            // null: one phase
+  bool keep_graph_roots = false;       // for a report: the retained graphs are walked then
+  const StepPhases* phases = nullptr;  // null: one phase
   // Ops watched on every step: backward is then known step by step (StepPhases::markBackward),
   // and the category of what a group holds follows the steps that made it.
   bool every_step_watched = false;
-  const RetentionHistory* history = nullptr;     // null: every group judged from warm-up on
+  const RetentionHistory* history = nullptr;  // null: every group judged from warm-up on
 };
 
 // Applies the growth rules to the survivors, the sampled graph nodes and resident memory.

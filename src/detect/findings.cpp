@@ -124,8 +124,8 @@ Candidate storageCandidate(const StorageEvidence& evidence, const GroupSurvivors
   const TensorInfo& example = survivors.example;
   Candidate candidate;
   LeakPart& part = candidate.part;
-  double observed =
-      std::max<std::uint32_t>(1, evidence.judged_steps > 0 ? evidence.judged_steps : context.observed);
+  double observed = std::max<std::uint32_t>(
+      1, evidence.judged_steps > 0 ? evidence.judged_steps : context.observed);
   part.retained = "tensor storage";
   part.site = analyze::describeSite(evidence.key.site);
   part.tensor = example;

@@ -73,7 +73,8 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
   // The alive samples of each step, held while they are looked at, and which step made each node.
   struct Alive {
     StepSamples* samples;
-    std::vector<std::pair<const Sample*, std::shared_ptr<torch::autograd::Node>>> nodes;  // old..new
+    std::vector<std::pair<const Sample*, std::shared_ptr<torch::autograd::Node>>>
+        nodes;  // old..new
     std::shared_ptr<torch::autograd::Node> link;
   };
   std::vector<Alive> alive_steps;

@@ -2,8 +2,9 @@
 // sampled through weak references; a step whose newest surviving node is still alive later keeps
 // (part of) its graph alive. A node whose inputs include a node of an earlier step (the add of
 // `total_loss += loss`, which chains every step's graph to the last) is kept apart as the step's
-// link: it names the mistake wherever the step boundary falls, however many nodes come after it. Memory: a fixed ring of samples per step, for a bounded number of
-// steps (older steps are thinned), released as soon as a step's samples have all died.
+// link: it names the mistake wherever the step boundary falls, however many nodes come after it.
+// Memory: a fixed ring of samples per step, for a bounded number of steps (older steps are
+// thinned), released as soon as a step's samples have all died.
 #pragma once
 
 #include <cstdint>

@@ -63,9 +63,9 @@ std::string causeKey(const LeakFinding& finding) {
 
 // The sample of `step`, or of the nearest step before it that has one (samples are thinned).
 const StepSample* sampleAtOrBefore(const std::vector<StepSample>& samples, std::uint32_t step) {
-  auto after = std::upper_bound(
-      samples.begin(), samples.end(), step,
-      [](std::uint32_t s, const StepSample& sample) { return s < sample.step; });
+  auto after =
+      std::upper_bound(samples.begin(), samples.end(), step,
+                       [](std::uint32_t s, const StepSample& sample) { return s < sample.step; });
   return after == samples.begin() ? nullptr : &*(after - 1);
 }
 
@@ -160,7 +160,7 @@ struct LeakDetector::State {
   std::map<detect::GroupId, std::uint32_t> built_at_steps;
   bool findings_due = false;  // a refresh that had to wait (see refreshBuiltFindings)
   std::vector<HeldCause> held;
-  bool watch_every_step = false;  // ops of every step, since graphs built up and were freed
+  bool watch_every_step = false;    // ops of every step, since graphs built up and were freed
   bool every_step_watched = false;  // the options watch every step's ops
 
   State(DetectorOptions detector_options, const TrackerOptions& resolved)
@@ -251,7 +251,10 @@ struct LeakDetector::State {
         judged = std::max(judged, part->judged_steps);
         cause.detected_at = std::min(cause.detected_at, part->detected_at);
       }
-      if (freed.peak_bytes == 0) freed.peak_bytes = residentGrowth(freed.first_step, freed.last_step);
+      if (freed.peak_bytes == 0)
+        freed.peak_bytes = residentGrowth(freed.first_step, freed.last_step);
+      freed.found_after_steps =
+          cause.detected_at >= freed.first_step ? cause.detected_at - freed.first_step + 1 : 0;
       freed.times = 1;
       freed.steps_per_time = freed.last_step - freed.first_step + 1;
       freed.phase = phases.name(phases.phaseOf(freed.last_step));
@@ -316,13 +319,11 @@ struct LeakDetector::State {
     // earlier build-up was freed (a reset), was a phase's and ended with it, as those freed at a
     // boundary did.
     std::vector<HeldCause> all_held = held;
-    for (HeldCause& cause :
-         heldCauses(history.collapsedSince(evidence.groups, current_step))) {
+    for (HeldCause& cause : heldCauses(history.collapsedSince(evidence.groups, current_step))) {
       bool known = std::any_of(report.findings.begin(), report.findings.end(),
                                [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
       if (known) continue;
-      if (!phases.inFirstRunOfItsPhase(cause.finding.freed->first_step) ||
-          cause.freed_before) {
+      if (!phases.inFirstRunOfItsPhase(cause.finding.freed->first_step) || cause.freed_before) {
         addHeld(all_held, std::move(cause));
         continue;
       }
@@ -445,7 +446,8 @@ void LeakDetector::step() {
   if (!renew) return;
   detect::LeakEvidence evidence = state.evidence();
   state.per_step.back().graph_nodes_alive = evidence.graph_samples_alive;
-  std::vector<detect::Collapse> collapses = state.history.update(evidence.groups, state.current_step);
+  std::vector<detect::Collapse> collapses =
+      state.history.update(evidence.groups, state.current_step);
   for (const detect::Collapse& collapse : collapses) {
     // Graphs built up and freed: the next build-up is seen step by step only if every step's ops
     // are watched (graph nodes are seen on watched steps).

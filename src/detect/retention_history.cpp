@@ -68,7 +68,8 @@ std::vector<Collapse> RetentionHistory::update(const std::vector<GroupAtBoundary
       // few steps after it), or after that build-up's last step.
       std::uint32_t next = it->second.newest + 1;
       if (group != nullptr && group->steps != nullptr) {
-        auto after = std::upper_bound(group->steps->begin(), group->steps->end(), it->second.newest);
+        auto after =
+            std::upper_bound(group->steps->begin(), group->steps->end(), it->second.newest);
         if (after != group->steps->end()) next = *after;
       }
       segment_start_[it->first] = next;

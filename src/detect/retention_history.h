@@ -4,9 +4,9 @@
 // held. This remembers, for each group of survivors (a storage group, or the root site of retained
 // graphs), where its current build-up started and the most it held, and notices the boundary at
 // which a build-up was freed together: a collapse. A bounded cache gives its memory back a little
-// at a time instead (its oldest survivors go while newer ones stay): its build-up is dropped without
-// a trace. After a collapse the group is judged again from the step after it, so the next build-up
-// of a sawtooth is found on its own. Pure: no libtorch.
+// at a time instead (its oldest survivors go while newer ones stay): its build-up is dropped
+// without a trace. After a collapse the group is judged again from the step after it, so the next
+// build-up of a sawtooth is found on its own. Pure: no libtorch.
 #pragma once
 
 #include <cstdint>

@@ -20,7 +20,8 @@ class PythonLock {
     static auto is_initialized = reinterpret_cast<IntCall>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
     static auto is_finalizing = reinterpret_cast<IntCall>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
     static auto ensure = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_Ensure"));
-    static auto release = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "PyGILState_Release"));
+    static auto release =
+        reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "PyGILState_Release"));
     static auto this_thread_state =
         reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
     if (is_initialized == nullptr || ensure == nullptr || release == nullptr ||

@@ -187,9 +187,10 @@ LeakReport finalReport(Runtime& runtime) {
   for (const LeakFinding& earlier : runtime.snapshot->findings) {
     // Resident growth is the weakest evidence: a report at exit without it lost nothing.
     if (earlier.category == LeakCategory::kUntrackedGrowth) continue;
-    kept_every_cause =
-        kept_every_cause && std::any_of(now.findings.begin(), now.findings.end(),
-                                        [&](const LeakFinding& f) { return causeOf(f) == causeOf(earlier); });
+    kept_every_cause = kept_every_cause && std::any_of(now.findings.begin(), now.findings.end(),
+                                                       [&](const LeakFinding& f) {
+                                                         return causeOf(f) == causeOf(earlier);
+                                                       });
   }
   if (kept_every_cause) return now;
   LeakReport earlier = *runtime.snapshot;

@@ -21,8 +21,8 @@ namespace {
 // as many); a loop is taken when a checkpoint finds one found at an earlier checkpoint (the same
 // iteration, from any of its ops: a short phase, a validation pass of twenty batches, is taken
 // when it runs again), or one repeated twice kMinRepeats times with nearly every iteration alike;
-// learning is given up (time windows go on) at kLastCheckpoint ops or kMaxLearning. The decision is then checked iteration by iteration
-// (checkLoopStillRepeats).
+// learning is given up (time windows go on) at kLastCheckpoint ops or kMaxLearning. The decision is
+// then checked iteration by iteration (checkLoopStillRepeats).
 constexpr std::size_t kFirstCheckpoint = 128;
 constexpr std::size_t kLastCheckpoint = 1 << 16;
 constexpr std::size_t kMinRepeats = 8;
@@ -266,8 +266,8 @@ bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce) {
     ++steps_outside_loops_;
   }
   detector_.step();
-  min_step_gap_ = std::clamp<Clock::duration>(kStepCostMultiple * (Clock::now() - now),
-                                              kMinStepGap, kMaxStepGap);
+  min_step_gap_ = std::clamp<Clock::duration>(kStepCostMultiple * (Clock::now() - now), kMinStepGap,
+                                              kMaxStepGap);
   return true;
 }
 
@@ -350,11 +350,11 @@ bool StepBoundary::recogniseKnownLoop(std::uint32_t id) {
 bool StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, std::uint64_t thread,
                                         bool time_is_up) {
   std::optional<analyze::LoopShape> found = analyze::findLoop(ops, kMinRepeats);
-  bool agreed = found && std::any_of(candidates_.begin(), candidates_.end(),
-                                     [&](const std::pair<std::size_t, std::uint64_t>& seen) {
-                                       return seen.first == found->period &&
-                                              seen.second == found->content;
-                                     });
+  bool agreed =
+      found && std::any_of(candidates_.begin(), candidates_.end(),
+                           [&](const std::pair<std::size_t, std::uint64_t>& seen) {
+                             return seen.first == found->period && seen.second == found->content;
+                           });
   bool sure = found && found->repeats >= 2 * kMinRepeats && found->coverage >= kSureCoverage;
   if (tracing()) {
     trace("checkpoint at " + std::to_string(ops.size()) + " ops: " +
@@ -493,9 +493,11 @@ bool StepBoundary::checkLoopStillRepeats(const char* name) {
   if (id == loop.anchor) {
     if (segment_started_) {
       bool matched = segment_length_ == loop.period && segment_hash_ == loop.signature;
-      if (!matched && !mismatching_) steps_at_mismatch_ = steps_seen_.load(std::memory_order_relaxed);
+      if (!matched && !mismatching_)
+        steps_at_mismatch_ = steps_seen_.load(std::memory_order_relaxed);
       mismatching_ = !matched;
-      recent_matches_ = ((recent_matches_ << 1) | (matched ? 1u : 0u)) & ((1u << kJudgedIterations) - 1);
+      recent_matches_ =
+          ((recent_matches_ << 1) | (matched ? 1u : 0u)) & ((1u << kJudgedIterations) - 1);
       recent_judged_ = std::min(recent_judged_ + 1, kJudgedIterations);
     }
     segment_started_ = true;
@@ -571,18 +573,18 @@ void StepBoundary::tick() {
       std::lock_guard<std::mutex> lock(learn_mutex_);
       if (phase_.load() == Phase::kLearning && ops_seen_ > 0 &&
           Clock::now() - first_op_ >= kMaxLearning) {
-      const std::vector<std::uint32_t>* busiest = nullptr;
-      std::uint64_t busiest_thread = 0;
-      for (const auto& [thread, ops] : ops_by_thread_) {
-        if (busiest == nullptr || ops.size() > busiest->size()) {
-          busiest = &ops;
-          busiest_thread = thread;
+        const std::vector<std::uint32_t>* busiest = nullptr;
+        std::uint64_t busiest_thread = 0;
+        for (const auto& [thread, ops] : ops_by_thread_) {
+          if (busiest == nullptr || ops.size() > busiest->size()) {
+            busiest = &ops;
+            busiest_thread = thread;
+          }
         }
-      }
-      if (busiest != nullptr) {
-        std::vector<std::uint32_t> ops = *busiest;
-        changed = decideFromCheckpoint(ops, busiest_thread, true);
-      }
+        if (busiest != nullptr) {
+          std::vector<std::uint32_t> ops = *busiest;
+          changed = decideFromCheckpoint(ops, busiest_thread, true);
+        }
       }
     }
     if (changed) applyPhaseChange(true);
@@ -644,8 +646,7 @@ std::vector<std::string> StepBoundary::description() {
                     op_names_[loop.anchor] + ", the op that starts each of its iterations (" +
                     std::to_string(loop.period) + " ops, found after " +
                     std::to_string(loop.found_after) + " ops): " + std::to_string(loop_steps) +
-                    " steps in " + std::to_string(loop.runs) +
-                    (loop.runs == 1 ? " run" : " runs"));
+                    " steps in " + std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs"));
   }
   if (!decision_.empty() && phase_.load() == Phase::kWindows) {
     lines.push_back("memseal run: then " + decision_);

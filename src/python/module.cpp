@@ -211,7 +211,8 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("steps_per_time", &HeldUntilFreed::steps_per_time)
       .def_readonly("peak_bytes", &HeldUntilFreed::peak_bytes)
       .def_readonly("phase", &HeldUntilFreed::phase)
-      .def_readonly("building_up", &HeldUntilFreed::building_up);
+      .def_readonly("building_up", &HeldUntilFreed::building_up)
+      .def_readonly("found_after_steps", &HeldUntilFreed::found_after_steps);
   py::class_<PhaseSummary>(m, "PhaseSummary")
       .def_readonly("name", &PhaseSummary::name)
       .def_readonly("first_step", &PhaseSummary::first_step)

@@ -70,10 +70,15 @@ Json deviceJson(const DeviceMemorySummary& device) {
 }
 
 Json freedJson(const HeldUntilFreed& freed) {
-  return {{"first_step", freed.first_step},   {"last_step", freed.last_step},
-          {"freed_at_step", freed.freed_at_step}, {"times", freed.times},
-          {"steps_per_time", freed.steps_per_time}, {"peak_bytes", freed.peak_bytes},
-          {"phase", freed.phase},             {"building_up", freed.building_up}};
+  return {{"first_step", freed.first_step},
+          {"last_step", freed.last_step},
+          {"freed_at_step", freed.freed_at_step},
+          {"times", freed.times},
+          {"steps_per_time", freed.steps_per_time},
+          {"peak_bytes", freed.peak_bytes},
+          {"phase", freed.phase},
+          {"building_up", freed.building_up},
+          {"found_after_steps", freed.found_after_steps}};
 }
 
 // ---- reading ----
@@ -196,6 +201,7 @@ HeldUntilFreed readFreed(const Json& json, const std::string& where) {
   freed.peak_bytes = read<std::int64_t>(json, "peak_bytes", where);
   freed.phase = readOr<std::string>(json, "phase", where, "");
   freed.building_up = readOr<bool>(json, "building_up", where, false);
+  freed.found_after_steps = readOr<std::uint32_t>(json, "found_after_steps", where, 0);
   return freed;
 }
 

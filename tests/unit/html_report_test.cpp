@@ -388,6 +388,35 @@ TEST(HtmlReport, LeakCheckHasVerdictTimelineAndOneCardPerFinding) {
   EXPECT_EQ(html.find("id=\"peak-timeline-chart\""), std::string::npos);
 }
 
+TEST(HtmlReport, AFindingFreedByItsPhasesEndSaysWhenAndHowOften) {
+  Json check = leakCheck();
+  check["findings"][0]["freed"] = {{"first_step", 6},           {"last_step", 200},
+                                   {"freed_at_step", 201},      {"times", 4},
+                                   {"steps_per_time", 48.5},    {"peak_bytes", 3 << 20},
+                                   {"phase", "loop 1 <train>"}, {"building_up", true}};
+  check["phases"] = Json::array(
+      {{{"name", "loop 1 <train>"},
+        {"first_step", 0},
+        {"steps", 190},
+        {"runs", 4},
+        {"backward_ran", true}},
+       {{"name", ""}, {"first_step", 50}, {"steps", 20}, {"runs", 4}, {"backward_ran", false}}});
+  std::string html = renderHtmlReport({{"check", check}}, "phases");
+  EXPECT_EQ(occurrences(html, "class=\"hint freed\""), 1u);
+  EXPECT_NE(html.find("Built up and freed together 4 times, every ~49 steps"), std::string::npos);
+  EXPECT_NE(html.find("At most <b>3.0 MiB</b> each time"), std::string::npos);
+  EXPECT_NE(html.find("Building up again now"), std::string::npos);
+  // Phase names are the program's: escaped wherever they appear.
+  EXPECT_EQ(html.find("<train>"), std::string::npos);
+  EXPECT_EQ(occurrences(html, "loop 1 &lt;train&gt;"), 2u);
+  EXPECT_EQ(occurrences(html, "class=\"card phases\""), 1u);
+  EXPECT_NE(html.find("(unnamed)"), std::string::npos);
+  // Without phases or anything freed, neither part is there.
+  std::string plain = renderHtmlReport({{"check", leakCheck()}}, "plain");
+  EXPECT_EQ(plain.find("class=\"hint freed\""), std::string::npos);
+  EXPECT_EQ(plain.find("class=\"card phases\""), std::string::npos);
+}
+
 TEST(HtmlReport, NoLeakCheckHasGreenVerdictAndNoCards) {
   std::string html = renderHtmlReport({{"check", noLeakCheck()}}, "clean");
   EXPECT_NE(html.find("id=\"verdict\" data-verdict=\"no_leak\""), std::string::npos);

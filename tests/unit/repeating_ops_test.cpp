@@ -103,7 +103,8 @@ TEST(FindLoop, ALogLineEveryFewIterationsDoesNotHideTheLoop) {
   std::size_t start = 0;
   while (body[start] != found->anchor) ++start;
   std::uint64_t hash = kEmptyOpsHash;
-  for (std::size_t i = 0; i < body.size(); ++i) hash = foldOp(hash, body[(start + i) % body.size()]);
+  for (std::size_t i = 0; i < body.size(); ++i)
+    hash = foldOp(hash, body[(start + i) % body.size()]);
   EXPECT_EQ(found->signature, hash);
 }
 

@@ -40,7 +40,7 @@ TEST(StepPhases, NamingThePhaseBeforeTheFirstStepLeavesOnePhase) {
 TEST(StepPhases, APhaseBegunAgainKeepsItsNumber) {
   StepPhases phases = epochs(3);
   EXPECT_TRUE(phases.several());
-  EXPECT_EQ(phases.phaseOf(0), phases.phaseOf(14));  // train, epochs 1 and 2
+  EXPECT_EQ(phases.phaseOf(0), phases.phaseOf(14));   // train, epochs 1 and 2
   EXPECT_EQ(phases.phaseOf(10), phases.phaseOf(27));  // validate, epochs 1 and 2
   EXPECT_NE(phases.phaseOf(9), phases.phaseOf(10));
 }
