@@ -115,7 +115,7 @@ struct StepSample {
   // Sampled autograd nodes of earlier steps still alive, as of the last boundary where the verdict
   // was renewed (every boundary through warm-up + 10 steps, then one in 4 unless a leak is seen).
   std::int64_t graph_nodes_alive = 0;
-  std::uint32_t phase = 0;  // index into LeakReport::phases (0 when the program named none)
+  std::uint32_t phase = 0;  // index into LeakReport::phases (0 when the steps had one phase)
 };
 
 // A phase of the program's steps (LeakDetector::phase, or a loop memseal run found).
@@ -232,7 +232,8 @@ class MEMSEAL_API LeakDetector {
   // `steps_back`: the last that many steps taken belong to it too (a caller that learns where a
   // phase began only a few steps into it).
   void phase(const std::string& name, std::uint32_t steps_back = 0);
-  // The analysis as of the last step boundary.
+  // The analysis as of the last step boundary. Like step(), not to be called from two threads at
+  // once (it may write down what a build-up holds, which step() left for later).
   LeakReport report() const;
   // Stops tracking and applies the policy to the final report, which it returns.
   LeakReport finish();

@@ -61,7 +61,8 @@ class LeakReport:
     """The leak detector's report. Everything the C++ LeakReport has (leak, steps, warmup,
     detected_at_step, findings, per_step, backward_ran, notes, phases), plus holders and
     cycle_garbage. A finding whose memory was freed before the report (a phase's end, a reset)
-    has `freed` (first_step, last_step, freed_at_step, times, steps_per_time, peak_bytes, phase).
+    has `freed` (first_step, last_step, freed_at_step, times, steps_per_time, peak_bytes, phase,
+    building_up, found_after_steps).
     text() and to_json() (schema memseal.check/1; Python's additions under "python")."""
 
     def __init__(self, native, holders=(), cycle_garbage=None):

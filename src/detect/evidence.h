@@ -56,6 +56,13 @@ struct LeakEvidence {
   analyze::SurvivorCensus census;
   std::map<std::uint32_t, NodeGroup> node_groups;
 
+  LeakEvidence() = default;
+  // `groups` points into `census` and `node_groups`: a move keeps their nodes, a copy would not.
+  LeakEvidence(const LeakEvidence&) = delete;
+  LeakEvidence& operator=(const LeakEvidence&) = delete;
+  LeakEvidence(LeakEvidence&&) = default;
+  LeakEvidence& operator=(LeakEvidence&&) = default;
+
   bool leak() const {
     return !storage.empty() || !graph_roots.empty() || unexplained_tensor_growth > 0 ||
            untracked_growth > 0;

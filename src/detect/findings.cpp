@@ -36,24 +36,21 @@ std::string causeLine(const AllocationSite& site) {
   return "";
 }
 
-// Whether two sites were made within one call of the user's code: a frame of the user's other
-// than the innermost of each (the model's forward, called from the same line of the loop).
+// Whether two sites were made within one call of the user's code: the user's frame that called
+// the innermost one is the same line for both (the model's forward, called from the same line of
+// the loop). Only that nearest caller: every stack of a script ends at the same `main()` line.
 bool madeInTheSameCall(const AllocationSite& a, const AllocationSite& b) {
-  auto enclosing = [](const AllocationSite& site) {
-    std::set<std::string> lines;
+  auto caller = [](const AllocationSite& site) -> std::string {
     bool innermost = true;
     for (const StackFrame& frame : site.frames) {
       if (frame.is_internal || frame.file.empty()) continue;
-      if (!innermost) lines.insert(frame.file + ":" + std::to_string(frame.line));
+      if (!innermost) return frame.file + ":" + std::to_string(frame.line);
       innermost = false;
     }
-    return lines;
+    return "";
   };
-  std::set<std::string> of_b = enclosing(b);
-  for (const std::string& line : enclosing(a)) {
-    if (of_b.count(line) != 0) return true;
-  }
-  return false;
+  std::string of_a = caller(a);
+  return !of_a.empty() && of_a == caller(b);
 }
 
 ShapeRange shapeRangeOf(const analyze::ShapeSummary& shapes) {
@@ -312,11 +309,7 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
     if (candidate.category == LeakCategory::kTensorsRetained && first_graph != nullptr) {
       if (graph_lines.count(candidate.cause) != 0) {
         candidate.category = first_graph->category;
-      } else if (heldByGraphs(group, graphs) ||
-                 (first_graph->category == LeakCategory::kGradEnabledInference &&
-                  madeInTheSameCall(candidate.part.site, first_graph->part.site))) {
-        // Saved by the retained graphs; or, without backward, an input the forward pass that made
-        // the kept output saved (a recurrent layer's detached hidden state).
+      } else if (heldByGraphs(group, graphs)) {
         candidate.category = first_graph->category;
         candidate.cause = first_graph->cause;
       }

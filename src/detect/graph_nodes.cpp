@@ -30,7 +30,7 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
   samples.last_node = node.get();
   for (const torch::autograd::Edge& edge : node->next_edges()) {
     if (edge.function && earlier_.count(edge.function.get()) != 0) {
-      samples.link = Sample{node, site, output};
+      samples.link = Sample{node, site, output, node.get()};
       break;
     }
   }
@@ -38,6 +38,7 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
   slot.node = node;
   slot.site = site;
   slot.signature = output;
+  slot.address = node.get();
   samples.next = (samples.next + 1) % kSamplesPerStep;
   if (samples.count < kSamplesPerStep) ++samples.count;
 }
@@ -45,9 +46,9 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
 void GraphNodeSampler::rememberAsEarlier(const StepSamples& samples) {
   std::vector<const torch::autograd::Node*> nodes;
   for (int i = 0; i < samples.count; ++i) {
-    if (auto node = samples.samples[i].node.lock()) nodes.push_back(node.get());
+    if (!samples.samples[i].node.expired()) nodes.push_back(samples.samples[i].address);
   }
-  if (auto node = samples.link.node.lock()) nodes.push_back(node.get());
+  if (!samples.link.node.expired()) nodes.push_back(samples.link.address);
   for (const torch::autograd::Node* node : nodes) earlier_.insert(node);
   earlier_by_step_.push_back(std::move(nodes));
   if (earlier_by_step_.size() > kEarlierSteps) {

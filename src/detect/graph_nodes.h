@@ -58,6 +58,9 @@ class GraphNodeSampler final : public track::GradFnObserver {
     std::weak_ptr<torch::autograd::Node> node;
     std::uint32_t site = 0;
     track::TensorSignature signature;
+    // The node's address, compared only (see earlier_): never locked on the op's thread, where
+    // dropping the last reference would destroy a graph under the sampler's lock.
+    const torch::autograd::Node* address = nullptr;
   };
   struct StepSamples {
     std::uint32_t step = 0;

@@ -49,16 +49,16 @@ void thinStepSamples(std::vector<StepSample>& samples) {
   samples.swap(kept);
 }
 
-// The same mistake seen again: its category, op and the user's line that made it.
+// The same mistake seen again: its category and the line of the user's code that made it (what a
+// build-up's finding names first, its graph's root or its largest part, may differ from one
+// build-up to the next), else its op.
 std::string causeKey(const LeakFinding& finding) {
-  std::string key = std::string(categoryId(finding.category)) + "|" + finding.site.op + "|" +
-                    finding.site.outer_op;
+  std::string key = std::string(categoryId(finding.category)) + "|";
   for (const StackFrame& frame : finding.site.frames) {
     if (frame.is_internal) continue;
-    key += "|" + frame.file + ":" + std::to_string(frame.line) + "|" + frame.function;
-    break;
+    return key + frame.file + ":" + std::to_string(frame.line) + "|" + frame.function;
   }
-  return key;
+  return key + finding.site.op + "|" + finding.site.outer_op;
 }
 
 // The sample of `step`, or of the nearest step before it that has one (samples are thinned).
@@ -237,6 +237,16 @@ struct LeakDetector::State {
     }
     std::vector<HeldCause> causes;
     for (const auto& [built_finding, parts] : by_finding) {
+      // Freed only when all it holds was: a part still building up is told with the rest when
+      // it goes (one build-up is not two).
+      bool still_held = std::any_of(
+          built_finding->groups.begin(), built_finding->groups.end(),
+          [&](const detect::GroupId& id) {
+            return history.buildingUp(id) &&
+                   std::none_of(parts.begin(), parts.end(),
+                                [&](const detect::Collapse* part) { return part->id == id; });
+          });
+      if (still_held) continue;
       HeldCause cause;
       cause.finding = built_finding->finding;
       HeldUntilFreed freed;
@@ -358,7 +368,9 @@ struct LeakDetector::State {
     report.devices = detect::summarizeDevices(options.warmup);
     report.leak = !report.findings.empty();
     if (report.leak) report.detected_at_step = leak_since ? leak_since : held_detected;
-    if (phases.several()) {
+    if (!phases.several()) {
+      for (StepSample& sample : report.per_step) sample.phase = 0;  // one phase, none listed
+    } else {
       std::vector<detect::StepPhases::Summary> summaries = phases.summaries(current_step);
       std::map<std::string, std::uint32_t> index;
       for (const detect::StepPhases::Summary& summary : summaries) {

@@ -102,12 +102,24 @@ std::vector<std::uint32_t> StepPhases::positionsOf(const std::vector<std::uint32
 }
 
 void StepPhases::markBackward(std::uint32_t step) {
-  if (!backward_steps_.empty() && backward_steps_.back().second + 1 >= step &&
-      backward_steps_.back().first <= step) {
-    backward_steps_.back().second = std::max(backward_steps_.back().second, step);
-    return;
+  if (!backward_steps_.empty()) {
+    auto& last = backward_steps_.back();
+    // Steps whose ops were not watched between two that ran backward, in one run of a phase, ran
+    // it too as far as anyone can tell (ops are watched one step in N).
+    bool same_run = runIndexOf(last.second) == runIndexOf(step);
+    if (last.first <= step &&
+        (last.second + 1 >= step || (same_run && step - last.second <= kBackwardGapSteps))) {
+      last.second = std::max(last.second, step);
+      return;
+    }
   }
   backward_steps_.emplace_back(step, step);
+  if (backward_steps_.size() > kMaxBackwardStretches) {
+    // Bounded memory: the older half goes (their groups are long judged).
+    backward_steps_.erase(
+        backward_steps_.begin(),
+        backward_steps_.begin() + static_cast<std::ptrdiff_t>(kMaxBackwardStretches / 2));
+  }
 }
 
 bool StepPhases::backwardRan(PhaseSet phases) const {

@@ -23,6 +23,9 @@ class StepPhases {
   // Past this many runs (a phase begun again counts as a run), later steps stay in the phase of the
   // last run: memory stays bounded however often a program switches.
   static constexpr std::size_t kMaxRuns = 1 << 16;
+  // Backward seen on steps at most this far apart in one run is taken to have run between them.
+  static constexpr std::uint32_t kBackwardGapSteps = 64;
+  static constexpr std::size_t kMaxBackwardStretches = 8192;
 
   StepPhases();
 

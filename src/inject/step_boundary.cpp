@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 
@@ -29,10 +30,10 @@ constexpr std::size_t kMinRepeats = 8;
 constexpr double kSureCoverage = 0.9;
 constexpr auto kMaxLearning = std::chrono::seconds(10);
 constexpr auto kLearningTick = std::chrono::milliseconds(100);
-// Steps closer than a multiple of what the last step cost in the detector are one step, so a loop
-// of microsecond iterations spends at most a twentieth of its time there: never closer than
-// kMinStepGap, and always taken kMaxStepGap apart (a step that wrote down a finding costs far more
-// than the usual one).
+// Steps closer than a multiple of what a step costs in the detector (on average) are one step, so
+// a loop of microsecond iterations spends about a twentieth of its time there at most: never closer
+// than kMinStepGap, and always taken kMaxStepGap apart (a step that wrote down a finding costs far
+// more than the usual one).
 constexpr auto kMinStepGap = std::chrono::microseconds(50);
 constexpr auto kMaxStepGap = std::chrono::milliseconds(1);
 constexpr int kStepCostMultiple = 20;
@@ -46,6 +47,8 @@ constexpr std::size_t kRememberedCandidates = 8;
 // A loop found before runs again after this many of its iterations in a row.
 constexpr int kRecognisedAfter = 2;
 constexpr const char* kOutsideLoops = "outside loops";
+constexpr std::size_t kMaxOpNames = 4096;
+constexpr std::uint32_t kOtherOps = std::numeric_limits<std::uint32_t>::max();
 
 // MEMSEAL_RUN_TRACE_STEPS=1: each decision of the loop finder on stderr, for memseal's developers.
 bool tracing() {
@@ -148,7 +151,7 @@ StepBoundary::StepBoundary(StepRule rule, LeakDetector& detector, std::function<
       break;
     case StepRule::Kind::kInterval:
       phase_ = Phase::kWindows;
-      next_window_ = Clock::now() + rule_.interval;
+      next_window_.store(Clock::now() + rule_.interval);
       break;
     case StepRule::Kind::kOn:
       phase_ = Phase::kOps;
@@ -186,6 +189,9 @@ void StepBoundary::onOp(const char* name, bool outermost) {
         applyPhaseChange(false);
         return;
       }
+      // Only on the loop's own thread: an op of the same name on one of libtorch's intra-op
+      // workers is not an iteration.
+      if (t_thread == 0 || t_thread != loop_thread_.load(std::memory_order_acquire)) return;
       bool anchor;
       {
         std::lock_guard<std::mutex> lock(anchor_mutex_);
@@ -221,10 +227,10 @@ void StepBoundary::applyPhaseChange(bool on_runtime_thread) {
   // Steps already taken that were the new phase's, and the one running now, join it first.
   if (change.phase_first && !change.detector_phase.empty()) {
     detector_.phase(change.detector_phase, static_cast<std::uint32_t>(change.steps_back));
-    if (current_ < loop_steps_.size()) {
-      loop_steps_[current_] -= std::min(loop_steps_[current_], change.steps_back);
-    }
-    steps_outside_loops_ += change.steps_back;
+    std::uint64_t moved =
+        current_ < loop_steps_.size() ? std::min(loop_steps_[current_], change.steps_back) : 0;
+    if (moved > 0) loop_steps_[current_] -= moved;
+    steps_outside_loops_ += moved;
   }
   if (change.end_step && steps_taken_ > 0) {
     last_step_ = Clock::now();
@@ -239,8 +245,9 @@ void StepBoundary::applyPhaseChange(bool on_runtime_thread) {
   if (change.next == Phase::kOps) {
     current_ = change.loop;
     loop_steps_.resize(loops_size_, 0);
+    loop_thread_.store(change.loop_thread, std::memory_order_release);
   }
-  if (change.next == Phase::kWindows) next_window_ = Clock::now() + kShortestWindow;
+  if (change.next == Phase::kWindows) next_window_.store(Clock::now() + kShortestWindow);
   phase_.store(change.next, std::memory_order_release);
 }
 
@@ -251,10 +258,11 @@ void StepBoundary::onNamedScope(const char* name) {
   }
 }
 
-bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce) {
+bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce, Phase expected) {
   std::lock_guard<std::mutex> lock(step_mutex_);
   Phase phase = phase_.load();
-  if (phase == Phase::kStopped || phase == Phase::kSwitching) return false;
+  // The phase the caller saw may have changed while it waited for the GIL or this lock.
+  if (phase != expected) return false;
   if (coalesce && steps_taken_ > 0 && now - last_step_ < min_step_gap_) return false;
   last_step_ = now;
   ++steps_taken_;
@@ -266,8 +274,11 @@ bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce) {
     ++steps_outside_loops_;
   }
   detector_.step();
-  min_step_gap_ = std::clamp<Clock::duration>(kStepCostMultiple * (Clock::now() - now), kMinStepGap,
-                                              kMaxStepGap);
+  // What a step costs on average (a verdict's renewal, one step in a few, costs most).
+  Clock::duration cost = Clock::now() - now;
+  step_cost_ = step_cost_ == Clock::duration::zero() ? cost : (4 * step_cost_ + cost) / 5;
+  min_step_gap_ =
+      std::clamp<Clock::duration>(kStepCostMultiple * step_cost_, kMinStepGap, kMaxStepGap);
   return true;
 }
 
@@ -276,7 +287,7 @@ void StepBoundary::takeStep() {
   {
     // The detector writes down findings at some steps, naming Python frames.
     PythonLock python(PythonLock::Threads::kPythonOnly);
-    taken = stepLocked(Clock::now(), true);
+    taken = stepLocked(Clock::now(), true, Phase::kOps);
   }
   if (taken && after_step_) after_step_();
 }
@@ -287,6 +298,9 @@ std::uint32_t StepBoundary::opId(const char* name) {
   // call, and a freed name's address is soon another name's.)
   auto known = op_ids_.find(std::string_view(name));
   if (known != op_ids_.end()) return known->second;
+  // Bounded memory: names made per call (`ProfilerStep#N`, a region named after its batch) would
+  // add one each; past kMaxOpNames, new names share one id (iterations with them do not match).
+  if (op_names_.size() >= kMaxOpNames) return kOtherOps;
   op_names_.emplace_back(name);
   auto id = static_cast<std::uint32_t>(op_names_.size() - 1);
   op_ids_.emplace(std::string_view(op_names_.back()), id);
@@ -414,7 +428,7 @@ void StepBoundary::startAtLeastLiveMemory(analyze::LoopShape& loop,
   std::size_t best = 0;
   std::optional<double> best_live;
   for (std::size_t j = 0; j < loop.period; ++j) {
-    if (count[iteration[j]] != 1) continue;
+    if (count[iteration[j]] != 1 || iteration[j] == kOtherOps) continue;
     double sum = 0;
     for (std::size_t start : starts) sum += static_cast<double>(live[start + j]);
     double mean = sum / static_cast<double>(starts.size());
@@ -454,6 +468,7 @@ void StepBoundary::enterLoop(std::size_t index) {
   trace("enter " + loop.name + " (period " + std::to_string(loop.period) + ", anchor " +
         op_names_[loop.anchor] + ")");
   change_ = PhaseChange{Phase::kOps, loop.name, true, false, index};
+  change_.loop_thread = loop.thread;
   loops_size_ = loops_.size();
   phase_.store(Phase::kSwitching, std::memory_order_release);
 }
@@ -475,6 +490,7 @@ bool StepBoundary::checkLoopStillRepeats(const char* name) {
       // Judged again on more iterations: a loop of layers inside the iteration gives way to the
       // iteration (same phase, another anchor).
       std::optional<analyze::LoopShape> found = analyze::findLoop(verify_ops_, kMinRepeats);
+      if (found && found->anchor == kOtherOps) found.reset();
       if (found && found->period != loop.period && found->period == verify_period_) {
         trace("re-judged " + loop.name + ": period " + std::to_string(found->period) + " at " +
               op_names_[found->anchor]);
@@ -562,7 +578,7 @@ bool StepBoundary::startWindows(std::string reason) {
 std::chrono::nanoseconds StepBoundary::untilNextTick() const {
   Phase phase = phase_.load();
   if (phase != Phase::kWindows) return kLearningTick;
-  std::chrono::nanoseconds left = next_window_ - Clock::now();
+  std::chrono::nanoseconds left = next_window_.load() - Clock::now();
   return std::max<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0));
 }
 
@@ -591,12 +607,12 @@ void StepBoundary::tick() {
   }
   if (phase_.load() != Phase::kWindows) return;
   Clock::time_point now = Clock::now();
-  if (now < next_window_) return;
+  if (now < next_window_.load()) return;
   {
     bool taken;
     {
       PythonLock python;
-      taken = stepLocked(now, false);
+      taken = stepLocked(now, false, Phase::kWindows);
     }
     if (!taken) return;
     if (after_step_) after_step_();
@@ -605,7 +621,7 @@ void StepBoundary::tick() {
   if (rule_.kind != StepRule::Kind::kInterval) {
     window = runSizedWindow(now - started_);
   }
-  next_window_ = now + window;
+  next_window_.store(now + window);
 }
 
 std::vector<std::string> StepBoundary::description() {

@@ -110,10 +110,11 @@ class StepBoundary {
   // it (applyPhaseChange: the GIL, then the step lock, as every step is taken).
   struct PhaseChange {
     Phase next = Phase::kLearning;
-    std::string detector_phase;  // the detector's phase from now on; empty: unchanged
-    bool end_step = false;       // end the step that runs now
-    bool phase_first = false;    // ... once it is the new phase's (else in the phase it ran in)
-    std::size_t loop = 0;        // next == kOps: the loop it enters
+    std::string detector_phase;     // the detector's phase from now on; empty: unchanged
+    bool end_step = false;          // end the step that runs now
+    bool phase_first = false;       // ... once it is the new phase's (else in the phase it ran in)
+    std::size_t loop = 0;           // next == kOps: the loop it enters
+    std::uint64_t loop_thread = 0;  // ... and the thread it runs on
     // Steps already taken that belong to the new phase (a loop's last iterations that no longer
     // matched it: the next phase had begun).
     std::uint64_t steps_back = 0;
@@ -142,7 +143,7 @@ class StepBoundary {
   void resetLearning();
   void takeStep();
   // The step itself, under the step lock; false when it was not taken.
-  bool stepLocked(Clock::time_point now, bool coalesce);
+  bool stepLocked(Clock::time_point now, bool coalesce, Phase expected);
 
   StepRule rule_;
   LeakDetector& detector_;
@@ -153,13 +154,17 @@ class StepBoundary {
   Clock::time_point started_ = Clock::now();
   Clock::time_point last_step_{};
   Clock::duration min_step_gap_{};
-  Clock::time_point next_window_{};
+  Clock::duration step_cost_{};  // what a step costs in the detector, a moving average
+  std::atomic<Clock::time_point> next_window_{Clock::time_point{}};
   // Under step_mutex_ (steps_seen_ is steps_taken_ for readers without it).
   std::uint64_t steps_taken_ = 0;
   std::atomic<std::uint64_t> steps_seen_{0};
   std::uint64_t steps_outside_loops_ = 0;
   std::vector<std::uint64_t> loop_steps_;  // steps taken in each loop
-  std::size_t current_ = 0;                // the loop of kOps (written under both locks)
+  // The loop of kOps, written while the phase is kSwitching (by the one thread that switches) and
+  // read after kOps is seen; the thread it runs on, where its steps are taken.
+  std::size_t current_ = 0;
+  std::atomic<std::uint64_t> loop_thread_{0};
 
   // Learning (auto only), under learn_mutex_.
   std::mutex learn_mutex_;

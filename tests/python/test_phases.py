@@ -174,6 +174,29 @@ def test_the_report_keeps_phases_and_what_was_freed_in_json():
     assert {sample.phase for sample in again.per_step} == {0, 1}
 
 
+cache = []
+
+
+def test_two_unrelated_mistakes_in_one_program_are_two_findings():
+    def run(program):
+        for _ in range(2):
+            program.train(30, keep_total=False)
+            program.watch.phase("validate")
+            outputs = []
+            for _ in range(15):
+                output = program.model(torch.randn(8, 32))  # grad on: a graph per output
+                outputs.append(output)
+                cache.append(torch.randn(16).detach())  # a cache that is never cleared
+                program.watch.step()
+
+    try:
+        report = watched(run)
+    finally:
+        cache.clear()
+    assert report.leak, report.text()
+    assert sorted(report.categories) == ["grad-enabled-inference", "tensors-retained"], report.text()
+
+
 def test_a_phase_is_named_by_a_string():
     with memseal.watch(on_leak="none") as watch:
         with pytest.raises(TypeError, match="named by a string"):

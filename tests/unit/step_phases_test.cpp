@@ -92,5 +92,42 @@ TEST(StepPhases, APhaseWithoutStepsGivesWayToTheNext) {
   EXPECT_EQ(summaries[2].name, "c");
 }
 
+TEST(StepPhases, StepsAlreadyTakenCanBeMovedToTheNextPhase) {
+  // A loop is seen to have ended three steps after the next phase began.
+  StepPhases phases;
+  phases.begin(0, "train");
+  phases.markBackward(5);
+  phases.markBackward(9);
+  phases.begin(12 - 3, "validate");
+  EXPECT_EQ(phases.name(phases.phaseOf(8)), "train");
+  EXPECT_EQ(phases.name(phases.phaseOf(9)), "validate");
+  // Backward is known by step, so the steps moved take theirs along.
+  EXPECT_TRUE(phases.backwardRan(phaseBit(phases.phaseOf(9))));
+  EXPECT_FALSE(phases.backwardRanInMostOf({9, 10, 11}));
+  EXPECT_TRUE(phases.backwardRanInMostOf({5, 6, 9}));
+  // Moving back over a whole run takes it away.
+  phases.begin(15, "train");
+  phases.begin(15 - 6, "test");
+  std::vector<StepPhases::Summary> summaries = phases.summaries(20);
+  ASSERT_EQ(summaries.size(), 2u);
+  EXPECT_EQ(summaries[0].name, "train");
+  EXPECT_EQ(summaries[0].steps, 9u);
+  EXPECT_EQ(summaries[1].name, "test");
+  EXPECT_EQ(summaries[1].steps, 11u);
+  EXPECT_TRUE(phases.inFirstRunOfItsPhase(19));
+}
+
+TEST(StepPhases, BackwardSeenOneStepInManyCoversItsRunOnly) {
+  StepPhases phases;
+  phases.begin(0, "train");
+  phases.markBackward(0);
+  phases.markBackward(32);  // ops watched one step in 32 in between
+  phases.begin(40, "validate");
+  phases.begin(60, "train");
+  phases.markBackward(64);
+  EXPECT_TRUE(phases.backwardRanInMostOf({10, 20, 30}));
+  EXPECT_FALSE(phases.backwardRanInMostOf({40, 50, 59}));
+}
+
 }  // namespace
 }  // namespace memseal::detect
