@@ -27,15 +27,6 @@ struct Candidate {
   GroupId group;  // the evidence it comes from
 };
 
-std::string causeLine(const AllocationSite& site) {
-  for (const StackFrame& frame : site.frames) {
-    if (frame.is_internal) continue;
-    if (!frame.file.empty()) return frame.file + ":" + std::to_string(frame.line);
-    return frame.function.empty() ? common::hexAddress(frame.address) : frame.function;
-  }
-  return "";
-}
-
 // Whether two sites were made within one call of the user's code: the user's frame that called
 // the innermost one is the same line for both (the model's forward, called from the same line of
 // the loop). Only that nearest caller: every stack of a script ends at the same `main()` line.
@@ -276,6 +267,22 @@ void nameCreateGraphCycle(std::vector<BuiltFinding>& findings,
 
 }  // namespace
 
+std::string causeLine(const AllocationSite& site) {
+  for (const StackFrame& frame : site.frames) {
+    if (frame.is_internal) continue;
+    if (!frame.file.empty()) return frame.file + ":" + std::to_string(frame.line);
+    return frame.function.empty() ? common::hexAddress(frame.address) : frame.function;
+  }
+  return "";
+}
+
+bool reportedBefore(const LeakFinding& a, const LeakFinding& b) {
+  bool a_untracked = a.category == LeakCategory::kUntrackedGrowth;
+  bool b_untracked = b.category == LeakCategory::kUntrackedGrowth;
+  if (a_untracked != b_untracked) return b_untracked;
+  return a.bytes_per_step > b.bytes_per_step;
+}
+
 std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
   std::vector<LeakFinding> findings;
   for (BuiltFinding& built : buildFindingsWithGroups(evidence)) {
@@ -387,13 +394,8 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
   }
   // Largest first; resident growth last, as the weakest evidence (it names no site).
   std::stable_sort(findings.begin(), findings.end(),
-                   [](const BuiltFinding& built_a, const BuiltFinding& built_b) {
-                     const LeakFinding& a = built_a.finding;
-                     const LeakFinding& b = built_b.finding;
-                     bool a_untracked = a.category == LeakCategory::kUntrackedGrowth;
-                     bool b_untracked = b.category == LeakCategory::kUntrackedGrowth;
-                     if (a_untracked != b_untracked) return b_untracked;
-                     return a.bytes_per_step > b.bytes_per_step;
+                   [](const BuiltFinding& a, const BuiltFinding& b) {
+                     return reportedBefore(a.finding, b.finding);
                    });
   return findings;
 }

@@ -3,12 +3,20 @@
 // grouped into one finding that lists them; a create_graph cycle is named as such.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "detect/evidence.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal::detect {
+
+// The order of a report's findings: largest first; resident growth last, as the weakest evidence
+// (it names no site).
+bool reportedBefore(const LeakFinding& a, const LeakFinding& b);
+// The line of the user's code that made a site: its first frame that is not libtorch's, the
+// runtime's or memseal's (file:line, else the function); empty when no stack names one.
+std::string causeLine(const AllocationSite& site);
 
 // Largest first; resident growth last, as the weakest evidence (it names no site). Reads example
 // tensors of the flagged groups (on this thread's tensors only) and symbolizes their stacks.

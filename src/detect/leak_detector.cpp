@@ -53,12 +53,9 @@ void thinStepSamples(std::vector<StepSample>& samples) {
 // build-up's finding names first, its graph's root or its largest part, may differ from one
 // build-up to the next), else its op.
 std::string causeKey(const LeakFinding& finding) {
-  std::string key = std::string(categoryId(finding.category)) + "|";
-  for (const StackFrame& frame : finding.site.frames) {
-    if (frame.is_internal) continue;
-    return key + frame.file + ":" + std::to_string(frame.line) + "|" + frame.function;
-  }
-  return key + finding.site.op + "|" + finding.site.outer_op;
+  std::string line = detect::causeLine(finding.site);
+  return std::string(categoryId(finding.category)) + "|" +
+         (line.empty() ? finding.site.op + "|" + finding.site.outer_op : line);
 }
 
 // The sample of `step`, or of the nearest step before it that has one (samples are thinned).
@@ -357,13 +354,7 @@ struct LeakDetector::State {
       }
       held_detected = std::min(held_detected.value_or(cause.detected_at), cause.detected_at);
     }
-    std::stable_sort(report.findings.begin(), report.findings.end(),
-                     [](const LeakFinding& a, const LeakFinding& b) {
-                       bool a_untracked = a.category == LeakCategory::kUntrackedGrowth;
-                       bool b_untracked = b.category == LeakCategory::kUntrackedGrowth;
-                       if (a_untracked != b_untracked) return b_untracked;
-                       return a.bytes_per_step > b.bytes_per_step;
-                     });
+    std::stable_sort(report.findings.begin(), report.findings.end(), detect::reportedBefore);
     detect::addDeviceFindings(options.warmup, report);
     report.devices = detect::summarizeDevices(options.warmup);
     report.leak = !report.findings.empty();
@@ -435,7 +426,6 @@ void LeakDetector::step() {
   if (state.finished) throw std::logic_error("memseal: LeakDetector::step() after finish()");
   StepSample sample;
   sample.step = state.current_step;
-  sample.phase = state.phases.phaseOf(state.current_step);
   std::uint64_t backward_now = track::backwardFunctionsRun();
   if (backward_now > state.backward_at_step_start) state.phases.markBackward(sample.step);
   state.backward_at_step_start = backward_now;
