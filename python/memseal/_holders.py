@@ -7,9 +7,12 @@ Reads the garbage collector's view of the heap (gc.get_objects, gc.get_referrers
 report with a leak is made, for a bounded sample of tensors per finding.
 """
 
+import functools
 import gc
 import os
+import re
 import sys
+import sysconfig
 import types
 
 _TENSORS_PER_FINDING = 8
@@ -30,9 +33,10 @@ def _where(module):
     return os.path.basename(path) if path else module.__name__
 
 
-def _live_locals(skip_files):
-    """id(object) -> (name, where) for locals of the frames running now, outside memseal."""
-    found = {}
+def _live_named_locals(skip_files):
+    """[(name, value, where)] for the locals of the frames running now, outside memseal. The
+    caller drops the list before walking the heap: its tuples refer to the values."""
+    found = []
     for frame in sys._current_frames().values():
         while frame is not None:
             code = frame.f_code
@@ -40,39 +44,166 @@ def _live_locals(skip_files):
             if frame.f_locals is not frame.f_globals and not any(
                 code.co_filename.startswith(p) for p in skip_files
             ):
-                for name, value in frame.f_locals.items():
-                    found.setdefault(
-                        id(value),
-                        (name, f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"),
-                    )
+                where = f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+                found.extend((name, value, where) for name, value in frame.f_locals.items())
             frame = frame.f_back
     return found
+
+
+def _live_locals(named_locals):
+    """id(object) -> (name, where) for _live_named_locals()."""
+    found = {}
+    for name, value, where in named_locals:
+        found.setdefault(id(value), (name, where))
+    return found
+
+
+# Where a torch.nn.Module keeps what it holds: the dicts named here are roots that say which module
+# path and which slot (`model.layers[3]` forward pre-hook, `decoder.k_cache` buffer).
+_MODULE_SLOTS = (
+    ("_forward_pre_hooks", "forward pre-hook"),
+    ("_forward_hooks", "forward hook"),
+    ("_backward_pre_hooks", "backward pre-hook"),
+    ("_backward_hooks", "backward hook"),
+    ("_state_dict_hooks", "state_dict hook"),
+    ("_load_state_dict_pre_hooks", "load_state_dict pre-hook"),
+    ("_buffers", "buffer"),
+    ("_parameters", "parameter"),
+)
+
+
+def _library_paths():
+    paths = {sysconfig.get_paths().get(key) for key in ("purelib", "platlib", "stdlib", "platstdlib")}
+    return tuple(os.path.abspath(p) + os.sep for p in paths if p)
+
+
+def _module_path(root, name):
+    """'model' + 'layers.3.attn' -> 'model.layers[3].attn'."""
+    path = root
+    for part in name.split(".") if name else ():
+        path += f"[{part}]" if part.isdigit() else f".{part}"
+    return path
+
+
+def _module_slots(named_roots):
+    """({id(module): (path, where, module)}, {id(slot dict): (path, slot, module type, where, module,
+    attribute)}) for the torch.nn.Modules that globals of the program's own files and locals of
+    running frames name."""
+    torch_nn = sys.modules.get("torch.nn")
+    if torch_nn is None:
+        return {}, {}
+    module_type = torch_nn.Module
+    paths, slots = {}, {}
+    for name, value, where in named_roots:
+        if not issubclass(type(value), module_type) or id(value) in paths:
+            continue
+        try:
+            submodules = list(value.named_modules())
+        except Exception:  # noqa: BLE001 (a user module whose traversal raises)
+            continue
+        for sub_name, module in submodules[:10000]:
+            path = _module_path(name, sub_name)
+            paths.setdefault(id(module), (path, where, module))
+            for attribute, slot in _MODULE_SLOTS:
+                held = vars(module).get(attribute)
+                if isinstance(held, dict):
+                    # The module and attribute, to check the dict is still the one met here.
+                    slots.setdefault(id(held), (path, slot, type(module).__name__, where, module,
+                                                attribute))
+    return paths, slots
+
+
+def _callable_name(function):
+    """`scale_inputs` for step.<locals>.scale_inputs, `Decoder.forward` for a method."""
+    if isinstance(function, functools.partial):
+        return _callable_name(function.func)
+    if isinstance(function, types.MethodType):
+        function = function.__func__
+    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None) or \
+        type(function).__name__
+    return name.rsplit("<locals>.", 1)[-1]
 
 
 class _Roots:
     def __init__(self, ignored):
         self.modules = _module_dicts()
         self.here = os.path.dirname(os.path.abspath(__file__)) + os.sep
-        self.locals = _live_locals([self.here])
+        named_locals = _live_named_locals([self.here])
+        self.locals = _live_locals(named_locals)
         self.ignored = ignored  # ids of the analysis' own containers
+        libraries = _library_paths()
+        named = []
+        for module in self.modules.values():
+            path = getattr(module, "__file__", None)
+            if module.__name__ != "__main__" and (
+                    not path or os.path.abspath(path).startswith(libraries)):
+                continue  # the program's own files only: libraries' module-level objects are theirs
+            named.extend((name, value, f"global of {_where(module)}")
+                         for name, value in list(vars(module).items()))
+        named.extend((name, value, f"local of {where}") for name, value, where in named_locals)
+        self.module_paths, self.module_slots = _module_slots(named)
+        named.clear()
+        named_locals.clear()
 
     def named(self, obj, referrer):
         """(kind, name, where) when `referrer` names `obj` as a root, else None."""
         module = self.modules.get(id(referrer))
-        if module is not None:
+        # Identity, not the id alone: an object in sys.modules whose __dict__ is made anew on each
+        # access leaves an id that a later object may reuse.
+        if module is not None and isinstance(referrer, dict) and \
+                getattr(module, "__dict__", None) is referrer:
             for name, value in dict.items(referrer):
                 if value is obj:
                     return ("global", name, f"global of {_where(module)}")
-        if isinstance(referrer, types.CellType):
-            return ("closure", "<closure variable>", "closure of a function")
+        slot = self.module_slots.get(id(referrer))
+        if slot is not None and isinstance(referrer, dict) and \
+                vars(slot[4]).get(slot[5]) is referrer:
+            path, kind, module_type, where = slot[:4]
+            for key, value in list(dict.items(referrer)):
+                if value is not obj:
+                    continue
+                if kind in ("buffer", "parameter"):
+                    return ("attribute", f"{path}.{key}", f"{kind} of {module_type}, {where}")
+                count = len(referrer)
+                registered = f"{count} {kind}s registered" if count != 1 else f"1 {kind} registered"
+                return ("hook", f"{kind} `{_callable_name(obj)}` of `{path}`",
+                        f"{registered}; {where}")
         return None
 
+    def module_root(self, obj):
+        """(kind, name, where) when `obj` is a module a root names, else None."""
+        found = self.module_paths.get(id(obj))
+        if found is None or found[2] is not obj:
+            return None
+        return ("module", found[0], found[1])
 
-def _step_up(obj, referrer, owners, here):
+
+def _step_up(obj, referrer, owners, here, path):
     """How `referrer` holds `obj`: (label, object to continue from), or None to ignore it.
-    Labels: ".name" (an attribute of owners[id(referrer)]), "[key]" (a dict entry), "[]", and for
-    what a caught exception keeps: "frame:local:function" (a local of a finished frame its
-    traceback holds), "traceback" and "exception"."""
+    Labels: ".name" (an attribute of owners[id(referrer)]), "[key]" (a dict entry), "[]", for
+    closures "cell", "slot:N" (the cell's place in a function's closure) and
+    "closure:variable:function", "partial:function" (an argument of a functools.partial),
+    "method:function", and for what a caught exception keeps: "frame:local:function" (a local of a
+    finished frame its traceback holds), "traceback" and "exception"."""
+    if isinstance(referrer, types.CellType):
+        return ("cell", referrer)
+    if isinstance(referrer, tuple) and isinstance(obj, types.CellType):
+        for index, cell in enumerate(referrer):
+            if cell is obj:
+                return (f"slot:{index}", referrer)
+    if isinstance(referrer, types.FunctionType):
+        if referrer.__closure__ is obj and path and path[-1][0].startswith("slot:"):
+            index = int(path[-1][0][5:])
+            names = referrer.__code__.co_freevars
+            name = names[index] if index < len(names) else "?"
+            return (f"closure:{name}:{_callable_name(referrer)}", referrer)
+        if referrer.__defaults__ is obj or referrer.__kwdefaults__ is obj:
+            return (f"default:{_callable_name(referrer)}", referrer)
+        return None  # its globals, code or name: not what keeps the tensor
+    if isinstance(referrer, functools.partial):
+        return (f"partial:{_callable_name(referrer.func)}", referrer)
+    if isinstance(referrer, types.MethodType):
+        return (f"method:{_callable_name(referrer.__func__)}", referrer)
     if isinstance(referrer, types.FrameType):
         if referrer.f_code.co_filename.startswith(here):
             return None  # memseal's own frames
@@ -117,6 +248,9 @@ def _path_to_root(tensor, roots):
                 local = roots.locals.get(object_id)
                 if local is not None and path:
                     return list(path), ("local", local[0], f"local of {local[1]}")
+                module = roots.module_root(obj) if path else None
+                if module is not None:
+                    return list(path), module
                 referrers = gc.get_referrers(obj)
                 referrers = [r for r in referrers if id(r) not in roots.ignored][:_MAX_REFERRERS]
                 if direct_referrers is None:
@@ -135,7 +269,7 @@ def _path_to_root(tensor, roots):
                             except Exception:  # noqa: BLE001 (a property that raises)
                                 continue
                 for referrer in referrers:
-                    step = _step_up(obj, referrer, owners, roots.here)
+                    step = _step_up(obj, referrer, owners, roots.here, path)
                     if step is None or id(step[1]) in registry:
                         continue
                     label, holder = step
@@ -165,6 +299,24 @@ def _describe(path, root):
         return ("unnamed", "no global, local or attribute names what holds them (reached only "
                            "through objects memseal does not follow)")
     kind, name, where = root
+    # Closures and partials first: what the user wrote is the function, not its cells and tuples.
+    for label, _, _ in path:
+        if not label.startswith(("closure:", "partial:", "default:")):
+            continue
+        what, _, function = label.partition(":")
+        variable = None
+        if what == "closure":
+            variable, _, function = function.partition(":")
+        if kind == "hook" and f"`{function}`" in name:
+            # The hook is that function: "closure variable `scale` of forward pre-hook `f` of ..."
+            prefix = {"closure": f"closure variable `{variable}` of", "partial":
+                      "an argument of functools.partial, the", "default": "a default argument of"}
+            return (kind, f"{prefix[what]} {name} ({where})")
+        prefix = {"closure": f"closure variable `{variable}` of `{function}`", "partial":
+                  f"an argument of functools.partial(`{function}`)", "default":
+                  f"a default argument of `{function}`"}
+        holder = name if kind == "hook" else f"`{name}`"
+        return (kind, f"{prefix[what]}, held by {holder} ({where})")
     expression = name
     # The container the tensors sit in is named, not the entry (a cache's keys differ per tensor).
     for position, (label, _, _) in reversed(list(enumerate(path))):
@@ -197,11 +349,12 @@ def _describe(path, root):
     return (kind, f"{text} ({where})")
 
 
-def _graph_length(grad_fn, limit=5000):
-    """Autograd nodes reachable from grad_fn (up to `limit`). Python makes a new wrapper for a node
-    on every access: the wrappers met are kept, so ids stay unique while counting."""
+def _graph_walk(grad_fn, limit=5000):
+    """(autograd nodes reachable from grad_fn, up to `limit`; their type names). Python makes a
+    new wrapper for a node on every access: the wrappers met are kept, so ids stay unique."""
     kept = []
     seen = set()
+    names = set()
     stack = [grad_fn]
     while stack and len(seen) < limit:
         node = stack.pop()
@@ -209,13 +362,40 @@ def _graph_length(grad_fn, limit=5000):
             continue
         kept.append(node)
         seen.add(id(node))
+        names.add(type(node).__name__)
         stack.extend(next_fn for next_fn, _ in getattr(node, "next_functions", ()))
-    return len(seen)
+    return len(seen), names
+
+
+# Tensors with autograd history of another type than a graph finding's root, kept for the findings
+# whose graph no tensor of the root's type names (a buffer written in place every step, whose
+# CopySlices chains each step's graph to the last).
+_OTHER_GRAPH_TENSORS = 64
+_STORAGES_PER_FINDING = 8
+_TENSORS_PER_STORAGE = 3
+
+
+class LiveSample:
+    """What live_tensors() found on the heap for the findings (a bounded sample): `tensors`
+    {finding: [Python tensors on its retained storage]}, `graphs` {finding: [tensors whose grad_fn
+    has the type of the finding's graph root]}, `other_graphs` [tensors with history of other
+    types], `lru_caches` [functools.lru_cache wrappers holding entries]."""
+
+    def __init__(self):
+        self.tensors = {}
+        self.graphs = {}
+        self.other_graphs = []
+        self.lru_caches = []
+
+    def clear(self):
+        self.tensors.clear()
+        self.graphs.clear()
+        self.other_graphs.clear()
+        self.lru_caches.clear()
 
 
 def live_tensors(findings):
-    """Python tensors of the findings: ({finding: [tensors on its retained storage]}, {finding:
-    [tensors whose grad_fn has the type of the finding's graph]}), a bounded sample of each."""
+    """The LiveSample of the findings."""
     import torch
 
     wanted = {}
@@ -231,12 +411,17 @@ def live_tensors(findings):
         # What was freed before the report has no holder left (unless it is building up again).
         and (finding.freed is None or finding.freed.building_up)
     }
-    sampled = {}
-    graph_candidates = {}
-    objects = gc.get_objects()
-    for obj in objects:
+    graph_names = set(graph_findings.values())
+    sample = LiveSample()
+    per_storage = {}  # finding -> {storage address: tensors sampled}
+    lru_type = type(functools.lru_cache(maxsize=1)(len))
+    for obj in gc.get_objects():
         # type(), not isinstance(): isinstance reads __class__, which lazy module proxies answer
         # with deprecation warnings.
+        if type(obj) is lru_type:
+            if len(sample.lru_caches) < 256 and obj.cache_info().currsize > 0:
+                sample.lru_caches.append(obj)
+            continue
         if not issubclass(type(obj), torch.Tensor):
             continue
         try:
@@ -244,55 +429,135 @@ def live_tensors(findings):
         except Exception:  # noqa: BLE001 (sparse, meta, subclasses without storage)
             continue
         index = wanted.get(address)
-        if index is not None and len(sampled.setdefault(index, [])) < _TENSORS_PER_FINDING:
-            sampled[index].append(obj)
+        if index is not None:
+            # Every Python tensor on a storage (a view kept in a cache, the base it was made from)
+            # up to a few: the one a root names may be any of them.
+            storages = per_storage.setdefault(index, {})
+            if address in storages or len(storages) < _STORAGES_PER_FINDING:
+                if storages.get(address, 0) < _TENSORS_PER_STORAGE:
+                    storages[address] = storages.get(address, 0) + 1
+                    sample.tensors.setdefault(index, []).append(obj)
         grad_fn = obj.grad_fn
-        if grad_fn is not None:
-            for index, name in graph_findings.items():
-                candidates = graph_candidates.setdefault(index, [])
-                if type(grad_fn).__name__ == name and len(candidates) < _TENSORS_PER_FINDING:
+        if grad_fn is not None and graph_findings:
+            name = type(grad_fn).__name__
+            for index, wanted_name in graph_findings.items():
+                candidates = sample.graphs.setdefault(index, [])
+                if name == wanted_name and len(candidates) < _TENSORS_PER_FINDING:
                     candidates.append(obj)
-    return sampled, graph_candidates
+            if name not in graph_names and len(sample.other_graphs) < _OTHER_GRAPH_TENSORS:
+                sample.other_graphs.append(obj)
+    return sample
 
 
-def holders_of(findings, sampled, graph_candidates):
+def _python_functions(finding):
+    """{(file name, function name)} of the Python frames where the finding's tensors were made."""
+    functions = set()
+    sites = [finding.site] + [part.site for part in finding.parts]
+    for site in sites:
+        for frame in site.frames:
+            if frame.file.endswith(".py"):
+                functions.add((os.path.basename(frame.file), frame.function.rsplit(".", 1)[-1]))
+    return functions
+
+
+def _lru_cache_holder(finding, lru_caches, roots):
+    """The description of the functools.lru_cache whose function made the finding's tensors, or
+    None. Its entries live inside the wrapper, where the heap search cannot see them."""
+    functions = _python_functions(finding)
+    for wrapper in lru_caches:
+        code = getattr(getattr(wrapper, "__wrapped__", None), "__code__", None)
+        if code is None or (os.path.basename(code.co_filename), code.co_name) not in functions:
+            continue
+        info = wrapper.cache_info()
+        bound = "no maxsize" if info.maxsize is None else f"maxsize={info.maxsize}"
+        path, root = _path_to_root(wrapper, roots)
+        where = f"; `{root[1]}`, {root[2]}" if root is not None and not path else ""
+        return ("lru_cache", f"functools.lru_cache of `{_callable_name(wrapper.__wrapped__)}` "
+                             f"({info.currsize} entries, {bound}{where})")
+    return None
+
+
+def _merged_entries(counts):
+    """Holders that differ only in a container's key (lists under a dict's keys, one per module)
+    are one holder: `captured[…]` with the number of keys."""
+    groups = {}
+    for (kind, text), count in counts.items():
+        general = re.sub(r"\[[^\[\]`]*\]", "[…]", text)
+        groups.setdefault((kind, general), []).append(((kind, text), count))
+    merged = {}
+    for (kind, general), members in groups.items():
+        if len(members) == 1:
+            merged[members[0][0]] = members[0][1]
+        else:
+            total = sum(count for _, count in members)
+            keys = f"under at least {len(members)} keys"
+            general = general[:-1] + f"; {keys})" if general.endswith(")") else f"{general}, {keys}"
+            merged[(kind, general)] = total
+    return merged
+
+
+def holders_of(findings, sample):
     """A list of memseal.Holder, at most a few per finding, from live_tensors()."""
     from ._report import Holder
 
-    roots = _Roots(ignored={id(sampled), id(graph_candidates)} | {id(v) for v in sampled.values()}
-                   | {id(v) for v in graph_candidates.values()})
+    roots = _Roots(ignored={id(sample.tensors), id(sample.graphs), id(sample.other_graphs),
+                            id(sample.lru_caches)}
+                   | {id(v) for v in sample.tensors.values()}
+                   | {id(v) for v in sample.graphs.values()})
     holders = []
     for index in range(len(findings)):
+        by_storage = {}
+        for tensor in sample.tensors.get(index, []):
+            by_storage.setdefault(tensor.untyped_storage().data_ptr(), []).append(tensor)
         counts = {}
-        for tensor in sampled.get(index, []):
-            path, root = _path_to_root(tensor, roots)
-            key = _describe(path, root)
-            counts[key] = counts.get(key, 0) + 1
-        tensor = None
+        for tensors in by_storage.values():
+            # The first tensor of the storage that a root names speaks for it.
+            described = None
+            for tensor in tensors:
+                path, root = _path_to_root(tensor, roots)
+                key = _describe(path, root)
+                if described is None or (described[0] == "unnamed" and key[0] != "unnamed"):
+                    described = key
+                if key[0] != "unnamed":
+                    break
+            counts[described] = counts.get(described, 0) + 1
+        tensor = tensors = None
+        by_storage.clear()
         # Tensors that autograd saved (activations behind a kept output) have no Python holder of
         # their own: the named holder of the output speaks for the whole finding.
         named = {key: count for key, count in counts.items() if key[0] != "unnamed"}
         if named:
-            counts = named
+            counts = _merged_entries(named)
         via_graph = False
-        if not named and index in graph_candidates:
+        if not named and index in sample.graphs:
             # No Python object holds what is retained: name the tensor whose graph keeps it, the
-            # one with the longest history among those a root names.
+            # one with the longest history among those a root names: of the root's type, else of
+            # another type whose graph reaches a node of the root's type.
+            wanted = findings[index].tensor.grad_fn
             best = None
-            for tensor in graph_candidates[index]:
-                path, root = _path_to_root(tensor, roots)
-                if root is None:
-                    continue
-                length = _graph_length(tensor.grad_fn)
-                if best is None or length > best[0]:
-                    best = (length, _describe(path, root), type(tensor.grad_fn).__name__)
-            tensor = None
+            for candidates, must_reach in ((sample.graphs[index], False),
+                                           (sample.other_graphs, True)):
+                for tensor in candidates:
+                    length, names = _graph_walk(tensor.grad_fn)
+                    if must_reach and wanted not in names:
+                        continue
+                    path, root = _path_to_root(tensor, roots)
+                    if root is None:
+                        continue
+                    if best is None or length > best[0]:
+                        best = (length, _describe(path, root), type(tensor.grad_fn).__name__)
+                tensor = None
+                if best is not None:
+                    break
             if best is not None:
-                counts = {}
                 length, (kind, text), grad_fn = best
                 text += f", whose grad_fn {grad_fn} keeps {length} autograd nodes alive"
-                counts[(kind, text)] = 1
+                counts = {(kind, text): 1}
                 via_graph = True
+        if not named and not via_graph:
+            cache = _lru_cache_holder(findings[index], sample.lru_caches, roots)
+            if cache is not None:
+                counts = {cache: sum(counts.values()) or 1}
         for (kind, text), count in sorted(counts.items(), key=lambda item: -item[1])[:3]:
             holders.append(Holder(index, text, kind, count, via_graph))
     return holders

@@ -15,7 +15,7 @@ class Holder:
 
     finding: int  # index into report.findings
     description: str  # "list `losses` (global of train.py)"
-    kind: str  # global, local, attribute, closure, traceback, unnamed
+    kind: str  # global, local, traceback, attribute, module, hook, lru_cache, unnamed
     tensors: int  # how many of the finding's sampled tensors it holds
     via_graph: bool = False  # the tensor's autograd graph, not the tensor itself, holds them
 
@@ -205,16 +205,16 @@ def complete_report(detector, find_holders=True):
     gc.collect()
     holders = []
     if native.leak:
-        sampled, graph_candidates = live_tensors(native.findings)
+        sample = live_tensors(native.findings)
         # What the live tensors say that the op's own output could not (nn.Parameter re-wraps it).
-        for index, tensors in sampled.items():
+        for index, tensors in sample.tensors.items():
             native = _described_by_live_tensors(native, index, tensors)
         tensors = None
         if find_holders:
             try:
-                holders = holders_of(native.findings, sampled, graph_candidates)
+                holders = holders_of(native.findings, sample)
             except Exception as error:  # noqa: BLE001 (the heap is the user's: never lose the report)
                 holders = [Holder(-1, f"the holder search failed: {type(error).__name__}: {error}",
                                   "unnamed", 0)]
-        del sampled, graph_candidates
+        sample.clear()
     return LeakReport(native, holders, cycle_garbage)

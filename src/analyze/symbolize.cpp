@@ -147,7 +147,7 @@ void addLineInfo(const std::string& library, std::vector<Resolved*>& frames) {
         std::size_t space = number.find(' ');  // "12 (discriminator 3)"
         if (space != std::string::npos) number = number.substr(0, space);
         if (std::atoi(number.c_str()) > 0) {
-          entry.file = where.substr(0, colon);
+          entry.file = common::normalPath(where.substr(0, colon));
           entry.line = std::atoi(number.c_str());
         }
       }

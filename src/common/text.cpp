@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+
+#include <unistd.h>
 
 namespace memseal::common {
 
@@ -31,6 +34,28 @@ std::string hexAddress(std::uintptr_t address) {
   char text[32];
   std::snprintf(text, sizeof(text), "0x%lx", static_cast<unsigned long>(address));
   return text;
+}
+
+std::string normalPath(const std::string& path) {
+  if (path.empty()) return path;
+  std::string normal = std::filesystem::path(path).lexically_normal().string();
+  // "dir/" for "dir/sub/..": a file's path never ends in a slash.
+  if (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return normal;
+}
+
+std::string shownPath(const std::string& path) {
+  std::string normal = normalPath(path);
+  if (normal.empty() || normal.front() != '/') return normal;
+  char buffer[4096];
+  if (::getcwd(buffer, sizeof(buffer)) == nullptr) return normal;
+  std::string here = normalPath(buffer);
+  if (here == "/") return normal;  // relative to the root reads worse than absolute
+  if (normal.size() > here.size() + 1 && normal.compare(0, here.size(), here) == 0 &&
+      normal[here.size()] == '/') {
+    return normal.substr(here.size() + 1);
+  }
+  return normal;
 }
 
 std::string baseName(const std::string& path) {

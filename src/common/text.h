@@ -13,6 +13,13 @@ std::string bytesText(std::int64_t bytes);
 std::string hexAddress(std::uintptr_t address);
 // The last component of a path: "libtorch_cpu.so" for "/x/lib/libtorch_cpu.so".
 std::string baseName(const std::string& path);
+// "/src/app/build/../main.cpp" -> "/src/app/main.cpp": the path without "." and ".." components
+// and doubled slashes, worked out on the text alone (links are not followed, so the file need not
+// exist on this machine).
+std::string normalPath(const std::string& path);
+// A source path as a report shows it: relative to the working directory when it lies under it
+// ("examples/train.cpp") and that is not the root, else normalPath(path).
+std::string shownPath(const std::string& path);
 // "[2, 3, 224, 224]"
 std::string shapeText(const std::vector<std::int64_t>& shape);
 

@@ -313,13 +313,15 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
   for (const StorageEvidence& storage : evidence.storage) {
     const GroupSurvivors& group = survivors[storage.key];
     Candidate candidate = storageCandidate(storage, group, evidence);
-    if (candidate.category == LeakCategory::kTensorsRetained && first_graph != nullptr) {
-      if (graph_lines.count(candidate.cause) != 0) {
-        candidate.category = first_graph->category;
-      } else if (heldByGraphs(group, graphs)) {
-        candidate.category = first_graph->category;
-        candidate.cause = first_graph->cause;
-      }
+    if (first_graph != nullptr && candidate.category == LeakCategory::kTensorsRetained &&
+        graph_lines.count(candidate.cause) != 0) {
+      candidate.category = first_graph->category;
+    } else if (first_graph != nullptr && graph_lines.count(candidate.cause) == 0 &&
+               heldByGraphs(group, graphs)) {
+      // Saved by the retained graphs for their backward (an activation of any layer, the input
+      // of the forward pass): part of what the kept root holds, whatever its own history.
+      candidate.category = first_graph->category;
+      candidate.cause = first_graph->cause;
     } else if (first_graph != nullptr && candidate.category == first_graph->category &&
                graph_lines.count(candidate.cause) == 0 &&
                madeInTheSameCall(candidate.part.site, first_graph->part.site)) {

@@ -34,6 +34,9 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
       break;
     }
   }
+  if (samples.first_count < kFirstSamplesPerStep) {
+    samples.first[samples.first_count++] = node;
+  }
   Sample& slot = samples.samples[samples.next];
   slot.node = node;
   slot.site = site;
@@ -101,6 +104,7 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
       // A node that died never comes back: release the step's samples.
       samples.dead = true;
       for (Sample& sample : samples.samples) sample.node.reset();
+      for (std::weak_ptr<torch::autograd::Node>& first : samples.first) first.reset();
       samples.link.node.reset();
       samples.count = 0;
       samples.last_node = nullptr;
@@ -145,6 +149,11 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
       evidence.roots.emplace_back(root->site, *root_node);
       for (auto& [sample, node] : alive.nodes) {
         if (sample != root) evidence.roots.emplace_back(root->site, node);
+      }
+      for (int first = 0; first < alive.samples->first_count; ++first) {
+        if (auto node = alive.samples->first[first].lock()) {
+          evidence.roots.emplace_back(root->site, std::move(node));
+        }
       }
     }
     NodeGroup& group = evidence.groups_by_root_site[root->site];

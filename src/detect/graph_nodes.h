@@ -52,6 +52,10 @@ class GraphNodeSampler final : public track::GradFnObserver {
 
  private:
   static constexpr int kSamplesPerStep = 16;
+  // The first nodes of a step, too: where the step boundary falls inside the forward pass, they
+  // are the end of the previous iteration's forward (its head, its output's node), and only a walk
+  // from them reaches what those nodes saved.
+  static constexpr int kFirstSamplesPerStep = 16;
   static constexpr std::size_t kMaxSteps = 512;
 
   struct Sample {
@@ -70,6 +74,10 @@ class GraphNodeSampler final : public track::GradFnObserver {
     int next = 0;
     // The newest node of the step made from a node of an earlier step (empty: none).
     Sample link;
+    // Its first nodes, walked from and never judged: only the references, since every step
+    // keeps its samples until thinned.
+    std::weak_ptr<torch::autograd::Node> first[kFirstSamplesPerStep];
+    int first_count = 0;
     std::int64_t made = 0;  // nodes made in the step, sampled or not
     bool dead = false;      // every sample died: never alive again, samples released
     const torch::autograd::Node* last_node = nullptr;

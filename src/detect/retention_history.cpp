@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "detect/growth_criterion.h"
+
 namespace memseal::detect {
 
 namespace {
@@ -73,6 +75,7 @@ std::vector<Collapse> RetentionHistory::update(const std::vector<GroupAtBoundary
         if (after != group->steps->end()) next = *after;
       }
       segment_start_[it->first] = next;
+      turnover_.erase(it->first);  // counted again from the new segment
       it = building_.erase(it);
     } else if (group == nullptr || !group->grows) {
       // Given back a little at a time, or no longer enough of the steps: not a build-up that ends
@@ -96,7 +99,83 @@ std::vector<Collapse> RetentionHistory::update(const std::vector<GroupAtBoundary
     build.judged_steps = group.judged_steps;
     build.peak_bytes = std::max(build.peak_bytes, group.bytes);
   }
+  followTurnover(groups, current_step);
   return collapses;
+}
+
+void RetentionHistory::CountSeries::add(std::uint32_t step, std::int64_t count) {
+  steps.push_back(step);
+  counts.push_back(count);
+  if (steps.size() <= kMaxTurnoverSamples) return;
+  // Every other sample, the newest always kept.
+  std::size_t kept = 0;
+  for (std::size_t i = steps.size() % 2; i < steps.size(); i += 2) {
+    steps[kept] = steps[i];
+    counts[kept] = counts[i];
+    ++kept;
+  }
+  steps.resize(kept);
+  counts.resize(kept);
+}
+
+bool RetentionHistory::CountSeries::grows(std::uint32_t first_step) const {
+  auto begin = std::lower_bound(steps.begin(), steps.end(), first_step);
+  auto offset = begin - steps.begin();
+  std::vector<std::uint32_t> since(begin, steps.end());
+  std::vector<std::int64_t> values(counts.begin() + offset, counts.end());
+  return steadyTensorGrowthPerStep(since, values) > 0;
+}
+
+void RetentionHistory::followTurnover(const std::vector<GroupAtBoundary>& groups,
+                                      std::uint32_t current_step) {
+  std::map<GroupId, Turnover> followed;
+  std::int64_t evicting_held = 0;
+  bool any_evicting = false;
+  for (const GroupAtBoundary& group : groups) {
+    if (group.id.graph || group.steps == nullptr || group.steps->empty()) continue;
+    auto begin = std::lower_bound(group.steps->begin(), group.steps->end(), segmentStart(group.id));
+    auto alive_now = static_cast<std::uint32_t>(group.steps->end() - begin);
+    if (alive_now == 0) continue;
+    Turnover turnover;
+    auto known = turnover_.find(group.id);
+    if (known != turnover_.end()) turnover = std::move(known->second);
+    if (turnover.last_update > 0 && turnover.first_eviction == 0) {
+      // The steps it held at the last update that it still holds: fewer means some were freed.
+      auto held_before = std::lower_bound(begin, group.steps->end(), turnover.last_update);
+      if (static_cast<std::uint32_t>(held_before - begin) < turnover.alive_then) {
+        turnover.first_eviction = current_step;
+      }
+    }
+    turnover.last_update = current_step;
+    turnover.alive_then = alive_now;
+    if (turnover.first_eviction != 0) {
+      turnover.held.add(current_step, alive_now);
+      turnover.peak_bytes = std::max(turnover.peak_bytes, group.bytes);
+      evicting_held += alive_now;
+      any_evicting = true;
+    }
+    followed.emplace(group.id, std::move(turnover));
+  }
+  // Groups without survivors are forgotten: the map stays as large as what is held now.
+  turnover_ = std::move(followed);
+  if (any_evicting) evicting_held_.add(current_step, evicting_held);
+}
+
+bool RetentionHistory::turnsOver(const GroupId& id) const {
+  auto found = turnover_.find(id);
+  if (found == turnover_.end() || found->second.first_eviction == 0) return false;
+  const Turnover& turnover = found->second;
+  if (turnover.last_update - turnover.first_eviction < kMinTurnoverSteps) return false;
+  return !turnover.held.grows(turnover.first_eviction) ||
+         !evicting_held_.grows(turnover.first_eviction);
+}
+
+std::int64_t RetentionHistory::turnoverPeakBytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& [id, turnover] : turnover_) {
+    if (turnsOver(id)) bytes += turnover.peak_bytes;
+  }
+  return bytes;
 }
 
 }  // namespace memseal::detect

@@ -76,6 +76,20 @@ class RetentionHistory {
   bool buildingUp(const GroupId& id) const { return building_.count(id) != 0; }
   std::uint32_t buildUpSteps(const GroupId& id) const;
 
+  // A group of tensor storage that turns over: survivors it held at one update were freed by a
+  // later one (an evicting cache, a bounded queue), and since then the number of steps it holds
+  // survivors of has stopped rising, or that of all groups that evict together has (one cache's
+  // entries fall into several groups when the sites of some steps' allocations are known in more
+  // detail than others', and then one group's share of a full cache can rise). Replacing old
+  // survivors with new ones is not growth, however slowly the entries are replaced; a container
+  // that evicts some entries but keeps gaining more still grows. Judged once evictions have been
+  // seen over kMinTurnoverSteps steps.
+  bool turnsOver(const GroupId& id) const;
+  // The most tensor storage the groups that turn over held: the allocator fragmentation that
+  // replacing entries of ever-new sizes causes is bounded by it.
+  std::int64_t turnoverPeakBytes() const;
+  static constexpr std::uint32_t kMinTurnoverSteps = 4 * kMinBuildUpSteps;
+
  private:
   struct BuildUp {
     std::uint32_t oldest = 0;
@@ -88,8 +102,28 @@ class RetentionHistory {
   // A collapse of `build`, when `group` (null: no survivors at all) no longer holds its steps.
   static bool collapsed(const BuildUp& build, const GroupAtBoundary* group);
 
+  static constexpr std::size_t kMaxTurnoverSamples = 128;
+  // The steps held (alive_counts) at updates, thinned evenly to kMaxTurnoverSamples.
+  struct CountSeries {
+    std::vector<std::uint32_t> steps;
+    std::vector<std::int64_t> counts;
+    void add(std::uint32_t step, std::int64_t count);
+    // Whether the counts from `first_step` on keep rising (steadyTensorGrowthPerStep).
+    bool grows(std::uint32_t first_step) const;
+  };
+  struct Turnover {
+    std::uint32_t last_update = 0;     // the step running at the last update that saw the group
+    std::uint32_t alive_then = 0;      // the steps it held survivors of then (in its segment)
+    std::uint32_t first_eviction = 0;  // the update that first found some of them freed (0: none)
+    CountSeries held;                  // since the first eviction: the steps it holds survivors of
+    std::int64_t peak_bytes = 0;
+  };
+  void followTurnover(const std::vector<GroupAtBoundary>& groups, std::uint32_t current_step);
+
   std::map<GroupId, BuildUp> building_;
   std::map<GroupId, std::uint32_t> segment_start_;
+  std::map<GroupId, Turnover> turnover_;
+  CountSeries evicting_held_;  // of all groups that have evicted, together
 };
 
 }  // namespace memseal::detect

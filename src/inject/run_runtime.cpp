@@ -396,10 +396,14 @@ void startPythonFrames() {
   std::string runtime = std::getenv(kEnvRuntime) == nullptr ? "" : std::getenv(kEnvRuntime);
   std::string plugin = runtime.substr(0, runtime.rfind('/') + 1) + "libmemseal_run_python.so";
   void* handle = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    std::cerr << "memseal run: Python frames are not available (" << (why ? why : plugin)
+              << "); stacks show native frames only\n";
+    return;
+  }
   using Start = int (*)(void (*)(const track::PythonFrameProvider*));
-  auto start = handle == nullptr
-                   ? nullptr
-                   : reinterpret_cast<Start>(dlsym(handle, "memseal_run_python_start"));
+  auto start = reinterpret_cast<Start>(dlsym(handle, "memseal_run_python_start"));
   if (start == nullptr || start(&setPythonFrameProvider) != 0) {
     std::cerr << "memseal run: Python frames are not available for this Python (memseal was built "
                  "for another version); stacks show native frames only\n";

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/text.h"
 #include "track/hashing.h"
 #include "track/insert_only_table.h"
 #include "track/python_frames.h"
@@ -115,7 +116,8 @@ void symbolize(std::uint32_t python_stack, std::vector<StackFrame>& frames) {
   for (int i = 0; i < stack.depth; ++i) {
     PyCodeObject* code = stack.frames[i].code;
     StackFrame frame;
-    frame.file = attributeText(reinterpret_cast<PyObject*>(code), "co_filename");
+    frame.file =
+        common::normalPath(attributeText(reinterpret_cast<PyObject*>(code), "co_filename"));
     frame.function = attributeText(reinterpret_cast<PyObject*>(code), "co_qualname");
     frame.line = PyCode_Addr2Line(code, static_cast<int>(stack.frames[i].last_instruction));
     frame.library = "python";

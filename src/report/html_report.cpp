@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/text.h"
+
 namespace memseal::report {
 
 std::string escapeHtml(const std::string& text) {
@@ -56,6 +58,7 @@ std::string escapeHtml(const std::string& text) {
 namespace {
 
 using Json = nlohmann::json;
+using common::baseName;
 
 // ---- reading documents leniently ----
 
@@ -241,11 +244,6 @@ std::string notesHtml(const std::vector<std::string>& notes) {
   return out + "</ul></div>";
 }
 
-std::string baseName(const std::string& path) {
-  std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // "aten::mul (inside aten::mse_loss)"
 std::string opHtml(const Json& site) {
   std::string op = textAt(site, "op");
@@ -314,7 +312,9 @@ std::string tensorHtml(const Json& tensor, const Json& shapes = nullJson()) {
 
 std::string frameHtml(const Json& frame, std::size_t depth) {
   std::string function = textAt(frame, "function");
-  std::string file = textAt(frame, "file");
+  // As the text report showed it where the report was made (older reports: the recorded path).
+  std::string file = textAt(frame, "shown_file");
+  if (file.empty()) file = common::normalPath(textAt(frame, "file"));
   std::string library = textAt(frame, "library");
   std::string out = "<div class=\"frame\"><span class=\"depth\">#" + std::to_string(depth) +
                     "</span> <code class=\"fn\">" +

@@ -1,5 +1,7 @@
 #include "report/json_fields.h"
 
+#include "common/text.h"
+
 namespace memseal::report {
 
 using Json = nlohmann::ordered_json;
@@ -18,8 +20,11 @@ Json tensorJson(const TensorInfo& tensor) {
 Json framesJson(const std::vector<StackFrame>& frames) {
   Json json = Json::array();
   for (const StackFrame& frame : frames) {
+    // "file" as recorded (absolute where the compiler or Python gave it so), "shown_file" as the
+    // reports show it: relative to the directory the report was made in when under it.
     json.push_back({{"function", frame.function},
                     {"file", frame.file},
+                    {"shown_file", common::shownPath(frame.file)},
                     {"line", frame.line},
                     {"library", frame.library},
                     {"internal", frame.is_internal}});

@@ -50,7 +50,9 @@ std::string frameText(const StackFrame& frame) {
     text = "(lambda)";
   }
   if (text.size() > 90) text = text.substr(0, 87) + "...";
-  if (!frame.file.empty()) text += "  " + frame.file + ":" + std::to_string(frame.line);
+  if (!frame.file.empty()) {
+    text += "  " + common::shownPath(frame.file) + ":" + std::to_string(frame.line);
+  }
   return text;
 }
 

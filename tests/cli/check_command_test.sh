@@ -14,6 +14,19 @@ expect json-written 0 '"verdict": "leak"' -- cat "$work/leak.json"
 expect json-schema 0 '"schema": "memseal.check/1"' -- cat "$work/leak.json"
 expect json-is-valid 0 "" -- python3 -c "import json,sys; d=json.load(open('$work/leak.json')); \
 assert d['findings'][0]['category']=='autograd-graph-retained'; assert len(d['live_bytes'])==15"
+# Source paths as the compiler recorded them (build/release/../../examples/...) print normalised,
+# relative to the working directory when under it; the JSON keeps the absolute path too.
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+expect paths-relative-under-cwd 1 " examples/cases/leaky_loss_case\.cpp:[0-9]" -- bash -c \
+  'cd "$0" && "$1" check --steps 15 --warmup 3 --json "$2" "$3"' \
+  "$root" "$memseal" "$work/paths.json" "$cases/leaky_loss_case.so"
+expect paths-never-dot-dot 0 "" -- bash -c '! grep -q "/\.\./" "$0"' "$work/paths.json"
+expect paths-json-both 0 "" -- python3 -c "import json; d=json.load(open('$work/paths.json')); \
+f=[f for f in d['findings'][0]['frames'] if f['file'].endswith('leaky_loss_case.cpp')][0]; \
+assert f['file']=='$root/examples/cases/leaky_loss_case.cpp', f; \
+assert f['shown_file']=='examples/cases/leaky_loss_case.cpp', f"
+expect paths-absolute-elsewhere 1 " $root/examples/cases/leaky_loss_case\.cpp:[0-9]" -- bash -c \
+  'cd / && "$0" check --steps 15 --warmup 3 "$1"' "$memseal" "$cases/leaky_loss_case.so"
 expect healthy-exits-0 0 "no leak" -- "$memseal" check --steps 15 --warmup 3 "$cases/healthy_case.so"
 expect quiet-healthy-prints-nothing 0 "" -- bash -c \
   'out="$("$0" check --quiet --steps 12 --warmup 3 "$1")" && [ -z "$out" ]' "$memseal" "$cases/healthy_case.so"

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <set>
+
 #include "loops/example_loops.h"
 #include "memseal/leak_detector.h"
 
@@ -269,6 +271,44 @@ TEST(Diagnosis, InferenceWithGradEnabledIsOneFindingThatListsWhatItHolds) {
   EXPECT_DOUBLE_EQ(part_bytes, finding.bytes_per_step);
   nlohmann::json json = nlohmann::json::parse(report.toJson());
   EXPECT_EQ(json["findings"][0]["parts"].size(), finding.parts.size());
+}
+
+// A kept output whose step boundary falls inside the forward pass (as `memseal run` may cut an
+// unmodified program's loop): the head of each iteration runs at the start of the next step. What
+// the head saved without history of its own (dropout's mask, layer norm's statistics) and the
+// trunk's activations with history of theirs are all parts of the one kept output.
+TEST(Diagnosis, AKeptOutputCutByTheStepBoundaryIsOneFinding) {
+  struct State {
+    torch::nn::Conv2d conv1{torch::nn::Conv2dOptions(3, 8, 3).padding(1)};
+    torch::nn::BatchNorm2d norm1{8};
+    torch::nn::Conv2d conv2{torch::nn::Conv2dOptions(8, 8, 3).padding(1)};
+    torch::nn::Dropout dropout{0.5};
+    torch::nn::LayerNorm layer_norm{torch::nn::LayerNormOptions({8})};
+    torch::nn::Linear head{8, 4};
+    torch::Tensor features;  // the trunk's output of the last step, its head still to run
+    std::vector<torch::Tensor> outputs;
+  };
+  auto state = std::make_shared<State>();
+  LeakReport report = check(
+      [state](int) {
+        if (state->features.defined()) {
+          torch::Tensor x = state->layer_norm(state->dropout(state->features));
+          state->outputs.push_back(torch::softmax(state->head(x), -1));
+        }
+        torch::Tensor x = torch::relu(state->norm1(state->conv1(torch::randn({2, 3, 12, 12}))));
+        // Deep enough that a step makes more autograd nodes than the sampler's ring keeps.
+        for (int block = 0; block < 4; ++block) x = torch::relu(state->conv2(x) + x);
+        state->features = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
+      },
+      quietOptions(30));
+  ASSERT_EQ(report.findings.size(), 1u) << report.toText();
+  const LeakFinding& finding = report.findings.front();
+  EXPECT_EQ(finding.category, LeakCategory::kGradEnabledInference) << report.toText();
+  std::set<std::string> outer_ops;
+  for (const LeakPart& part : finding.parts) outer_ops.insert(part.site.outer_op);
+  for (const char* op : {"aten::dropout", "aten::layer_norm", "aten::conv2d", "aten::relu"}) {
+    EXPECT_EQ(outer_ops.count(op), 1u) << op << "\n" << report.toText();
+  }
 }
 
 TEST(Diagnosis, AModuleBuiltEveryStepIsOneFindingWithItsParameters) {

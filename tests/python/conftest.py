@@ -1,5 +1,7 @@
 import gc
+import importlib.util
 import os
+import sys
 
 import pytest
 
@@ -16,6 +18,15 @@ def case_file(name):
         if os.path.exists(os.path.join(folder, name)):
             return os.path.normpath(os.path.join(folder, name))
     return os.path.join(CASES, name)
+
+
+def load_case(name):
+    """A file of tests/python/cases as a module (as `python -m memseal check` loads it)."""
+    spec = importlib.util.spec_from_file_location("case_" + name[:-3], case_file(name))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

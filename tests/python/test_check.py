@@ -124,14 +124,9 @@ def test_forward_hooks_registered_every_step():
 
 
 def load_case(name):
-    """A file of tests/python/cases as a module (as `python -m memseal check` loads it)."""
-    from conftest import case_file
+    from conftest import load_case as load
 
-    spec = importlib.util.spec_from_file_location("case_" + name[:-3], case_file(name))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load(name)
 
 
 def test_cache_keyed_by_input_shape_names_the_dict_and_its_owner():

@@ -108,5 +108,100 @@ TEST(RetentionHistory, GroupsAreFollowedApart) {
   EXPECT_EQ(history.segmentStart(reset), 21u);
 }
 
+// A cache of `capacity` entries that misses every step from step 5 on: once full, each step's new
+// entry evicts the oldest; at `replaced_at` (0: never) the new entry replaces the last one instead.
+// Element i holds the steps whose entries are cached after step 5 + i.
+std::vector<std::vector<std::uint32_t>> fifoCache(std::size_t capacity, std::uint32_t last_step,
+                                                  std::uint32_t replaced_at = 0) {
+  std::vector<std::uint32_t> cached;
+  std::vector<std::vector<std::uint32_t>> alive;
+  for (std::uint32_t step = 5; step <= last_step; ++step) {
+    if (step == replaced_at) cached.pop_back();
+    cached.push_back(step);
+    if (cached.size() > capacity) cached.erase(cached.begin());
+    alive.push_back(cached);
+  }
+  return alive;
+}
+
+// Updates `history` at every step with one growing group holding `alive[i]` after step 5 + i.
+void followEachStep(RetentionHistory& history, const GroupId& id,
+                    const std::vector<std::vector<std::uint32_t>>& alive) {
+  for (std::size_t i = 0; i < alive.size(); ++i) {
+    history.update({at(id, alive[i], true)}, static_cast<std::uint32_t>(6 + i));
+  }
+}
+
+TEST(RetentionHistory, ACacheThatEvictsTurnsOver) {
+  RetentionHistory history;
+  GroupId id = storageGroup(3);
+  std::vector<std::vector<std::uint32_t>> alive = fifoCache(20, 120);
+  for (std::size_t i = 0; i < alive.size(); ++i) {
+    history.update({at(id, alive[i], true, 1000 * static_cast<std::int64_t>(alive[i].size()))},
+                   static_cast<std::uint32_t>(6 + i));
+    std::uint32_t step = static_cast<std::uint32_t>(5 + i);
+    // The first eviction is at step 25: judged only once evictions were seen over
+    // kMinTurnoverSteps steps.
+    if (step < 24 + RetentionHistory::kMinTurnoverSteps) {
+      EXPECT_FALSE(history.turnsOver(id)) << step;
+    }
+  }
+  EXPECT_TRUE(history.turnsOver(id));
+  EXPECT_EQ(history.turnoverPeakBytes(), 20000);
+}
+
+TEST(RetentionHistory, ACacheThatFillsSlowlyAfterItsFirstEvictionTurnsOverOnceFull) {
+  // Step 10 replaces step 9's entry; the cache then fills up to 100 entries.
+  std::vector<std::vector<std::uint32_t>> alive = fifoCache(100, 400, 10);
+  RetentionHistory still_filling;
+  followEachStep(still_filling, storageGroup(4), {alive.begin(), alive.begin() + 96});
+  EXPECT_FALSE(still_filling.turnsOver(storageGroup(4)));
+  RetentionHistory full;
+  followEachStep(full, storageGroup(4), alive);
+  EXPECT_TRUE(full.turnsOver(storageGroup(4)));
+}
+
+TEST(RetentionHistory, ACacheWhoseEntriesFallIntoTwoGroupsTurnsOverAsAWhole) {
+  // A full cache of 40 entries: entries of even steps up to step 50 belong to group A, all others
+  // to group B, so B's share of the cache rises from step 50 to step 90.
+  RetentionHistory history;
+  GroupId a = storageGroup(8);
+  GroupId b = storageGroup(9);
+  std::vector<std::vector<std::uint32_t>> alive = fifoCache(40, 90);
+  std::vector<std::vector<std::uint32_t>> in_a(alive.size()), in_b(alive.size());
+  for (std::size_t i = 0; i < alive.size(); ++i) {
+    for (std::uint32_t s : alive[i]) (s % 2 == 0 && s <= 50 ? in_a[i] : in_b[i]).push_back(s);
+    std::vector<GroupAtBoundary> groups;
+    if (!in_a[i].empty()) groups.push_back(at(a, in_a[i], true));
+    groups.push_back(at(b, in_b[i], true));
+    history.update(groups, static_cast<std::uint32_t>(6 + i));
+  }
+  EXPECT_TRUE(history.turnsOver(b)) << "its share rises, the cache's total does not";
+}
+
+TEST(RetentionHistory, AContainerThatEvictsSomeButKeepsGainingDoesNotTurnOver) {
+  // Every third step's entry is dropped a step later; the others stay for good.
+  std::vector<std::vector<std::uint32_t>> alive;
+  for (std::uint32_t step = 5; step <= 200; ++step) {
+    std::vector<std::uint32_t> steps;
+    for (std::uint32_t s = 5; s <= step; ++s) {
+      if (s % 3 != 0 || s == step) steps.push_back(s);
+    }
+    alive.push_back(steps);
+  }
+  RetentionHistory history;
+  followEachStep(history, storageGroup(5), alive);
+  EXPECT_FALSE(history.turnsOver(storageGroup(5)));
+  EXPECT_EQ(history.turnoverPeakBytes(), 0);
+}
+
+TEST(RetentionHistory, AContainerThatNeverEvictsDoesNotTurnOver) {
+  std::vector<std::vector<std::uint32_t>> alive;
+  for (std::uint32_t step = 5; step <= 200; ++step) alive.push_back(range(5, step));
+  RetentionHistory history;
+  followEachStep(history, storageGroup(6), alive);
+  EXPECT_FALSE(history.turnsOver(storageGroup(6)));
+}
+
 }  // namespace
 }  // namespace memseal::detect

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The diagnosis of Python loops, as the table in BENCHMARKS.md: for each leak loop of the test
+suite and the examples (one mistake each) and each healthy loop that only looks like a leak, the
+verdict, the first finding's category, how many findings, and what the report names as holding it.
+Each loop runs in its own process under `python -m memseal check` (the default detector).
+
+    ~/.cache/memseal/venv-torch-2.11.0/bin/python bench/python/diagnosis_table.py
+
+Exit status 1 when a verdict or a first category is wrong, a single-cause leak gives more than one
+finding, or a leak with a Python path to its holder has none named.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CASES = os.path.join(ROOT, "tests", "python", "cases")
+EXAMPLES = os.path.join(ROOT, "examples", "python")
+
+# (file, expected first category or None for no leak, steps, environment)
+LOOPS = [
+    ("examples/python/leaky_training.py", "autograd-graph-retained", 30, {}),
+    ("losses_list.py", "autograd-graph-retained", 30, {}),
+    ("cache_by_shape.py", "tensors-retained", 30, {}),
+    ("kept_cnn.py", "grad-enabled-inference", 30, {}),
+    ("kept_resnet.py", "grad-enabled-inference", 30, {}),
+    ("kv_buffer.py", "grad-enabled-inference", 30, {}),
+    ("memory_slots.py", "autograd-graph-retained", 30, {}),
+    ("hook_closure.py", "tensors-retained", 30, {}),
+    ("partial_hook.py", "tensors-retained", 30, {}),
+    ("hook_inputs.py", "tensors-retained", 30, {}),
+    ("view_cache.py", "tensors-retained", 30, {}),
+    ("lru_cache.py", "tensors-retained", 60, {"MEMSEAL_TEST_LRU_MAXSIZE": "none"}),
+    ("healthy.py", None, 30, {}),
+    ("bounded_history.py", None, 200, {}),
+    ("lru_cache.py", None, 300, {"MEMSEAL_TEST_LRU_MAXSIZE": "100"}),
+    ("lru_cache.py", None, 600, {"MEMSEAL_TEST_LRU_MAXSIZE": "100"}),
+]
+
+
+def run(path, steps, env):
+    with tempfile.TemporaryDirectory() as folder:
+        report_path = os.path.join(folder, "report.json")
+        result = subprocess.run(
+            [sys.executable, "-m", "memseal", "check", path, "--steps", str(steps), "--json",
+             report_path, "--quiet"],
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=900)
+        if result.returncode not in (0, 1):
+            raise SystemExit(f"{path}: exit {result.returncode}\n{result.stderr}")
+        with open(report_path) as file:
+            return json.load(file)
+
+
+def main():
+    print("| loop | steps | expected | verdict | first finding | findings | holder named |")
+    print("|---|---:|---|---|---|---:|---|")
+    wrong = 0
+    for name, expected, steps, env in LOOPS:
+        path = os.path.join(ROOT, name) if "/" in name else os.path.join(CASES, name)
+        report = run(path, steps, env)
+        findings = report.get("findings", [])
+        leak = report.get("verdict") == "leak"
+        first = findings[0]["category"] if leak else "-"
+        holders = [h["description"] for h in report.get("python", {}).get("holders", [])
+                   if h["finding"] == 0]
+        verdict_right = leak == (expected is not None)
+        category_right = expected is None or first == expected
+        one = not leak or len(findings) == 1
+        named = not leak or bool(holders) and "no Python object" not in holders[0] \
+            and "no global" not in holders[0]
+        wrong += 0 if verdict_right and category_right and one and named else 1
+        label = name if not env else f"{name} ({', '.join(f'{k}={v}' for k, v in env.items())})"
+        holder = holders[0].replace("|", "\\|") if holders else "-"
+        print(f"| {os.path.basename(label)} | {steps} | {expected or 'no leak'} | "
+              f"{'leak' if leak else 'no leak'} {'(right)' if verdict_right else '(WRONG)'} | "
+              f"{first} {'' if category_right else '(WRONG)'} | {len(findings) if leak else 0} | "
+              f"{holder if leak else '-'} |")
+    print(f"\n{wrong} loop(s) wrong")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""One finding per mistake and the Python object that holds it, on the patterns that split a cause
+or hid its holder: a kept CNN output, a buffer written in place with grad on, hooks that keep their
+closures, partials and inputs, views in a cache, functools.lru_cache; and a bounded LRU cache that
+turns over, which is not a leak however long its entries keep being replaced."""
+
+import pytest
+
+import memseal
+from conftest import load_case
+
+
+def check(case, steps=30, warmup=5):
+    return memseal.check(case.step, steps=steps, warmup=warmup, on_leak="none")
+
+
+def holders(report, finding=0):
+    return [h.description for h in report.holders if h.finding == finding]
+
+
+def test_a_kept_cnn_output_is_one_finding_with_every_saved_activation_as_a_part():
+    case = load_case("kept_cnn.py")
+    report = check(case)
+    assert report.categories == ["grad-enabled-inference"], report.text()
+    ops = {part.site.op for part in report.findings[0].parts}
+    # Convolution, batch norm, ReLU, pooling outputs and the input the first convolution saved.
+    assert {"aten::max_pool2d_with_indices", "aten::clamp_min"} <= ops, ops
+    assert len(report.findings[0].parts) >= 5, report.text()
+    assert holders(report)[0].startswith("list `predictions` (global of kept_cnn.py)"), report.text()
+    case.predictions.clear()
+
+
+def test_a_kept_residual_network_output_is_one_finding():
+    case = load_case("kept_resnet.py")
+    report = check(case)
+    assert report.categories == ["grad-enabled-inference"], report.text()
+    ops = {part.site.outer_op for part in report.findings[0].parts}
+    # Activations with history of their own (convolutions, ReLUs) and without (dropout's mask,
+    # layer norm's statistics) are all what the kept output's graph saved.
+    assert {"aten::conv2d", "aten::relu", "aten::dropout", "aten::layer_norm"} <= ops, ops
+    case.scores.clear()
+
+
+def test_a_buffer_written_in_place_while_training_names_the_buffer():
+    case = load_case("memory_slots.py")
+    report = check(case)
+    assert report.categories == ["autograd-graph-retained"], report.text()
+    described = holders(report)
+    assert len(described) == 1 and described[0].startswith(
+        "tensor `net.slots` (buffer of Memory, global of memory_slots.py), whose grad_fn "
+        "CopySlices keeps"), report.text()
+
+
+def test_a_buffer_written_in_place_with_grad_on_is_named_as_the_graph_holder():
+    case = load_case("kv_buffer.py")
+    report = check(case)
+    assert report.categories == ["grad-enabled-inference"], report.text()
+    described = holders(report)
+    assert len(described) == 1 and described[0].startswith(
+        "tensor `decoder.k_cache` (buffer of Decoder, global of kv_buffer.py), whose grad_fn "
+        "CopySlices keeps"), report.text()
+    assert report.holders[0].via_graph
+
+
+def test_a_closure_in_a_forward_pre_hook_names_the_module_path_and_the_hook():
+    case = load_case("hook_closure.py")
+    report = check(case)
+    assert report.categories == ["tensors-retained"], report.text()
+    assert holders(report) == [
+        "closure variable `scale` of forward pre-hook `scale_inputs` of `model[2]` "
+        f"({len(case.model[2]._forward_pre_hooks)} forward pre-hooks registered; global of "
+        "hook_closure.py)"], report.text()
+
+
+def test_a_partial_registered_as_a_hook_is_named_through_the_partial():
+    case = load_case("partial_hook.py")
+    report = check(case)
+    assert report.categories == ["tensors-retained"], report.text()
+    described = holders(report)
+    assert len(described) == 1, report.text()
+    assert described[0].startswith(
+        "an argument of functools.partial, the forward pre-hook `add_bias` of `model[0]`"), described
+
+
+def test_inputs_stored_per_module_by_a_hook_are_one_finding_with_the_dict_as_holder():
+    case = load_case("hook_inputs.py")
+    report = check(case)
+    assert report.categories == ["tensors-retained"], report.text()
+    described = holders(report)
+    assert len(described) == 1, report.text()
+    assert described[0].startswith("list `captured[…]` (global of hook_inputs.py; under at least "), \
+        described
+    case.captured.clear()
+
+
+def test_views_kept_in_a_cache_name_the_cache_not_cpp():
+    case = load_case("view_cache.py")
+    report = check(case)
+    assert report.categories == ["tensors-retained"], report.text()
+    described = holders(report)
+    # Tuples of views under the dict's keys: one holder, the entries of `views`.
+    assert len(described) == 1 and described[0].startswith(
+        "tuple `views[…]` (global of view_cache.py; under at least "), report.text()
+    case.views.clear()
+
+
+def test_an_unbounded_lru_cache_is_found_and_named(monkeypatch):
+    monkeypatch.setenv("MEMSEAL_TEST_LRU_MAXSIZE", "none")
+    case = load_case("lru_cache.py")
+    report = check(case, steps=60)
+    assert report.categories == ["tensors-retained"], report.text()
+    described = holders(report)
+    assert len(described) == 1 and described[0].startswith(
+        "functools.lru_cache of `positional_table` ("), described
+    assert "no maxsize" in described[0] and "global of lru_cache.py" in described[0], described
+    case.positional_table.cache_clear()
+
+
+@pytest.mark.parametrize("steps", [200, 400])
+def test_a_bounded_lru_cache_that_turns_over_is_not_a_leak(monkeypatch, steps):
+    monkeypatch.setenv("MEMSEAL_TEST_LRU_MAXSIZE", "100")
+    case = load_case("lru_cache.py")
+    report = check(case, steps=steps)
+    assert not report.leak, report.text()
+    assert case.positional_table.cache_info().currsize == 100  # full, and evicting
+    case.positional_table.cache_clear()
