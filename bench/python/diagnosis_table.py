@@ -31,6 +31,7 @@ LOOPS = [
     ("hook_closure.py", "tensors-retained", 30, {}),
     ("partial_hook.py", "tensors-retained", 30, {}),
     ("hook_inputs.py", "tensors-retained", 30, {}),
+    ("method_hook.py", "tensors-retained", 30, {}),
     ("view_cache.py", "tensors-retained", 30, {}),
     ("lru_cache.py", "tensors-retained", 60, {"MEMSEAL_TEST_LRU_MAXSIZE": "none"}),
     ("healthy.py", None, 30, {}),

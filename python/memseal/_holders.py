@@ -16,6 +16,10 @@ import sysconfig
 import types
 
 _TENSORS_PER_FINDING = 8
+# Marks a dict's key in a path's label ("[\x1f'name']"), so holders that differ only in such keys
+# are merged and nothing else is (a module path's `model[2]` is not a key); removed from the text
+# before it is shown.
+_KEY = "\x1f"
 _MAX_DEPTH = 6
 _MAX_REFERRERS = 64
 
@@ -223,11 +227,33 @@ def _step_up(obj, referrer, owners, here, path):
                     return (f".{key}", owner)
                 # Only keys that print cheaply are shown: a tensor key would allocate to print.
                 shown = repr(key) if isinstance(key, (str, int, float, bool, type(None))) else "..."
-                return (f"[{shown[:40]}]", referrer)
+                return (f"[{_KEY}{shown[:40]}]", referrer)
         return None
     if isinstance(referrer, (list, tuple, set, frozenset)) or type(referrer).__name__ == "deque":
         return ("[]", referrer)
+    # An object that holds its attributes itself (Python 3.11+ keeps an instance's attributes
+    # inline until its __dict__ is asked for, and __slots__ never have one).
+    try:
+        attributes = vars(referrer)
+    except Exception:  # noqa: BLE001 (no __dict__, or a __dict__ property that raises)
+        attributes = {}
+    if isinstance(attributes, dict):
+        for key, value in list(dict.items(attributes)):
+            if value is obj:
+                return (f".{key}", referrer)
+    for slot in _slots_of(type(referrer)):
+        if getattr(referrer, slot, None) is obj:
+            return (f".{slot}", referrer)
     return None
+
+
+def _slots_of(cls):
+    """The __slots__ names of `cls` and its bases."""
+    names = []
+    for klass in getattr(cls, "__mro__", ()):
+        slots = klass.__dict__.get("__slots__", ())
+        names.extend([slots] if isinstance(slots, str) else list(slots))
+    return names
 
 
 def _path_to_root(tensor, roots):
@@ -299,8 +325,19 @@ def _describe(path, root):
         return ("unnamed", "no global, local or attribute names what holds them (reached only "
                            "through objects memseal does not follow)")
     kind, name, where = root
-    # Closures and partials first: what the user wrote is the function, not its cells and tuples.
-    for label, _, _ in path:
+    # Closures, partials and bound methods first: what the user wrote is the function, not its
+    # cells and tuples.
+    for index, (label, _, _) in enumerate(path):
+        if label.startswith("method:"):
+            # An attribute of the object a bound method (a hook, a callback) is bound to.
+            inner = path[:index]
+            attributes = "".join(step for step, _, _ in reversed(inner)
+                                 if step.startswith(".") or (step.startswith("[") and step != "[]"))
+            owner = inner[-1][2] if inner else "object"
+            container = next((c for step, c, _ in inner if step.startswith("[")), None) or "tensor"
+            holder = name if kind == "hook" else f"`{name}`"
+            return (kind, f"{container} `{attributes or 'self'}` of the {owner} behind {holder} "
+                          f"({where})")
         if not label.startswith(("closure:", "partial:", "default:")):
             continue
         what, _, function = label.partition(":")
@@ -412,6 +449,9 @@ def live_tensors(findings):
         and (finding.freed is None or finding.freed.building_up)
     }
     graph_names = set(graph_findings.values())
+    functions = set()
+    for finding in findings:
+        functions |= _python_functions(finding)
     sample = LiveSample()
     per_storage = {}  # finding -> {storage address: tensors sampled}
     lru_type = type(functools.lru_cache(maxsize=1)(len))
@@ -419,7 +459,11 @@ def live_tensors(findings):
         # type(), not isinstance(): isinstance reads __class__, which lazy module proxies answer
         # with deprecation warnings.
         if type(obj) is lru_type:
-            if len(sample.lru_caches) < 256 and obj.cache_info().currsize > 0:
+            # Only the caches of functions that made the findings' tensors (libraries have many).
+            code = getattr(getattr(obj, "__wrapped__", None), "__code__", None)
+            if code is not None and \
+                    (os.path.basename(code.co_filename), code.co_name) in functions and \
+                    obj.cache_info().currsize > 0:
                 sample.lru_caches.append(obj)
             continue
         if not issubclass(type(obj), torch.Tensor):
@@ -455,7 +499,7 @@ def _python_functions(finding):
     sites = [finding.site] + [part.site for part in finding.parts]
     for site in sites:
         for frame in site.frames:
-            if frame.file.endswith(".py"):
+            if frame.file.endswith(".py") and not frame.is_internal:
                 functions.add((os.path.basename(frame.file), frame.function.rsplit(".", 1)[-1]))
     return functions
 
@@ -482,7 +526,7 @@ def _merged_entries(counts):
     are one holder: `captured[…]` with the number of keys."""
     groups = {}
     for (kind, text), count in counts.items():
-        general = re.sub(r"\[[^\[\]`]*\]", "[…]", text)
+        general = re.sub(r"\[" + _KEY + r"[^\]]*\]", "[…]", text)
         groups.setdefault((kind, general), []).append(((kind, text), count))
     merged = {}
     for (kind, general), members in groups.items():
@@ -509,6 +553,9 @@ def holders_of(findings, sample):
         by_storage = {}
         for tensor in sample.tensors.get(index, []):
             by_storage.setdefault(tensor.untyped_storage().data_ptr(), []).append(tensor)
+        # The analysis' own lists are no referrers of the tensors.
+        ignored_lists = {id(tensors) for tensors in by_storage.values()}
+        roots.ignored |= ignored_lists
         counts = {}
         for tensors in by_storage.values():
             # The first tensor of the storage that a root names speaks for it.
@@ -523,6 +570,7 @@ def holders_of(findings, sample):
             counts[described] = counts.get(described, 0) + 1
         tensor = tensors = None
         by_storage.clear()
+        roots.ignored -= ignored_lists
         # Tensors that autograd saved (activations behind a kept output) have no Python holder of
         # their own: the named holder of the output speaks for the whole finding.
         named = {key: count for key, count in counts.items() if key[0] != "unnamed"}
@@ -559,5 +607,5 @@ def holders_of(findings, sample):
             if cache is not None:
                 counts = {cache: sum(counts.values()) or 1}
         for (kind, text), count in sorted(counts.items(), key=lambda item: -item[1])[:3]:
-            holders.append(Holder(index, text, kind, count, via_graph))
+            holders.append(Holder(index, text.replace(_KEY, ""), kind, count, via_graph))
     return holders

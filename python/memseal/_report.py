@@ -16,7 +16,7 @@ class Holder:
     finding: int  # index into report.findings
     description: str  # "list `losses` (global of train.py)"
     kind: str  # global, local, traceback, attribute, module, hook, lru_cache, unnamed
-    tensors: int  # how many of the finding's sampled tensors it holds
+    tensors: int  # how many of the finding's sampled storages it holds (views count once)
     via_graph: bool = False  # the tensor's autograd graph, not the tensor itself, holds them
 
 

@@ -127,16 +127,14 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
   // its own phases, from the step after its last build-up was freed.
   double tensor_growth = steadyTensorGrowthPerStep(steps, live);
   evidence.census = analyze::takeSurvivorCensus(evidence.first_step, evidence.last_step);
-  // Growth of the whole that caches turning over hold most of is their filling, not a leak.
-  std::int64_t retained_bytes = 0;
-  std::int64_t turnover_bytes = 0;
-  for (const auto& [key, group] : evidence.census.groups) {
-    retained_bytes += group.bytes;
-    if (inputs.history != nullptr && inputs.history->turnsOver(GroupId{false, key})) {
-      turnover_bytes += group.bytes;
-    }
+  // Growth of the whole that caches turning over can hold all of is their filling, not a leak: a
+  // leak beside a full cache grows the whole beyond what the cache holds.
+  std::int64_t turnover_bytes = inputs.history != nullptr ? inputs.history->turnoverPeakBytes() : 0;
+  if (turnover_bytes > 0 && !live.empty() && live.back() - live.front() <= turnover_bytes) {
+    tensor_growth = 0;
   }
-  if (turnover_bytes > 0 && turnover_bytes * 2 >= retained_bytes) tensor_growth = 0;
+  std::int64_t census_bytes = 0;
+  for (const auto& [key, group] : evidence.census.groups) census_bytes += group.bytes;
   for (auto& [key, group] : evidence.census.groups) {
     GroupAtBoundary at;
     at.id = GroupId{false, key};
@@ -256,8 +254,10 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
           std::max(fast, unboundedGrowthPerStep(steps, residual, kMinSlowResidentTotalBytes));
     }
     // Tensors kept between short-lived ones leave holes malloc cannot always fill: resident memory
-    // beside retained tensors grows by up to their own growth again (kUntrackedShareOfExplained).
-    if (evidence.untracked_growth < kUntrackedShareOfExplained * evidence.explained_growth) {
+    // beside the tensors retained since warm-up grows by up to their own growth again
+    // (kUntrackedShareOfExplained).
+    double retained_growth = static_cast<double>(census_bytes) / evidence.observed + overhead;
+    if (evidence.untracked_growth < kUntrackedShareOfExplained * retained_growth) {
       evidence.untracked_growth = 0;
     }
     // Entries of ever-new sizes replaced in a cache that turns over leave holes malloc cannot

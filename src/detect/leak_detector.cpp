@@ -86,7 +86,7 @@ std::string heldTensorsNote(const LeakFinding& finding) {
   std::string line;
   for (const StackFrame& frame : finding.site.frames) {
     if (frame.is_internal || frame.file.empty()) continue;
-    line = " at " + frame.file + ":" + std::to_string(frame.line);
+    line = " at " + common::shownPath(frame.file) + ":" + std::to_string(frame.line);
     break;
   }
   std::string op = finding.site.outer_op.empty() ? finding.site.op : finding.site.outer_op;

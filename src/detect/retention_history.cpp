@@ -104,26 +104,63 @@ std::vector<Collapse> RetentionHistory::update(const std::vector<GroupAtBoundary
 }
 
 void RetentionHistory::CountSeries::add(std::uint32_t step, std::int64_t count) {
+  newest_step = step;
+  newest_count = count;
+  if (!steps.empty() && ++since_kept < stride) return;
+  since_kept = 0;
   steps.push_back(step);
   counts.push_back(count);
   if (steps.size() <= kMaxTurnoverSamples) return;
-  // Every other sample, the newest always kept.
+  // Every other sample from the oldest: the kept ones are `stride` * 2 updates apart.
   std::size_t kept = 0;
-  for (std::size_t i = steps.size() % 2; i < steps.size(); i += 2) {
+  for (std::size_t i = 0; i < steps.size(); i += 2) {
     steps[kept] = steps[i];
     counts[kept] = counts[i];
     ++kept;
   }
   steps.resize(kept);
   counts.resize(kept);
+  stride *= 2;
+}
+
+void RetentionHistory::CountSeries::since(std::uint32_t first_step,
+                                          std::vector<std::uint32_t>* steps_out,
+                                          std::vector<std::int64_t>* counts_out) const {
+  auto begin = std::lower_bound(steps.begin(), steps.end(), first_step);
+  steps_out->assign(begin, steps.end());
+  counts_out->assign(counts.begin() + (begin - steps.begin()), counts.end());
+  if (newest_step >= first_step && (steps_out->empty() || steps_out->back() < newest_step)) {
+    steps_out->push_back(newest_step);
+    counts_out->push_back(newest_count);
+  }
+  // The later half (at least 8 samples): what the group does now, not what it did long ago (a
+  // cache full for a long time that starts to grow, a cache that filled long after its first
+  // eviction).
+  std::size_t keep = std::max<std::size_t>(8, steps_out->size() / 2);
+  if (steps_out->size() > keep) {
+    auto drop = static_cast<std::ptrdiff_t>(steps_out->size() - keep);
+    steps_out->erase(steps_out->begin(), steps_out->begin() + drop);
+    counts_out->erase(counts_out->begin(), counts_out->begin() + drop);
+  }
 }
 
 bool RetentionHistory::CountSeries::grows(std::uint32_t first_step) const {
-  auto begin = std::lower_bound(steps.begin(), steps.end(), first_step);
-  auto offset = begin - steps.begin();
-  std::vector<std::uint32_t> since(begin, steps.end());
-  std::vector<std::int64_t> values(counts.begin() + offset, counts.end());
-  return steadyTensorGrowthPerStep(since, values) > 0;
+  std::vector<std::uint32_t> judged_steps;
+  std::vector<std::int64_t> judged_counts;
+  since(first_step, &judged_steps, &judged_counts);
+  return steadyTensorGrowthPerStep(judged_steps, judged_counts) > 0;
+}
+
+bool RetentionHistory::CountSeries::flat(std::uint32_t first_step) const {
+  std::vector<std::uint32_t> judged_steps;
+  std::vector<std::int64_t> judged_counts;
+  since(first_step, &judged_steps, &judged_counts);
+  std::size_t n = judged_counts.size();
+  if (n < 8) return false;
+  auto quarter_end = judged_counts.begin() + static_cast<std::ptrdiff_t>(n / 4);
+  auto last_begin = judged_counts.end() - static_cast<std::ptrdiff_t>(n / 4);
+  return *std::max_element(last_begin, judged_counts.end()) <=
+         *std::max_element(judged_counts.begin(), quarter_end);
 }
 
 void RetentionHistory::followTurnover(const std::vector<GroupAtBoundary>& groups,
@@ -167,7 +204,7 @@ bool RetentionHistory::turnsOver(const GroupId& id) const {
   const Turnover& turnover = found->second;
   if (turnover.last_update - turnover.first_eviction < kMinTurnoverSteps) return false;
   return !turnover.held.grows(turnover.first_eviction) ||
-         !evicting_held_.grows(turnover.first_eviction);
+         evicting_held_.flat(turnover.first_eviction);
 }
 
 std::int64_t RetentionHistory::turnoverPeakBytes() const {

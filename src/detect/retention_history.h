@@ -78,7 +78,7 @@ class RetentionHistory {
 
   // A group of tensor storage that turns over: survivors it held at one update were freed by a
   // later one (an evicting cache, a bounded queue), and since then the number of steps it holds
-  // survivors of has stopped rising, or that of all groups that evict together has (one cache's
+  // survivors of has stopped rising, or that of all groups that evict has stayed flat (one cache's
   // entries fall into several groups when the sites of some steps' allocations are known in more
   // detail than others', and then one group's share of a full cache can rise). Replacing old
   // survivors with new ones is not growth, however slowly the entries are replaced; a container
@@ -103,13 +103,25 @@ class RetentionHistory {
   static bool collapsed(const BuildUp& build, const GroupAtBoundary* group);
 
   static constexpr std::size_t kMaxTurnoverSamples = 128;
-  // The steps held (alive_counts) at updates, thinned evenly to kMaxTurnoverSamples.
+  // The steps held at updates: one update in `stride` kept, the stride doubling (and every other
+  // sample kept) when kMaxTurnoverSamples are reached, so the kept ones stay evenly spaced; the
+  // newest is always judged too.
   struct CountSeries {
     std::vector<std::uint32_t> steps;
     std::vector<std::int64_t> counts;
+    std::size_t stride = 1;
+    std::size_t since_kept = 0;
+    std::uint32_t newest_step = 0;
+    std::int64_t newest_count = 0;
     void add(std::uint32_t step, std::int64_t count);
+    // The later half of the samples from `first_step` on (at least 8), the newest included.
+    void since(std::uint32_t first_step, std::vector<std::uint32_t>* steps_out,
+               std::vector<std::int64_t>* counts_out) const;
     // Whether the counts from `first_step` on keep rising (steadyTensorGrowthPerStep).
     bool grows(std::uint32_t first_step) const;
+    // Whether they are flat: at least 8 samples, the last quarter's maximum no higher than the
+    // first quarter's.
+    bool flat(std::uint32_t first_step) const;
   };
   struct Turnover {
     std::uint32_t last_update = 0;     // the step running at the last update that saw the group

@@ -22,13 +22,19 @@ namespace {
 // as many); a loop is taken when a checkpoint finds one found at an earlier checkpoint (the same
 // iteration, from any of its ops: a short phase, a validation pass of twenty batches, is taken
 // when it runs again), or one repeated twice kMinRepeats times with nearly every iteration alike;
-// learning is given up (time windows go on) at kLastCheckpoint ops or kMaxLearning. The decision is
+// learning is given up (time windows go on) at kLastCheckpoint ops or kMaxLearning (see
+// kMinOpsBeforeTimeLimit). The decision is
 // then checked iteration by iteration (checkLoopStillRepeats).
 constexpr std::size_t kFirstCheckpoint = 128;
 constexpr std::size_t kLastCheckpoint = 1 << 16;
 constexpr std::size_t kMinRepeats = 8;
 constexpr double kSureCoverage = 0.9;
 constexpr auto kMaxLearning = std::chrono::seconds(10);
+// The time limit counts only once this many ops were seen (or after kMaxLearningWithFewOps): on a
+// loaded machine, or where the program prepares its data between loops, 10 s may pass before the
+// loop has run often enough to be recognised.
+constexpr std::size_t kMinOpsBeforeTimeLimit = 8192;
+constexpr auto kMaxLearningWithFewOps = std::chrono::seconds(60);
 constexpr auto kLearningTick = std::chrono::milliseconds(100);
 // Steps closer than a multiple of what a step costs in the detector (on average) are one step, so
 // a loop of microsecond iterations spends about a twentieth of its time there at most: never closer
@@ -587,8 +593,9 @@ void StepBoundary::tick() {
     bool changed = false;
     {
       std::lock_guard<std::mutex> lock(learn_mutex_);
-      if (phase_.load() == Phase::kLearning && ops_seen_ > 0 &&
-          Clock::now() - first_op_ >= kMaxLearning) {
+      Clock::duration learning = Clock::now() - first_op_;
+      if (phase_.load() == Phase::kLearning && ops_seen_ > 0 && learning >= kMaxLearning &&
+          (ops_seen_ >= kMinOpsBeforeTimeLimit || learning >= kMaxLearningWithFewOps)) {
         const std::vector<std::uint32_t>* busiest = nullptr;
         std::uint64_t busiest_thread = 0;
         for (const auto& [thread, ops] : ops_by_thread_) {

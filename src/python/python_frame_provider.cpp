@@ -146,6 +146,12 @@ const track::PythonFrameProvider kProvider{&capture, &symbolize, &symbolizesWith
 void enablePythonFrames(bool on) { track::setPythonFrameProvider(on ? &kProvider : nullptr); }
 
 void setInternalPaths(std::vector<std::pair<std::string, std::string>> prefixes) {
+  // Compared with normalised file names: normalised the same way (a folder keeps its last slash).
+  for (auto& [prefix, name] : prefixes) {
+    bool folder = !prefix.empty() && prefix.back() == '/';
+    prefix = common::normalPath(prefix);
+    if (folder && (prefix.empty() || prefix.back() != '/')) prefix += '/';
+  }
   std::lock_guard<std::mutex> lock(g_internal_paths_mutex);
   g_internal_paths = std::move(prefixes);
 }

@@ -36,7 +36,11 @@ def case_path():
 
 @pytest.fixture(autouse=True)
 def collected_garbage():
-    """Every test starts without garbage of earlier tests waiting for the collector."""
+    """Every test starts without garbage of earlier tests waiting for the collector, nor the cases
+    they loaded (whose globals would hold models, hooks and graphs for the later tests' holder
+    search to meet)."""
     gc.collect()
     yield
+    for name in [name for name in sys.modules if name.startswith("case_")]:
+        del sys.modules[name]
     gc.collect()

@@ -4,6 +4,7 @@ closures, partials and inputs, views in a cache, functools.lru_cache; and a boun
 turns over, which is not a leak however long its entries keep being replaced."""
 
 import pytest
+import torch
 
 import memseal
 from conftest import load_case
@@ -79,6 +80,33 @@ def test_a_partial_registered_as_a_hook_is_named_through_the_partial():
     assert len(described) == 1, report.text()
     assert described[0].startswith(
         "an argument of functools.partial, the forward pre-hook `add_bias` of `model[0]`"), described
+
+
+def test_a_bound_method_as_a_hook_names_the_attribute_of_its_object():
+    case = load_case("method_hook.py")
+    report = check(case)
+    assert report.categories == ["tensors-retained"], report.text()
+    assert holders(report) == [
+        "list `.outputs` of the Recorder behind forward hook `Recorder.record` of `model[0]` "
+        "(1 forward hook registered; global of method_hook.py)"], report.text()
+
+
+def test_an_attribute_of_an_object_without_a_dict_yet_is_named():
+    # Python 3.11+ keeps a new instance's attributes inline: no __dict__ refers to the list.
+    class Keeper:
+        def __init__(self):
+            self.kept = []
+
+    global keeper
+    keeper = Keeper()
+
+    def step(i):
+        keeper.kept.append(torch.randn(64))
+
+    report = memseal.check(step, steps=30, warmup=5, on_leak="none")
+    assert holders(report) == ["list `keeper.kept` of Keeper (global of test_holders.py)"], \
+        report.text()
+    keeper.kept.clear()
 
 
 def test_inputs_stored_per_module_by_a_hook_are_one_finding_with_the_dict_as_holder():

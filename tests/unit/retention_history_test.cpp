@@ -179,6 +179,53 @@ TEST(RetentionHistory, ACacheWhoseEntriesFallIntoTwoGroupsTurnsOverAsAWhole) {
   EXPECT_TRUE(history.turnsOver(b)) << "its share rises, the cache's total does not";
 }
 
+TEST(RetentionHistory, ACacheJudgedEveryFourStepsTurnsOverAfterItsSeriesIsLongEnough) {
+  // The detector renews its verdict every few steps once it sees no leak.
+  RetentionHistory history;
+  GroupId id = storageGroup(10);
+  std::vector<std::vector<std::uint32_t>> alive = fifoCache(20, 160);
+  for (std::size_t i = 0; i < alive.size(); i += 4) {
+    history.update({at(id, alive[i], true)}, static_cast<std::uint32_t>(6 + i));
+  }
+  EXPECT_TRUE(history.turnsOver(id));
+}
+
+TEST(RetentionHistory, ALongRunThinsItsSeriesAndStillJudgesTheNewestSteps) {
+  // 1,000 updates of a full cache (the series is thinned several times), then a container that
+  // evicts some entries starts gaining: only the newest samples show it.
+  RetentionHistory history;
+  GroupId id = storageGroup(11);
+  std::vector<std::vector<std::uint32_t>> alive = fifoCache(20, 1000);
+  followEachStep(history, id, alive);
+  EXPECT_TRUE(history.turnsOver(id));
+  std::vector<std::uint32_t> held = alive.back();
+  for (std::uint32_t step = 1001; step <= 1400; ++step) {
+    held.push_back(step);  // kept for good from here on
+    history.update({at(id, held, true)}, step + 1);
+  }
+  EXPECT_FALSE(history.turnsOver(id));
+}
+
+TEST(RetentionHistory, AnotherCacheClearedDoesNotExcuseAContainerThatKeepsGaining) {
+  // A list that drops every third entry a step later, beside a cache of 30 entries cleared every
+  // 50 steps: the evicting groups' sum falls at each clear, which must not excuse the list.
+  RetentionHistory history;
+  GroupId list = storageGroup(12);
+  GroupId cache = storageGroup(13);
+  std::vector<std::uint32_t> in_list;
+  std::vector<std::uint32_t> in_cache;
+  for (std::uint32_t step = 5; step <= 300; ++step) {
+    if (!in_list.empty() && in_list.back() % 3 == 0) in_list.pop_back();
+    in_list.push_back(step);
+    if (step % 50 == 0) in_cache.clear();
+    in_cache.push_back(step);
+    if (in_cache.size() > 30) in_cache.erase(in_cache.begin());
+    std::vector<GroupAtBoundary> groups = {at(list, in_list, true), at(cache, in_cache, true)};
+    history.update(groups, step + 1);
+  }
+  EXPECT_FALSE(history.turnsOver(list));
+}
+
 TEST(RetentionHistory, AContainerThatEvictsSomeButKeepsGainingDoesNotTurnOver) {
   // Every third step's entry is dropped a step later; the others stay for good.
   std::vector<std::vector<std::uint32_t>> alive;
