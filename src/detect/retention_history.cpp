@@ -144,6 +144,13 @@ void RetentionHistory::CountSeries::since(std::uint32_t first_step,
   }
 }
 
+std::size_t RetentionHistory::CountSeries::countSince(std::uint32_t first_step) const {
+  auto begin = std::lower_bound(steps.begin(), steps.end(), first_step);
+  auto kept = static_cast<std::size_t>(steps.end() - begin);
+  bool newest_apart = newest_step >= first_step && (kept == 0 || steps.back() < newest_step);
+  return kept + (newest_apart ? 1 : 0);
+}
+
 bool RetentionHistory::CountSeries::grows(std::uint32_t first_step) const {
   std::vector<std::uint32_t> judged_steps;
   std::vector<std::int64_t> judged_counts;
@@ -203,6 +210,8 @@ bool RetentionHistory::turnsOver(const GroupId& id) const {
   if (found == turnover_.end() || found->second.first_eviction == 0) return false;
   const Turnover& turnover = found->second;
   if (turnover.last_update - turnover.first_eviction < kMinTurnoverSteps) return false;
+  // Too few updates since to see a trend (a verdict renewed rarely): not judged yet.
+  if (turnover.held.countSince(turnover.first_eviction) < kMinTurnoverSamples) return false;
   return !turnover.held.grows(turnover.first_eviction) ||
          evicting_held_.flat(turnover.first_eviction);
 }

@@ -89,6 +89,7 @@ class RetentionHistory {
   // replacing entries of ever-new sizes causes is bounded by it.
   std::int64_t turnoverPeakBytes() const;
   static constexpr std::uint32_t kMinTurnoverSteps = 4 * kMinBuildUpSteps;
+  static constexpr std::size_t kMinTurnoverSamples = 8;  // updates since the first eviction
 
  private:
   struct BuildUp {
@@ -117,6 +118,8 @@ class RetentionHistory {
     // The later half of the samples from `first_step` on (at least 8), the newest included.
     void since(std::uint32_t first_step, std::vector<std::uint32_t>* steps_out,
                std::vector<std::int64_t>* counts_out) const;
+    // How many samples from `first_step` on, the newest included.
+    std::size_t countSince(std::uint32_t first_step) const;
     // Whether the counts from `first_step` on keep rising (steadyTensorGrowthPerStep).
     bool grows(std::uint32_t first_step) const;
     // Whether they are flat: at least 8 samples, the last quarter's maximum no higher than the

@@ -190,6 +190,17 @@ TEST(RetentionHistory, ACacheJudgedEveryFourStepsTurnsOverAfterItsSeriesIsLongEn
   EXPECT_TRUE(history.turnsOver(id));
 }
 
+TEST(RetentionHistory, ACacheSeenAtTooFewUpdatesIsNotJudgedYet) {
+  // Updates every 8 steps: 32 steps after the first eviction are only 4 samples.
+  RetentionHistory history;
+  GroupId id = storageGroup(14);
+  std::vector<std::vector<std::uint32_t>> alive = fifoCache(20, 65);
+  for (std::size_t i = 0; i < alive.size(); i += 8) {
+    history.update({at(id, alive[i], true)}, static_cast<std::uint32_t>(6 + i));
+  }
+  EXPECT_FALSE(history.turnsOver(id));
+}
+
 TEST(RetentionHistory, ALongRunThinsItsSeriesAndStillJudgesTheNewestSteps) {
   // 1,000 updates of a full cache (the series is thinned several times), then a container that
   // evicts some entries starts gaining: only the newest samples show it.
