@@ -133,8 +133,14 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
   if (turnover_bytes > 0 && !live.empty() && live.back() - live.front() <= turnover_bytes) {
     tensor_growth = 0;
   }
+  // What every tensor made after warm-up and still alive holds, whether or not its group is
+  // judged growing now (a loop's survivors at the program's exit, a cache's entries).
   std::int64_t census_bytes = 0;
-  for (const auto& [key, group] : evidence.census.groups) census_bytes += group.bytes;
+  std::int64_t census_count = 0;
+  for (const auto& [key, group] : evidence.census.groups) {
+    census_bytes += group.bytes;
+    census_count += group.count;
+  }
   for (auto& [key, group] : evidence.census.groups) {
     GroupAtBoundary at;
     at.id = GroupId{false, key};
@@ -217,13 +223,9 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
 
   if (inputs.watch_resident_memory && kResidentMemoryMeaningful && !resident.empty()) {
     evidence.resident_slope = std::max(0.0, slopeOf(steps, resident));
-    // Every tensor made after warm-up and still alive costs its native memory, whether or not its
-    // group is judged growing now (a loop's survivors at the program's exit, a cache's entries).
-    double overhead = 0;
-    for (const auto& [key, group] : evidence.census.groups) {
-      overhead +=
-          kNativeBytesPerRetainedTensor * static_cast<double>(group.count) / evidence.observed;
-    }
+    // Every surviving tensor costs its native memory.
+    double overhead =
+        kNativeBytesPerRetainedTensor * static_cast<double>(census_count) / evidence.observed;
     if (!evidence.graph_roots.empty()) {
       overhead += kNativeBytesPerGraphNode * static_cast<double>(evidence.nodes_per_step);
     }
@@ -262,10 +264,9 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
     }
     // Entries of ever-new sizes replaced in a cache that turns over leave holes malloc cannot
     // always reuse: resident growth up to what such caches hold is that fragmentation.
-    double allowance =
-        inputs.history != nullptr ? static_cast<double>(inputs.history->turnoverPeakBytes()) : 0;
     double span = static_cast<double>(evidence.last_step - evidence.first_step + 1);
-    if (evidence.untracked_growth > 0 && evidence.untracked_growth * span <= allowance) {
+    if (evidence.untracked_growth > 0 &&
+        evidence.untracked_growth * span <= static_cast<double>(turnover_bytes)) {
       evidence.untracked_growth = 0;
     }
   }

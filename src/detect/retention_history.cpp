@@ -203,12 +203,16 @@ void RetentionHistory::followTurnover(const std::vector<GroupAtBoundary>& groups
   // Groups without survivors are forgotten: the map stays as large as what is held now.
   turnover_ = std::move(followed);
   if (any_evicting) evicting_held_.add(current_step, evicting_held);
+  // Judged here, once per update: nothing it depends on changes until the next one.
+  turnover_peak_bytes_ = 0;
+  for (auto& [id, turnover] : turnover_) {
+    turnover.turns_over = judgeTurnover(turnover);
+    if (turnover.turns_over) turnover_peak_bytes_ += turnover.peak_bytes;
+  }
 }
 
-bool RetentionHistory::turnsOver(const GroupId& id) const {
-  auto found = turnover_.find(id);
-  if (found == turnover_.end() || found->second.first_eviction == 0) return false;
-  const Turnover& turnover = found->second;
+bool RetentionHistory::judgeTurnover(const Turnover& turnover) const {
+  if (turnover.first_eviction == 0) return false;
   if (turnover.last_update - turnover.first_eviction < kMinTurnoverSteps) return false;
   // Too few updates since to see a trend (a verdict renewed rarely): not judged yet.
   if (turnover.held.countSince(turnover.first_eviction) < kMinTurnoverSamples) return false;
@@ -216,12 +220,9 @@ bool RetentionHistory::turnsOver(const GroupId& id) const {
          evicting_held_.flat(turnover.first_eviction);
 }
 
-std::int64_t RetentionHistory::turnoverPeakBytes() const {
-  std::int64_t bytes = 0;
-  for (const auto& [id, turnover] : turnover_) {
-    if (turnsOver(id)) bytes += turnover.peak_bytes;
-  }
-  return bytes;
+bool RetentionHistory::turnsOver(const GroupId& id) const {
+  auto found = turnover_.find(id);
+  return found != turnover_.end() && found->second.turns_over;
 }
 
 }  // namespace memseal::detect

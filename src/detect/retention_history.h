@@ -87,7 +87,7 @@ class RetentionHistory {
   bool turnsOver(const GroupId& id) const;
   // The most tensor storage the groups that turn over held: the allocator fragmentation that
   // replacing entries of ever-new sizes causes is bounded by it.
-  std::int64_t turnoverPeakBytes() const;
+  std::int64_t turnoverPeakBytes() const { return turnover_peak_bytes_; }
   static constexpr std::uint32_t kMinTurnoverSteps = 4 * kMinBuildUpSteps;
   static constexpr std::size_t kMinTurnoverSamples = 8;  // updates since the first eviction
 
@@ -132,13 +132,16 @@ class RetentionHistory {
     std::uint32_t first_eviction = 0;  // the update that first found some of them freed (0: none)
     CountSeries held;                  // since the first eviction: the steps it holds survivors of
     std::int64_t peak_bytes = 0;
+    bool turns_over = false;  // judged at the last update
   };
   void followTurnover(const std::vector<GroupAtBoundary>& groups, std::uint32_t current_step);
+  bool judgeTurnover(const Turnover& turnover) const;
 
   std::map<GroupId, BuildUp> building_;
   std::map<GroupId, std::uint32_t> segment_start_;
   std::map<GroupId, Turnover> turnover_;
-  CountSeries evicting_held_;  // of all groups that have evicted, together
+  CountSeries evicting_held_;             // of all groups that have evicted, together
+  std::int64_t turnover_peak_bytes_ = 0;  // of the groups that turn over, at the last update
 };
 
 }  // namespace memseal::detect

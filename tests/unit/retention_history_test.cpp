@@ -124,10 +124,11 @@ std::vector<std::vector<std::uint32_t>> fifoCache(std::size_t capacity, std::uin
   return alive;
 }
 
-// Updates `history` at every step with one growing group holding `alive[i]` after step 5 + i.
+// Updates `history` every `every` steps with one growing group holding `alive[i]` after step
+// 5 + i.
 void followEachStep(RetentionHistory& history, const GroupId& id,
-                    const std::vector<std::vector<std::uint32_t>>& alive) {
-  for (std::size_t i = 0; i < alive.size(); ++i) {
+                    const std::vector<std::vector<std::uint32_t>>& alive, std::size_t every = 1) {
+  for (std::size_t i = 0; i < alive.size(); i += every) {
     history.update({at(id, alive[i], true)}, static_cast<std::uint32_t>(6 + i));
   }
 }
@@ -182,23 +183,15 @@ TEST(RetentionHistory, ACacheWhoseEntriesFallIntoTwoGroupsTurnsOverAsAWhole) {
 TEST(RetentionHistory, ACacheJudgedEveryFourStepsTurnsOverAfterItsSeriesIsLongEnough) {
   // The detector renews its verdict every few steps once it sees no leak.
   RetentionHistory history;
-  GroupId id = storageGroup(10);
-  std::vector<std::vector<std::uint32_t>> alive = fifoCache(20, 160);
-  for (std::size_t i = 0; i < alive.size(); i += 4) {
-    history.update({at(id, alive[i], true)}, static_cast<std::uint32_t>(6 + i));
-  }
-  EXPECT_TRUE(history.turnsOver(id));
+  followEachStep(history, storageGroup(10), fifoCache(20, 160), 4);
+  EXPECT_TRUE(history.turnsOver(storageGroup(10)));
 }
 
 TEST(RetentionHistory, ACacheSeenAtTooFewUpdatesIsNotJudgedYet) {
   // Updates every 8 steps: 32 steps after the first eviction are only 4 samples.
   RetentionHistory history;
-  GroupId id = storageGroup(14);
-  std::vector<std::vector<std::uint32_t>> alive = fifoCache(20, 65);
-  for (std::size_t i = 0; i < alive.size(); i += 8) {
-    history.update({at(id, alive[i], true)}, static_cast<std::uint32_t>(6 + i));
-  }
-  EXPECT_FALSE(history.turnsOver(id));
+  followEachStep(history, storageGroup(14), fifoCache(20, 65), 8);
+  EXPECT_FALSE(history.turnsOver(storageGroup(14)));
 }
 
 TEST(RetentionHistory, ALongRunThinsItsSeriesAndStillJudgesTheNewestSteps) {
