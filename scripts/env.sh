@@ -9,5 +9,8 @@ export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 # Paths relative to the checkout, so a fresh clone (CI) hits the cache of an earlier one.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$MEMSEAL_ROOT}"
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+# Tests, examples and benchmarks reuse a precompiled <torch/torch.h>: ccache caches such
+# compilations only when told to ignore the header's timestamps and __TIME__-style macros.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 # The venv's Python unless the caller brought their own.
 MEMSEAL_PYTHON="${PYTHON:-$MEMSEAL_VENV/bin/python}"

@@ -57,22 +57,22 @@ std::string escapeHtml(const std::string& text) {
 
 namespace {
 
-using Json = nlohmann::json;
+using ReadJson = nlohmann::json;
 using common::baseName;
 
 // ---- reading documents leniently ----
 
-const Json& nullJson() {
-  static const Json kNull;
+const ReadJson& nullJson() {
+  static const ReadJson kNull;
   return kNull;
 }
 
-const Json& emptyArray() {
-  static const Json kEmpty = Json::array();
+const ReadJson& emptyArray() {
+  static const ReadJson kEmpty = ReadJson::array();
   return kEmpty;
 }
 
-const Json& member(const Json& object, const char* key) {
+const ReadJson& member(const ReadJson& object, const char* key) {
   if (!object.is_object()) return nullJson();
   auto found = object.find(key);
   return found == object.end() ? nullJson() : *found;
@@ -80,40 +80,40 @@ const Json& member(const Json& object, const char* key) {
 
 // Booleans are not numbers here (nlohmann agrees), and NaN or infinity from a document built in
 // code counts as missing: it would otherwise end up as an SVG coordinate.
-std::optional<double> numberOf(const Json& value) {
+std::optional<double> numberOf(const ReadJson& value) {
   if (!value.is_number()) return std::nullopt;
   double number = value.get<double>();
   if (!std::isfinite(number)) return std::nullopt;
   return number;
 }
 
-std::optional<double> numberAt(const Json& object, const char* key) {
+std::optional<double> numberAt(const ReadJson& object, const char* key) {
   return numberOf(member(object, key));
 }
 
-double numberOr(const Json& object, const char* key, double fallback) {
+double numberOr(const ReadJson& object, const char* key, double fallback) {
   return numberAt(object, key).value_or(fallback);
 }
 
-std::string textAt(const Json& object, const char* key) {
-  const Json& value = member(object, key);
+std::string textAt(const ReadJson& object, const char* key) {
+  const ReadJson& value = member(object, key);
   return value.is_string() ? value.get<std::string>() : std::string();
 }
 
-std::optional<bool> flagAt(const Json& object, const char* key) {
-  const Json& value = member(object, key);
+std::optional<bool> flagAt(const ReadJson& object, const char* key) {
+  const ReadJson& value = member(object, key);
   if (!value.is_boolean()) return std::nullopt;
   return value.get<bool>();
 }
 
-const Json& arrayAt(const Json& object, const char* key) {
-  const Json& value = member(object, key);
+const ReadJson& arrayAt(const ReadJson& object, const char* key) {
+  const ReadJson& value = member(object, key);
   return value.is_array() ? value : emptyArray();
 }
 
-std::vector<std::string> stringsAt(const Json& object, const char* key) {
+std::vector<std::string> stringsAt(const ReadJson& object, const char* key) {
   std::vector<std::string> strings;
-  for (const Json& value : arrayAt(object, key)) {
+  for (const ReadJson& value : arrayAt(object, key)) {
     if (value.is_string()) strings.push_back(value.get<std::string>());
   }
   return strings;
@@ -245,7 +245,7 @@ std::string notesHtml(const std::vector<std::string>& notes) {
 }
 
 // "aten::mul (inside aten::mse_loss)"
-std::string opHtml(const Json& site) {
+std::string opHtml(const ReadJson& site) {
   std::string op = textAt(site, "op");
   std::string outer = textAt(site, "outer_op");
   if (op.empty() && outer.empty()) return muted("unknown op");
@@ -256,12 +256,12 @@ std::string opHtml(const Json& site) {
   return out;
 }
 
-std::string scopeHtml(const Json& site) {
+std::string scopeHtml(const ReadJson& site) {
   std::string scope = textAt(site, "scope");
   return scope.empty() ? muted(kDash) : codeText(scope);
 }
 
-std::string shapeText(const Json& shape) {
+std::string shapeText(const ReadJson& shape) {
   if (!shape.is_array()) return "?";
   std::string text = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -273,9 +273,9 @@ std::string shapeText(const Json& shape) {
 }
 
 // The retained tensors' shapes when they differ: "[8..32, 64]", per dimension min..max.
-std::string shapeRangeText(const Json& shapes) {
-  const Json& min = arrayAt(shapes, "min");
-  const Json& max = arrayAt(shapes, "max");
+std::string shapeRangeText(const ReadJson& shapes) {
+  const ReadJson& min = arrayAt(shapes, "min");
+  const ReadJson& max = arrayAt(shapes, "max");
   if (min.empty() || min.size() != max.size()) return "";
   std::string text = "[";
   for (std::size_t i = 0; i < min.size(); ++i) {
@@ -293,7 +293,7 @@ std::string shapeRangeText(const Json& shapes) {
 }
 
 // "[32, 64] Float · requires_grad · grad_fn AddmmBackward0"
-std::string tensorHtml(const Json& tensor, const Json& shapes = nullJson()) {
+std::string tensorHtml(const ReadJson& tensor, const ReadJson& shapes = nullJson()) {
   if (!tensor.is_object()) return muted("no tensor metadata");
   std::string out = "<code>" + shapeText(member(tensor, "shape")) + "</code>";
   std::string dtype = textAt(tensor, "dtype");
@@ -310,7 +310,7 @@ std::string tensorHtml(const Json& tensor, const Json& shapes = nullJson()) {
   return out;
 }
 
-std::string frameHtml(const Json& frame, std::size_t depth) {
+std::string frameHtml(const ReadJson& frame, std::size_t depth) {
   std::string function = textAt(frame, "function");
   // As the text report showed it where the report was made (older reports: the recorded path).
   std::string file = textAt(frame, "shown_file");
@@ -332,7 +332,7 @@ std::string frameHtml(const Json& frame, std::size_t depth) {
 
 // The user's frames stay in view; each run of internal frames (libtorch, the runtime, memseal,
 // Python's own) folds into a <details> that says how many and from where, as the text report does.
-std::string stackHtml(const Json& frames) {
+std::string stackHtml(const ReadJson& frames) {
   if (!frames.is_array() || frames.empty()) return muted("no stack recorded");
   std::string out = "<div class=\"stack\">";
   std::string run;
@@ -354,7 +354,7 @@ std::string stackHtml(const Json& frames) {
     run_libraries.clear();
   };
   for (std::size_t depth = 0; depth < frames.size(); ++depth) {
-    const Json& frame = frames[depth];
+    const ReadJson& frame = frames[depth];
     if (!frame.is_object()) continue;
     if (flagAt(frame, "internal").value_or(false)) {
       std::string library = baseName(textAt(frame, "library"));
@@ -662,11 +662,11 @@ struct StepSample {
   std::optional<double> live, resident, count, graph_nodes;
 };
 
-std::vector<StepSample> stepSamples(const Json& check) {
+std::vector<StepSample> stepSamples(const ReadJson& check) {
   std::vector<StepSample> samples;
-  const Json& per_step = arrayAt(check, "per_step");
+  const ReadJson& per_step = arrayAt(check, "per_step");
   for (std::size_t i = 0; i < per_step.size(); ++i) {
-    const Json& entry = per_step[i];
+    const ReadJson& entry = per_step[i];
     if (!entry.is_object()) continue;
     StepSample sample;
     sample.step = clampForChart(numberOr(entry, "step", static_cast<double>(i)));
@@ -678,7 +678,7 @@ std::vector<StepSample> stepSamples(const Json& check) {
   }
   if (samples.empty()) {
     // Files from before per_step have only the tracked bytes, one per step boundary.
-    const Json& live = arrayAt(check, "live_bytes");
+    const ReadJson& live = arrayAt(check, "live_bytes");
     for (std::size_t i = 0; i < live.size(); ++i) {
       StepSample sample;
       sample.step = static_cast<double>(i);
@@ -691,7 +691,7 @@ std::vector<StepSample> stepSamples(const Json& check) {
   return samples;
 }
 
-bool isLeak(const Json& check) {
+bool isLeak(const ReadJson& check) {
   std::string verdict = textAt(check, "verdict");
   if (verdict == "leak") return true;
   if (verdict == "no_leak") return false;
@@ -700,9 +700,9 @@ bool isLeak(const Json& check) {
 
 // Resident growth (graph nodes, untracked growth) is drawn against the resident axis; storage
 // against the tracked bytes.
-bool growsResident(const Json& finding) { return textAt(finding, "retained") != "tensor storage"; }
+bool growsResident(const ReadJson& finding) { return textAt(finding, "retained") != "tensor storage"; }
 
-std::string verdictHtml(const Json& check, const std::vector<StepSample>& samples) {
+std::string verdictHtml(const ReadJson& check, const std::vector<StepSample>& samples) {
   bool leak = isLeak(check);
   double steps = numberOr(check, "steps", samples.empty() ? 0 : samples.back().step + 1);
   double warmup = numberOr(check, "warmup", 0);
@@ -736,7 +736,7 @@ std::string verdictHtml(const Json& check, const std::vector<StepSample>& sample
 // Tracked bytes (left axis) and resident memory (right axis) per step, warm-up shaded, the step
 // from which the leak was clear, and each finding's growth rate as a dashed line from the end of
 // warm-up: where the measured line follows a dashed one, that finding is what grows.
-std::string timelineChart(const Json& check, const std::vector<StepSample>& samples) {
+std::string timelineChart(const ReadJson& check, const std::vector<StepSample>& samples) {
   constexpr int kWidth = 960;
   constexpr int kHeight = 360;
   const Plot plot{84, 30, kWidth - 86.0, kHeight - 48.0};
@@ -763,10 +763,10 @@ std::string timelineChart(const Json& check, const std::vector<StepSample>& samp
     std::string title;
   };
   std::vector<Growth> growths;
-  const Json& findings = arrayAt(check, "findings");
+  const ReadJson& findings = arrayAt(check, "findings");
   double growth_start = std::clamp(warmup - 1, first_step, last_step);
   for (std::size_t i = 0; i < findings.size(); ++i) {
-    const Json& finding = findings[i];
+    const ReadJson& finding = findings[i];
     double rate = clampForChart(numberOr(finding, "bytes_per_step", 0));
     if (!(rate > 0)) continue;
     bool resident_axis = growsResident(finding);
@@ -905,7 +905,7 @@ std::string timelineChart(const Json& check, const std::vector<StepSample>& samp
 }
 
 // The legend names only what the chart drew.
-std::string timelineCard(const Json& check, const std::vector<StepSample>& samples) {
+std::string timelineCard(const ReadJson& check, const std::vector<StepSample>& samples) {
   auto any = [&](auto has) { return std::any_of(samples.begin(), samples.end(), has); };
   bool live = any([](const StepSample& sample) { return sample.live.has_value(); });
   bool resident = any([](const StepSample& sample) { return sample.resident.value_or(0) > 0; });
@@ -920,8 +920,8 @@ std::string timelineCard(const Json& check, const std::vector<StepSample>& sampl
     if (isLeak(check) && numberAt(check, "detected_at_step")) {
       entries.push_back({"dashed detected", "leak clear from this step on"});
     }
-    const Json& findings = arrayAt(check, "findings");
-    if (std::any_of(findings.begin(), findings.end(), [](const Json& finding) {
+    const ReadJson& findings = arrayAt(check, "findings");
+    if (std::any_of(findings.begin(), findings.end(), [](const ReadJson& finding) {
           return numberOr(finding, "bytes_per_step", 0) > 0;
         })) {
       entries.push_back(
@@ -933,7 +933,7 @@ std::string timelineCard(const Json& check, const std::vector<StepSample>& sampl
   return out + "</div>";
 }
 
-std::string growthTiles(const Json& finding) {
+std::string growthTiles(const ReadJson& finding) {
   std::string out = "<div class=\"tiles small\">";
   auto perStep = [&](const char* key) {
     std::optional<double> rate = numberAt(finding, key);
@@ -965,14 +965,14 @@ std::string growthTiles(const Json& finding) {
   return out + "</div>";
 }
 
-std::string partsHtml(const Json& parts) {
+std::string partsHtml(const ReadJson& parts) {
   if (!parts.is_array() || parts.empty()) return "";
   std::string out =
       "<h4>What it holds</h4><div class=\"table-wrap\"><table class=\"parts\"><thead><tr>"
       "<th>retained</th><th class=\"num\">per step</th><th class=\"num\">count/step</th>"
       "<th class=\"num\">survivors</th><th>made by</th><th>scope</th><th>tensor</th>"
       "<th>stack</th></tr></thead><tbody>";
-  for (const Json& part : parts) {
+  for (const ReadJson& part : parts) {
     if (!part.is_object()) continue;
     double rate = numberOr(part, "bytes_per_step", 0);
     bool graphs = textAt(part, "retained") == "autograd graph nodes";
@@ -983,7 +983,7 @@ std::string partsHtml(const Json& parts) {
                    (graphs ? "" : "<br>" + muted(bytesText(numberAt(part, "survivor_bytes"))))) +
            cell(opHtml(part)) + cell(scopeHtml(part)) +
            cell(tensorHtml(member(part, "tensor"), member(part, "shapes")));
-    const Json& frames = member(part, "frames");
+    const ReadJson& frames = member(part, "frames");
     out += cell(frames.is_array() && !frames.empty()
                     ? "<details><summary>" + countText(frames.size()) + " frames</summary>" +
                           stackHtml(frames) + "</details>"
@@ -995,7 +995,7 @@ std::string partsHtml(const Json& parts) {
 
 // Python's holders name what keeps a finding's tensors alive ("list `losses` (global of
 // train.py)"); the ones without a valid finding index are shown on their own.
-std::string holderHtml(const Json& holder) {
+std::string holderHtml(const ReadJson& holder) {
   std::string out = "<li>" + richText(textAt(holder, "description"));
   std::vector<std::string> details;
   std::string kind = textAt(holder, "kind");
@@ -1014,7 +1014,7 @@ std::string holderHtml(const Json& holder) {
 
 // What a cause held before it was freed together (a phase's end, a reset): when, how often, and
 // the most it held.
-std::string freedHtml(const Json& freed) {
+std::string freedHtml(const ReadJson& freed) {
   if (!freed.is_object()) return "";
   double times = numberOr(freed, "times", 1);
   std::string phase = textAt(freed, "phase");
@@ -1039,14 +1039,14 @@ std::string freedHtml(const Json& freed) {
 }
 
 // The phases of the steps (training, validation, ...; loops memseal run found), when more than one.
-std::string phasesHtml(const Json& check) {
-  const Json& phases = arrayAt(check, "phases");
+std::string phasesHtml(const ReadJson& check) {
+  const ReadJson& phases = arrayAt(check, "phases");
   if (phases.size() < 2) return "";
   std::string out =
       "<div class=\"card phases\"><h3>Phases</h3><div class=\"table-wrap\"><table><thead><tr>"
       "<th>phase</th><th class=\"num\">first step</th><th class=\"num\">steps</th>"
       "<th class=\"num\">runs</th><th>backward</th></tr></thead><tbody>";
-  for (const Json& phase : phases) {
+  for (const ReadJson& phase : phases) {
     if (!phase.is_object()) continue;
     std::string name = textAt(phase, "name");
     out += "<tr>" + cell(name.empty() ? muted("(unnamed)") : escapeHtml(name)) +
@@ -1058,7 +1058,7 @@ std::string phasesHtml(const Json& check) {
   return out + "</tbody></table></div></div>";
 }
 
-std::string findingCard(const Json& finding, int index, const Json& holders) {
+std::string findingCard(const ReadJson& finding, int index, const ReadJson& holders) {
   std::string category = textAt(finding, "category");
   std::string retained = textAt(finding, "retained");
   std::string out = "<article class=\"finding-card card\" id=\"finding-" + std::to_string(index) +
@@ -1076,7 +1076,7 @@ std::string findingCard(const Json& finding, int index, const Json& holders) {
     out += partsHtml(member(finding, "parts"));
   }
   std::string holder_items;
-  for (const Json& holder : holders) {
+  for (const ReadJson& holder : holders) {
     if (numberOr(holder, "finding", -1) == index - 1) holder_items += holderHtml(holder);
   }
   if (!holder_items.empty()) {
@@ -1088,8 +1088,8 @@ std::string findingCard(const Json& finding, int index, const Json& holders) {
 }
 
 // The innermost frame that is the user's: where to look first.
-std::string firstUserFrameHtml(const Json& site) {
-  for (const Json& frame : arrayAt(site, "frames")) {
+std::string firstUserFrameHtml(const ReadJson& site) {
+  for (const ReadJson& frame : arrayAt(site, "frames")) {
     if (!frame.is_object() || flagAt(frame, "internal").value_or(false)) continue;
     std::string function = textAt(frame, "function");
     std::string file = baseName(textAt(frame, "file"));
@@ -1104,19 +1104,19 @@ std::string firstUserFrameHtml(const Json& site) {
 
 // Findings keep their sites (and a cause's parts theirs); ranked by what is retained at the end,
 // this is the check report's answer to "where is the memory".
-std::string topSitesHtml(const Json& findings) {
+std::string topSitesHtml(const ReadJson& findings) {
   struct Row {
     std::string label;
     int finding;
-    const Json* site;
+    const ReadJson* site;
     double survivor_bytes;
   };
   std::vector<Row> rows;
   for (std::size_t i = 0; i < findings.size(); ++i) {
-    const Json& finding = findings[i];
+    const ReadJson& finding = findings[i];
     if (!finding.is_object() || textAt(finding, "category") == "untracked-growth") continue;
     int index = static_cast<int>(i) + 1;
-    const Json& parts = arrayAt(finding, "parts");
+    const ReadJson& parts = arrayAt(finding, "parts");
     if (parts.size() > 1) {
       for (std::size_t p = 0; p < parts.size(); ++p) {
         if (!parts[p].is_object()) continue;
@@ -1137,7 +1137,7 @@ std::string topSitesHtml(const Json& findings) {
       "<th>where</th><th class=\"num\">survivors</th><th class=\"num\">retained</th>"
       "<th class=\"num\">per step</th></tr></thead><tbody>";
   for (const Row& row : rows) {
-    const Json& site = *row.site;
+    const ReadJson& site = *row.site;
     double rate = numberOr(site, "bytes_per_step", 0);
     out += "<tr><td><a href=\"#finding-" + std::to_string(row.finding) + "\">" + row.label +
            "</a></td>" + cell(opHtml(site)) + cell(scopeHtml(site)) +
@@ -1148,7 +1148,7 @@ std::string topSitesHtml(const Json& findings) {
   return out + "</tbody></table></div></div>";
 }
 
-std::string cycleGarbageHtml(const Json& garbage) {
+std::string cycleGarbageHtml(const ReadJson& garbage) {
   if (!garbage.is_object()) return "";
   double tensors = numberOr(garbage, "tensors", 0);
   std::string out = "<h4>Garbage in reference cycles</h4>";
@@ -1159,7 +1159,7 @@ std::string cycleGarbageHtml(const Json& garbage) {
          ") kept alive only by reference cycles: <code>gc.collect()</code> frees them, reference "
          "counting never does.</p>";
   std::string types;
-  for (const Json& type : arrayAt(garbage, "types")) {
+  for (const ReadJson& type : arrayAt(garbage, "types")) {
     if (!type.is_object()) continue;
     types += "<tr>" + cell(codeText(textAt(type, "type"))) +
              numCell(countText(numberOr(type, "objects", 0))) + "</tr>";
@@ -1182,11 +1182,11 @@ std::string cycleGarbageHtml(const Json& garbage) {
   return out;
 }
 
-std::string pythonHtml(const Json& python, std::size_t finding_count) {
+std::string pythonHtml(const ReadJson& python, std::size_t finding_count) {
   if (!python.is_object()) return "";
   std::string out = "<div class=\"card python\"><h3>Python</h3>";
   std::string holders;
-  for (const Json& holder : arrayAt(python, "holders")) {
+  for (const ReadJson& holder : arrayAt(python, "holders")) {
     if (!holder.is_object()) continue;
     double finding = numberOr(holder, "finding", -1);
     std::string prefix = "";
@@ -1205,7 +1205,7 @@ std::string pythonHtml(const Json& python, std::size_t finding_count) {
 
 // ---- memseal.explain/1 ----
 
-std::string rolesChart(const Json& roles) {
+std::string rolesChart(const ReadJson& roles) {
   constexpr int kWidth = 960;
   constexpr double kRowTop = 70, kRowHeight = 30;
   struct Role {
@@ -1214,7 +1214,7 @@ std::string rolesChart(const Json& roles) {
   };
   std::vector<Role> rows;
   double total = 0, largest = 0;
-  for (const Json& role : roles) {
+  for (const ReadJson& role : roles) {
     if (!role.is_object()) continue;
     double bytes = std::max(0.0, clampForChart(numberOr(role, "bytes", 0)));
     rows.push_back({textAt(role, "role"), bytes, numberOr(role, "count", 0)});
@@ -1260,14 +1260,14 @@ std::string rolesChart(const Json& roles) {
 }
 
 // Live bytes over the peak step: the step's baseline, the climb to the peak, and what is left.
-std::string peakTimelineChart(const Json& explain) {
+std::string peakTimelineChart(const ReadJson& explain) {
   constexpr int kWidth = 960;
   constexpr int kHeight = 300;
   const Plot plot{84, 24, kWidth - 24.0, kHeight - 48.0};
   std::string svg =
       svgOpen("peak-timeline-chart", kWidth, kHeight, "Live tracked bytes over the peak step");
   std::vector<Point> points;
-  for (const Json& entry : arrayAt(explain, "timeline")) {
+  for (const ReadJson& entry : arrayAt(explain, "timeline")) {
     std::optional<double> event = numberAt(entry, "event");
     std::optional<double> live = numberAt(entry, "live_bytes");
     if (event && live) points.emplace_back(clampForChart(*event), clampForChart(*live));
@@ -1327,7 +1327,7 @@ std::string peakTimelineChart(const Json& explain) {
 }
 
 // A role breakdown as a small inline bar, for table rows.
-std::string roleMiniBar(const Json& roles, double total) {
+std::string roleMiniBar(const ReadJson& roles, double total) {
   if (!roles.is_object() || !(total > 0)) return "";
   constexpr double kWidth = 140;
   std::string out =
@@ -1351,15 +1351,15 @@ std::string roleMiniBar(const Json& roles, double total) {
   return out + "</svg>";
 }
 
-std::string modulesTable(const Json& explain, double peak) {
-  const Json& modules = arrayAt(explain, "modules");
+std::string modulesTable(const ReadJson& explain, double peak) {
+  const ReadJson& modules = arrayAt(explain, "modules");
   if (modules.empty()) return "";
   std::string out =
       "<div class=\"card\"><h3>By module</h3><div class=\"table-wrap\"><table "
       "class=\"modules\"><thead><tr><th>module</th><th class=\"num\">bytes</th>"
       "<th class=\"num\">of peak</th><th class=\"num\">tensors</th><th>roles</th></tr></thead>"
       "<tbody>";
-  for (const Json& module : modules) {
+  for (const ReadJson& module : modules) {
     if (!module.is_object()) continue;
     std::string name = textAt(module, "module");
     double bytes = numberOr(module, "bytes", 0);
@@ -1371,25 +1371,25 @@ std::string modulesTable(const Json& explain, double peak) {
   return out + "</tbody></table></div></div>";
 }
 
-std::string roleCell(const Json& object) {
+std::string roleCell(const ReadJson& object) {
   std::string role = textAt(object, "role");
   if (role.empty()) return cell(muted(kDash));
   return "<td class=\"role\"><span class=\"role-dot " + std::string(roleClass(role)) +
          "\"></span>" + escapeHtml(role) + "</td>";
 }
 
-std::string sitesTable(const Json& explain, double peak) {
-  const Json& sites = arrayAt(explain, "sites");
+std::string sitesTable(const ReadJson& explain, double peak) {
+  const ReadJson& sites = arrayAt(explain, "sites");
   if (sites.empty()) return "";
   std::string out =
       "<div class=\"card\"><h3>By allocation site</h3><div class=\"table-wrap\"><table "
       "class=\"sites\"><thead><tr><th>made by</th><th>scope</th><th>role</th>"
       "<th class=\"num\">bytes</th><th class=\"num\">of peak</th><th class=\"num\">tensors</th>"
       "<th>example</th></tr></thead><tbody>";
-  for (const Json& site : sites) {
+  for (const ReadJson& site : sites) {
     if (!site.is_object()) continue;
     double bytes = numberOr(site, "bytes", 0);
-    const Json& frames = member(site, "frames");
+    const ReadJson& frames = member(site, "frames");
     std::string made_by = opHtml(site);
     if (frames.is_array() && !frames.empty()) {
       made_by += "<details><summary>" + firstUserFrameHtml(site) + "</summary>" +
@@ -1403,14 +1403,14 @@ std::string sitesTable(const Json& explain, double peak) {
   return out + "</tbody></table></div></div>";
 }
 
-std::string tensorsTable(const Json& explain) {
-  const Json& tensors = arrayAt(explain, "tensors");
+std::string tensorsTable(const ReadJson& explain) {
+  const ReadJson& tensors = arrayAt(explain, "tensors");
   if (tensors.empty()) return "";
   std::string out =
       "<div class=\"card\"><h3>Largest tensors at the peak</h3><div class=\"table-wrap\"><table "
       "class=\"tensors\"><thead><tr><th class=\"num\">bytes</th><th>role</th><th>made by</th>"
       "<th>scope</th><th class=\"num\">step</th><th>tensor</th></tr></thead><tbody>";
-  for (const Json& tensor : tensors) {
+  for (const ReadJson& tensor : tensors) {
     if (!tensor.is_object()) continue;
     out += "<tr>" + numCell(bytesText(numberAt(tensor, "bytes"))) + roleCell(tensor) +
            cell(opHtml(tensor)) + cell(scopeHtml(tensor)) +
@@ -1420,8 +1420,8 @@ std::string tensorsTable(const Json& explain) {
   return out + "</tbody></table></div></div>";
 }
 
-std::string stepPeaksTable(const Json& explain) {
-  const Json& steps = arrayAt(explain, "step_peaks");
+std::string stepPeaksTable(const ReadJson& explain) {
+  const ReadJson& steps = arrayAt(explain, "step_peaks");
   if (steps.empty()) return "";
   std::optional<double> peak_step = numberAt(explain, "peak_step");
   std::string out =
@@ -1429,7 +1429,7 @@ std::string stepPeaksTable(const Json& explain) {
       "class=\"step-peaks compact\"><thead><tr><th class=\"num\">step</th><th class=\"num\">peak"
       "</th><th class=\"num\">baseline</th><th class=\"num\">end</th><th class=\"num\">growth in "
       "step</th></tr></thead><tbody>";
-  for (const Json& step : steps) {
+  for (const ReadJson& step : steps) {
     if (!step.is_object()) continue;
     std::optional<double> number = numberAt(step, "step");
     std::optional<double> peak = numberAt(step, "peak_bytes");
@@ -1443,7 +1443,7 @@ std::string stepPeaksTable(const Json& explain) {
   return out + "</tbody></table></div></div>";
 }
 
-std::string explainSection(const Json& explain) {
+std::string explainSection(const ReadJson& explain) {
   std::optional<double> peak = numberAt(explain, "peak_bytes");
   std::optional<double> baseline = numberAt(explain, "baseline_bytes");
   std::string out = "<section id=\"explain\"><h2>What the peak holds</h2>";
@@ -1464,7 +1464,7 @@ std::string explainSection(const Json& explain) {
       tile("live at the peak", countText(numberAt(explain, "peak_live_count")),
            countText(numberAt(explain, "events_in_step")) + " allocations and frees in the step");
   out += "</div>";
-  const Json& identified = member(explain, "identified");
+  const ReadJson& identified = member(explain, "identified");
   if (identified.is_object()) {
     auto yes = [&](const char* key) {
       return flagAt(identified, key).value_or(false) ? "told by identity" : "not given";
@@ -1495,11 +1495,11 @@ struct FitModel {
   double operator()(double size) const { return c0 + c1 * size + c2 * size * size; }
 };
 
-FitModel fitModel(const Json& fit) {
+FitModel fitModel(const ReadJson& fit) {
   FitModel model;
   std::string name = textAt(fit, "model");
-  const Json& linear = member(fit, "linear");
-  const Json& quadratic = member(fit, "quadratic");
+  const ReadJson& linear = member(fit, "linear");
+  const ReadJson& quadratic = member(fit, "quadratic");
   if (name == "linear" && numberAt(linear, "slope")) {
     model.kind = FitModel::Kind::kLinear;
     model.c0 = numberOr(linear, "intercept", 0);
@@ -1515,13 +1515,13 @@ FitModel fitModel(const Json& fit) {
 
 // Peak against size: the measured points, the model through them (solid where measured, dashed
 // where extrapolated up to the predicted size), the budget and the share the margin leaves.
-std::string fitChart(const Json& fit) {
+std::string fitChart(const ReadJson& fit) {
   constexpr int kWidth = 960;
   constexpr int kHeight = 380;
   const Plot plot{84, 24, kWidth - 30.0, kHeight - 48.0};
   std::string svg = svgOpen("fit-chart", kWidth, kHeight, "Peak bytes against size");
   std::vector<Point> points;
-  for (const Json& point : arrayAt(fit, "points")) {
+  for (const ReadJson& point : arrayAt(fit, "points")) {
     std::optional<double> size = numberAt(point, "size");
     std::optional<double> bytes = numberAt(point, "peak_bytes");
     if (size && bytes) points.emplace_back(clampForChart(*size), clampForChart(*bytes));
@@ -1531,7 +1531,7 @@ std::string fitChart(const Json& fit) {
   double margin = std::clamp(numberOr(fit, "margin", 0), 0.0, 1.0);
   std::optional<double> predicted_size = numberAt(fit, "predicted_max_size");
   std::optional<double> predicted_peak = numberAt(fit, "predicted_peak_bytes");
-  const Json& verify = member(fit, "verify");
+  const ReadJson& verify = member(fit, "verify");
   std::optional<double> verify_size = numberAt(verify, "size");
   std::optional<double> verify_measured = numberAt(verify, "measured_peak_bytes");
   if (points.empty() && !budget) {
@@ -1626,7 +1626,7 @@ std::string fitChart(const Json& fit) {
   return svg + "</svg>";
 }
 
-std::string fitSection(const Json& fit) {
+std::string fitSection(const ReadJson& fit) {
   std::string out = "<section id=\"fit\"><h2>How far the size can grow</h2><div class=\"tiles\">";
   std::string model = textAt(fit, "model");
   std::optional<bool> is_linear = flagAt(fit, "is_linear");
@@ -1651,7 +1651,7 @@ std::string fitSection(const Json& fit) {
     budget_note += (budget_note.empty() ? "" : ", ") + ratioPercentText(margin) + " kept free";
   }
   out += tile("budget", bytesText(numberAt(fit, "budget_bytes")), budget_note);
-  const Json& verify = member(fit, "verify");
+  const ReadJson& verify = member(fit, "verify");
   if (verify.is_object()) {
     std::optional<bool> within = flagAt(verify, "within_budget");
     std::string value = within ? (*within ? "<span class=\"good\">&#10003; within budget</span>"
@@ -1679,7 +1679,7 @@ std::string fitSection(const Json& fit) {
 
   FitModel fitted = fitModel(fit);
   std::string rows;
-  for (const Json& point : arrayAt(fit, "points")) {
+  for (const ReadJson& point : arrayAt(fit, "points")) {
     std::optional<double> size = numberAt(point, "size");
     std::optional<double> bytes = numberAt(point, "peak_bytes");
     if (!size) continue;
@@ -1701,7 +1701,7 @@ std::string fitSection(const Json& fit) {
         "class=\"num\">residual</th></tr></thead><tbody>" +
         rows + "</tbody></table></div>";
   }
-  const Json& linear = member(fit, "linear");
+  const ReadJson& linear = member(fit, "linear");
   if (linear.is_object()) {
     out += "<p><strong>linear</strong>: peak = " + bytesText(numberAt(linear, "intercept")) +
            " + " + bytesText(numberAt(linear, "slope")) + " &#215; size " +
@@ -1709,7 +1709,7 @@ std::string fitSection(const Json& fit) {
                  ratioPercentText(numberAt(linear, "max_relative_residual")) + ")") +
            "</p>";
   }
-  const Json& quadratic = member(fit, "quadratic");
+  const ReadJson& quadratic = member(fit, "quadratic");
   if (quadratic.is_object()) {
     out += "<p><strong>quadratic</strong>: peak = " + bytesText(numberAt(quadratic, "c0")) + " + " +
            bytesText(numberAt(quadratic, "c1")) + " &#215; size + " +
@@ -1725,14 +1725,14 @@ std::string fitSection(const Json& fit) {
 
 // Allocated (filled, left colour) and reserved (line) bytes per step on one axis from zero: the gap
 // between them is what the caching allocator holds beyond the tensors. `index` only makes the id.
-std::string deviceChart(const Json& device, std::size_t index, double warmup) {
+std::string deviceChart(const ReadJson& device, std::size_t index, double warmup) {
   constexpr int kWidth = 960;
   constexpr int kHeight = 300;
   const Plot plot{84, 24, kWidth - 30.0, kHeight - 48.0};
   std::string id = "cuda-chart-" + std::to_string(index);
   std::string svg = svgOpen(id.c_str(), kWidth, kHeight, "CUDA allocated and reserved per step");
   std::vector<Point> allocated, reserved;
-  for (const Json& point : arrayAt(device, "per_step")) {
+  for (const ReadJson& point : arrayAt(device, "per_step")) {
     std::optional<double> step = numberAt(point, "step");
     if (!step) continue;
     if (std::optional<double> bytes = numberAt(point, "allocated")) {
@@ -1806,7 +1806,7 @@ const char* deviceVerdictClass(const std::string& verdict) {
   return "";
 }
 
-std::string deviceCard(const Json& device, std::size_t index, double warmup) {
+std::string deviceCard(const ReadJson& device, std::size_t index, double warmup) {
   std::string name = textAt(device, "device");
   std::string verdict = textAt(device, "verdict");
   std::string out = "<article class=\"device-card card\" id=\"cuda-device-" +
@@ -1832,8 +1832,8 @@ std::string deviceCard(const Json& device, std::size_t index, double warmup) {
 }
 
 // Absent when the report has no devices (no CUDA events were seen).
-std::string cudaMemoryHtml(const Json& check) {
-  const Json& devices = arrayAt(check, "devices");
+std::string cudaMemoryHtml(const ReadJson& check) {
+  const ReadJson& devices = arrayAt(check, "devices");
   if (devices.empty()) return "";
   double warmup = clampForChart(numberOr(check, "warmup", 0));
   std::string out =
@@ -1841,7 +1841,7 @@ std::string cudaMemoryHtml(const Json& check) {
       "As PyTorch&#39;s caching allocator reported it: allocated is what tensors hold, reserved "
       "what the allocator keeps from the driver.</p>";
   std::size_t index = 0;
-  for (const Json& device : devices) {
+  for (const ReadJson& device : devices) {
     out += deviceCard(device.is_object() ? device : nullJson(), index++, warmup);
   }
   return out + "</div>";
@@ -1849,17 +1849,17 @@ std::string cudaMemoryHtml(const Json& check) {
 
 // ---- the check section ----
 
-std::string checkSection(const Json& check) {
+std::string checkSection(const ReadJson& check) {
   std::vector<StepSample> samples = stepSamples(check);
-  const Json& findings = arrayAt(check, "findings");
-  const Json& python = member(check, "python");
+  const ReadJson& findings = arrayAt(check, "findings");
+  const ReadJson& python = member(check, "python");
   std::string out = "<section id=\"check\"><h2>Leak check</h2>";
   out += verdictHtml(check, samples);
   out += timelineCard(check, samples);
   out += phasesHtml(check);
-  const Json& holders = arrayAt(python, "holders");
+  const ReadJson& holders = arrayAt(python, "holders");
   int index = 0;
-  for (const Json& finding : findings) {
+  for (const ReadJson& finding : findings) {
     ++index;
     out += findingCard(finding.is_object() ? finding : nullJson(), index, holders);
   }
@@ -1874,7 +1874,7 @@ std::string checkSection(const Json& check) {
 
 // Each document names its schema; one this page was not written for is still shown as far as it
 // reads, with a warning instead of a silent guess.
-std::string schemaWarning(const Json& document, const char* expected) {
+std::string schemaWarning(const ReadJson& document, const char* expected) {
   std::string schema = textAt(document, "schema");
   if (schema.empty() || schema == expected) return "";
   return "<div class=\"card warning\">This document says it is <code>" + escapeHtml(schema) +
@@ -2135,18 +2135,18 @@ std::string howToRead(bool check, bool explain, bool fit) {
 }  // namespace
 
 std::string renderHtmlReport(const nlohmann::json& page, const std::string& title) {
-  const Json& check = member(page, "check");
-  const Json& explain = member(page, "explain");
-  const Json& fit = member(page, "fit");
+  const ReadJson& check = member(page, "check");
+  const ReadJson& explain = member(page, "explain");
+  const ReadJson& fit = member(page, "fit");
   std::vector<std::string> schemas;
   std::vector<std::pair<const char*, const char*>> sections;
   std::string body;
   struct Document {
-    const Json& json;
+    const ReadJson& json;
     const char* key;
     const char* schema;
     const char* name;
-    std::string (*render)(const Json&);
+    std::string (*render)(const ReadJson&);
   };
   const Document documents[] = {{check, "check", "memseal.check/1", "Leak check", checkSection},
                                 {explain, "explain", "memseal.explain/1", "Peak", explainSection},
