@@ -44,8 +44,8 @@ if [ "$(torch_version "$MEMSEAL_VENV/bin/python")" != "$MEMSEAL_TORCH_VERSION" ]
       "torch==$MEMSEAL_TORCH_VERSION" "numpy<3"
 fi
 # What the Python module's build and tests need, beside torch.
-if ! "$MEMSEAL_VENV/bin/python" -c 'import scikit_build_core, pytest' 2>/dev/null; then
-  echo "memseal: installing scikit-build-core and pytest into $MEMSEAL_VENV" >&2
+if ! "$MEMSEAL_VENV/bin/python" -c 'import scikit_build_core, pytest, xdist' 2>/dev/null; then
+  echo "memseal: installing scikit-build-core, pytest and pytest-xdist into $MEMSEAL_VENV" >&2
   "$MEMSEAL_VENV/bin/python" -m pip install -q --disable-pip-version-check \
-      "scikit-build-core>=0.10" "pytest>=8"
+      "scikit-build-core>=0.10" "pytest>=8" "pytest-xdist>=3"
 fi

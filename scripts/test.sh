@@ -35,7 +35,10 @@ python_status=0
 "$here/install_python.sh" || python_status=$?
 source "$here/env.sh"
 if [ "$python_status" -eq 0 ] && "$MEMSEAL_PYTHON" -c 'import pytest' 2>/dev/null; then
-  (cd "$root/tests/python" && "$MEMSEAL_PYTHON" -m pytest -q -p no:cacheprovider) || status=1
+  # One worker per core where pytest-xdist is installed (bootstrap.sh gives the venv it).
+  parallel=()
+  "$MEMSEAL_PYTHON" -c 'import xdist' 2>/dev/null && parallel=(-n "$(nproc)")
+  (cd "$root/tests/python" && "$MEMSEAL_PYTHON" -m pytest -q -p no:cacheprovider "${parallel[@]}") || status=1
 elif [ "$python_status" -eq 0 ] || [ "$python_status" -eq 3 ]; then
   # Only with a Python of the caller's (PYTHON=...) that lacks pytest or scikit-build-core.
   echo "memseal: Python tests skipped: $MEMSEAL_PYTHON lacks pytest or scikit-build-core" >&2
