@@ -10,9 +10,9 @@
 # - Line tables only (-g1) for tests, examples and benchmarks: what stack traces, sanitizer
 #   reports and memseal's own reports (file:line of each site) need, at about 60% of the cost of
 #   -g. libmemseal itself keeps the build type's full debug information.
-# - A unity build of libmemseal (src/CMakeLists.txt).
+# - Unity builds of libmemseal and the CLI (src/CMakeLists.txt, src/cli/CMakeLists.txt).
 option(MEMSEAL_PRECOMPILED_HEADERS "Precompile <torch/torch.h> once per build folder" ON)
-option(MEMSEAL_UNITY_BUILD "Compile libmemseal's sources eight to a translation unit" ON)
+option(MEMSEAL_UNITY_BUILD "Compile libmemseal's and the CLI's sources eight to a translation unit" ON)
 option(MEMSEAL_FULL_DEBUG_INFO "Full debug information (-g) for tests, examples and benchmarks too"
        OFF)
 

@@ -12,9 +12,5 @@ export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 # Tests, examples and benchmarks reuse a precompiled <torch/torch.h>: ccache caches such
 # compilations only when told to ignore the header's timestamps and __TIME__-style macros.
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
-# Depend mode: on a miss ccache learns the included headers from the compiler's own dependency
-# file instead of running the preprocessor first (2 s a file for libtorch's headers, a sixth of a
-# build from scratch).
-export CCACHE_DEPEND="${CCACHE_DEPEND:-1}"
 # The venv's Python unless the caller brought their own.
 MEMSEAL_PYTHON="${PYTHON:-$MEMSEAL_VENV/bin/python}"
