@@ -11,11 +11,8 @@ case "$flavour" in
   # debug information would cost a third of their build time.
   asan)    cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DMEMSEAL_SANITIZE=address,undefined
                        -DMEMSEAL_BENCHMARKS=OFF) ;;
-  # TSan builds five files that include <torch/torch.h>: fewer than it takes to repay making the
-  # two precompiled headers.
   tsan)    cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
-                       -DMEMSEAL_SANITIZE=thread -DMEMSEAL_BENCHMARKS=OFF -DMEMSEAL_CONCURRENCY_TESTS_ONLY=ON
-                       -DMEMSEAL_PRECOMPILED_HEADERS=OFF) ;;
+                       -DMEMSEAL_SANITIZE=thread -DMEMSEAL_BENCHMARKS=OFF -DMEMSEAL_CONCURRENCY_TESTS_ONLY=ON) ;;
   *) echo "memseal: unknown build flavour '$flavour' (release, asan or tsan)" >&2; exit 2 ;;
 esac
 build_dir="$MEMSEAL_ROOT/build/$flavour"
