@@ -28,8 +28,8 @@ total=$(($(date +%s) - start))
 
 echo "memseal: $script from a fresh clone with an empty ccache: ${total} s, exit $status (log: $log)"
 # Phases of the test command: from each "=== memseal tests: <phase>" marker and each ctest summary
-# to the next (the demo prints no such markers: its total is the figure).
-awk -v total="$total" '
+# to the next (the demo's figure is its total).
+[ "$command_name" = test ] && awk -v total="$total" '
   function mark(t, name) {
     if (last_name != "") printf "  %-24s %5d s\n", last_name, t - last_t
     last_name = name; last_t = t
