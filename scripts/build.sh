@@ -7,11 +7,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 flavour="${1:-release}"; shift || true
 case "$flavour" in
   release) cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
-  # The sanitizer builds keep line tables only (-g1): their reports need file and line, and full
-  # debug information would cost a third of their build time.
-  asan)    cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DMEMSEAL_SANITIZE=address,undefined
+  asan)    cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DMEMSEAL_SANITIZE=address,undefined
                        -DMEMSEAL_BENCHMARKS=OFF) ;;
-  tsan)    cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+  tsan)    cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo
                        -DMEMSEAL_SANITIZE=thread -DMEMSEAL_BENCHMARKS=OFF -DMEMSEAL_CONCURRENCY_TESTS_ONLY=ON) ;;
   *) echo "memseal: unknown build flavour '$flavour' (release, asan or tsan)" >&2; exit 2 ;;
 esac

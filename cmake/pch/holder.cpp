@@ -1,2 +1,2 @@
-// Compiled only to make the precompiled headers that the real targets reuse.
+// Compiled only to make the precompiled header that the real targets reuse.
 int main() { return 0; }
