@@ -9,9 +9,10 @@
 #   memseal in a debugger).
 # - Precompiled headers: cmake/pch/torch.h is compiled once per build folder by a holder target
 #   and reused (REUSE_FROM) by every test, example and benchmark that includes <torch/torch.h>.
-# - Unity builds of libmemseal and the CLI (src/CMakeLists.txt, src/cli/CMakeLists.txt).
+# - Unity builds of libmemseal, the CLI (src/CMakeLists.txt, src/cli/CMakeLists.txt) and the tests
+#   (tests/CMakeLists.txt: one integration test program).
 option(MEMSEAL_PRECOMPILED_HEADERS "Precompile <torch/torch.h> once per build folder" ON)
-option(MEMSEAL_UNITY_BUILD "Compile libmemseal's and the CLI's sources eight to a translation unit" ON)
+option(MEMSEAL_UNITY_BUILD "Compile libmemseal, the CLI and the tests several files to a translation unit" ON)
 option(MEMSEAL_FULL_DEBUG_INFO "Full debug information (-g) instead of line tables only (-g1)" OFF)
 
 set(MEMSEAL_PCH_DIR "${CMAKE_CURRENT_LIST_DIR}/pch")

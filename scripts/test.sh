@@ -28,7 +28,7 @@ run_flavour asan ""
 # tensor pool
 # (libtorch is not instrumented).
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" \
-  run_flavour tsan "memseal_unit_tests memseal_tracker_concurrency_tests memseal_arena_concurrency_tests memseal_pool_concurrency_tests"
+  run_flavour tsan "memseal_unit_tests memseal_integration_tests"
 # The Python module, installed into the venv, and its tests (pytest's pytester included).
 echo "=== memseal tests: Python module" >&2
 python_status=0

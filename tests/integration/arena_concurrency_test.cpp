@@ -14,7 +14,7 @@
 namespace memseal {
 namespace {
 
-ArenaOptions quietArena() {
+ArenaOptions exactArena() {
   ArenaOptions options;
   options.warn_on_mismatch = false;
   options.huge_pages = false;  // reserved bytes are then exactly the plan's block
@@ -28,7 +28,7 @@ void freeOnAnotherThread(torch::Tensor tensor) {
 
 TEST(ArenaConcurrency, TensorsFreedOnAnotherThreadDuringTheRunKeepTheBlockReusable) {
   c10::InferenceMode inference;
-  PlannedArena arena(quietArena());
+  PlannedArena arena(exactArena());
   torch::Tensor input = torch::arange(4096, torch::kFloat);
   torch::Tensor output = torch::empty({4096});
   auto region = [&] {
@@ -59,7 +59,7 @@ TEST(ArenaConcurrency, TensorsFreedOnAnotherThreadDuringTheRunKeepTheBlockReusab
 
 TEST(ArenaConcurrency, RetiredBlockDiesWithItsLastTensorOnAnotherThread) {
   c10::InferenceMode inference;
-  PlannedArena arena(quietArena());
+  PlannedArena arena(exactArena());
   torch::Tensor input = torch::arange(4096, torch::kFloat);
   std::vector<torch::Tensor> escaped;
   bool keep = false;
@@ -87,7 +87,7 @@ TEST(ArenaConcurrency, RetiredBlockDiesWithItsLastTensorOnAnotherThread) {
 
 TEST(ArenaConcurrency, RunnersRacingFreesOnOtherThreadsStayCorrect) {
   c10::InferenceMode inference;
-  PlannedArena arena(quietArena());
+  PlannedArena arena(exactArena());
   constexpr int kRunners = 3;
   constexpr int kRuns = 30;
   std::vector<torch::Tensor> inputs;

@@ -14,18 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "integration/detector_helpers.h"
 #include "memseal/leak_detector.h"
 #include "memseal/scope.h"
 
 namespace memseal {
 namespace {
 
-DetectorOptions quietDetector() {
-  DetectorOptions options;
-  options.on_leak = LeakPolicy::kNone;
-  options.warmup = 3;
-  return options;
-}
+using test::quietDetector;
 
 bool hasNote(const LeakReport& report, const std::string& text) {
   for (const std::string& note : report.notes) {

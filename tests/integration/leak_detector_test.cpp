@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "integration/detector_helpers.h"
 #include "loops/example_loops.h"
 #include "memseal/leak_detector.h"
 
@@ -218,12 +219,7 @@ LeakReport checkLoop(const std::string& name, std::uint32_t steps = 0) {
   return check(loop.make(), quietOptions(std::max<std::uint32_t>({25, loop.min_steps, steps})));
 }
 
-const LeakFinding* findCategory(const LeakReport& report, LeakCategory category) {
-  for (const LeakFinding& finding : report.findings) {
-    if (finding.category == category) return &finding;
-  }
-  return nullptr;
-}
+using test::findCategory;
 
 TEST(Diagnosis, LeaksWhoseShapeChangesEveryStepAreFoundWithTheirShapeRange) {
   for (const char* name :

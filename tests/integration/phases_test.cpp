@@ -11,12 +11,13 @@
 #include <optional>
 #include <vector>
 
+#include "integration/detector_helpers.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal {
 namespace {
 
-DetectorOptions quietOptions(std::uint32_t warmup = 3) {
+DetectorOptions programOptions(std::uint32_t warmup = 3) {
   DetectorOptions options;
   options.warmup = warmup;
   options.on_leak = LeakPolicy::kNone;
@@ -68,16 +69,11 @@ struct Program {
   }
 };
 
-const LeakFinding* findCategory(const LeakReport& report, LeakCategory category) {
-  for (const LeakFinding& finding : report.findings) {
-    if (finding.category == category) return &finding;
-  }
-  return nullptr;
-}
+using test::findCategory;
 
 TEST(Phases, TheTotalOfALossKeptInTrainsLocalsIsALeakThoughReturningFreesIt) {
   Program program;
-  LeakDetector detector(quietOptions());
+  LeakDetector detector(programOptions());
   program.detector = &detector;
   for (int epoch = 0; epoch < 2; ++epoch) {
     program.train(40, /*keep_total=*/true);
@@ -105,7 +101,7 @@ TEST(Phases, TheTotalOfALossKeptInTrainsLocalsIsALeakThoughReturningFreesIt) {
 TEST(Phases, ARunningTotalResetEveryFewStepsIsOneFindingWithItsPeriod) {
   Program program;
   program.name_phases = false;  // one loop: the resets alone cut it
-  LeakDetector detector(quietOptions());
+  LeakDetector detector(programOptions());
   program.detector = &detector;
   program.train(130, /*keep_total=*/true, /*reset_every=*/20);
   LeakReport report = detector.finish();
@@ -121,7 +117,7 @@ TEST(Phases, ARunningTotalResetEveryFewStepsIsOneFindingWithItsPeriod) {
 
 TEST(Phases, TheFixedProgramIsNotFlagged) {
   Program program;
-  LeakDetector detector(quietOptions());
+  LeakDetector detector(programOptions());
   program.detector = &detector;
   for (int epoch = 0; epoch < 2; ++epoch) {
     program.train(40, /*keep_total=*/false, /*reset_every=*/10);
@@ -133,7 +129,7 @@ TEST(Phases, TheFixedProgramIsNotFlagged) {
 
 TEST(Phases, AValidationPassWithGradOnKeepingItsOutputsIsALeakOfThatPhase) {
   Program program;
-  LeakDetector detector(quietOptions());
+  LeakDetector detector(programOptions());
   program.detector = &detector;
   for (int epoch = 0; epoch < 2; ++epoch) {
     program.train(40, /*keep_total=*/false);
@@ -150,7 +146,7 @@ TEST(Phases, AValidationPassWithGradOnKeepingItsOutputsIsALeakOfThatPhase) {
 
 TEST(Phases, PredictionsGatheredWithoutHistoryAreANoteNotALeak) {
   Program program;
-  LeakDetector detector(quietOptions());
+  LeakDetector detector(programOptions());
   program.detector = &detector;
   for (int epoch = 0; epoch < 2; ++epoch) {
     program.train(40, /*keep_total=*/false);
@@ -166,7 +162,7 @@ TEST(Phases, PredictionsGatheredWithoutHistoryAreANoteNotALeak) {
 }
 
 TEST(Phases, ABoundedCacheThatEvictsIsNeitherALeakNorANote) {
-  LeakDetector detector(quietOptions());
+  LeakDetector detector(programOptions());
   std::deque<torch::Tensor> recent;
   for (int step = 0; step < 80; ++step) {
     recent.push_back(torch::randn({64}));
@@ -184,7 +180,7 @@ TEST(Phases, ABoundedCacheThatEvictsIsNeitherALeakNorANote) {
 TEST(Phases, ALeakInAShortPhaseIsFoundAgainstThatPhasesSteps) {
   // The validation pass is a tenth of the steps; what it keeps is never freed.
   Program program;
-  LeakDetector detector(quietOptions());
+  LeakDetector detector(programOptions());
   program.detector = &detector;
   std::vector<torch::Tensor> kept;
   for (int epoch = 0; epoch < 3; ++epoch) {
@@ -206,7 +202,7 @@ TEST(Phases, ALeakInAShortPhaseIsFoundAgainstThatPhasesSteps) {
 
 TEST(Phases, PhasesAndWhatWasFreedSurviveTheJsonReport) {
   Program program;
-  LeakDetector detector(quietOptions());
+  LeakDetector detector(programOptions());
   program.detector = &detector;
   for (int epoch = 0; epoch < 2; ++epoch) {
     program.train(40, /*keep_total=*/true);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "integration/detector_helpers.h"
 #include "memseal/gtest.h"
 #include "memseal/leak_detector.h"
 #include "memseal/pool.h"
@@ -341,12 +342,7 @@ TEST(HostStaging, OverlapsDeviceCopiesAndKeepsBuffersUntilTheirCopyIsDone) {
 
 // The detector: a pool made lazily after warm-up, and grown while the loop warms up, is healthy;
 // leases kept across steps are a leak named by the pool class.
-DetectorOptions quietDetector() {
-  DetectorOptions options;
-  options.on_leak = LeakPolicy::kNone;
-  options.warmup = 3;
-  return options;
-}
+using test::quietDetector;
 
 TEST(TensorPoolLeaks, APoolMadeAndGrownDuringTheLoopIsNotALeak) {
   LeakDetector detector(quietDetector());

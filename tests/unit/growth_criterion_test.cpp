@@ -6,16 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+
+#include "step_range.h"
 
 namespace memseal::detect {
 namespace {
 
-std::vector<std::uint32_t> range(std::uint32_t first, std::uint32_t last) {
-  std::vector<std::uint32_t> steps(last - first + 1);
-  std::iota(steps.begin(), steps.end(), first);
-  return steps;
-}
+using test::range;
 
 TEST(SurvivorsKeepGrowing, EveryStepLeavingASurvivorIsALeak) {
   EXPECT_TRUE(survivorsKeepGrowing(range(5, 24), 5, 24));

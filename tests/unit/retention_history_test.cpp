@@ -4,17 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
+
+#include "step_range.h"
 
 namespace memseal::detect {
 namespace {
 
-std::vector<std::uint32_t> range(std::uint32_t first, std::uint32_t last) {
-  std::vector<std::uint32_t> steps(last - first + 1);
-  std::iota(steps.begin(), steps.end(), first);
-  return steps;
-}
+using test::range;
 
 GroupId storageGroup(std::uint32_t site) {
   GroupId id;

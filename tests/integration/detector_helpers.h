@@ -1,0 +1,25 @@
+// Helpers for the leak detector that several integration test files share (they are compiled
+// together, so a helper of one file's own would clash with another's).
+#pragma once
+
+#include "memseal/leak_detector.h"
+
+namespace memseal::test {
+
+// Reports only (no exception, no stderr), three warm-up steps.
+inline DetectorOptions quietDetector() {
+  DetectorOptions options;
+  options.on_leak = LeakPolicy::kNone;
+  options.warmup = 3;
+  return options;
+}
+
+// The first finding of a category, or null.
+inline const LeakFinding* findCategory(const LeakReport& report, LeakCategory category) {
+  for (const LeakFinding& finding : report.findings) {
+    if (finding.category == category) return &finding;
+  }
+  return nullptr;
+}
+
+}  // namespace memseal::test
