@@ -46,7 +46,7 @@ void startSession(const SessionOptions& options) {
   siteTable().configureStacks(options.stacks, options.stack_sample_every);
   g_session.id.fetch_add(1, std::memory_order_acq_rel);
   cpuCounters().beginSession();
-  siteTable().resetCounters();
+  siteTable().resetForSession();
   acquireAllocatorHook();
   configureOpObserver(options.record_tensor_metadata);
   configureOpSchedule(options.ops, currentStep());

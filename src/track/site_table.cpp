@@ -84,10 +84,11 @@ void SiteTable::configureStacks(StackMode mode, std::uint32_t sample_every) {
   }
 }
 
-void SiteTable::resetCounters() {
+void SiteTable::resetForSession() {
   sites_.forEach([](std::uint32_t, SiteEntry& entry) {
     entry.allocated_bytes_total.store(0, std::memory_order_relaxed);
     entry.allocations_total.store(0, std::memory_order_relaxed);
+    entry.example_stack.store(0, std::memory_order_relaxed);
   });
 }
 

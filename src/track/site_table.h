@@ -70,7 +70,9 @@ class SiteTable {
 
   // At session start, before any allocation of the session is tracked.
   void configureStacks(StackMode mode, std::uint32_t sample_every);
-  void resetCounters();
+  // Zeroes each site's totals and forgets its sampled stack: sites outlive sessions, and a session
+  // with stacks off must not show a stack an earlier session sampled at the same site.
+  void resetForSession();
 
  private:
   struct StringEntry {

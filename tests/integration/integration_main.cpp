@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
     }
   }
   int argument_count = static_cast<int>(arguments.size());
+  arguments.push_back(nullptr);  // argv[argc]: GoogleTest moves it along as it removes its flags
   testing::InitGoogleTest(&argument_count, arguments.data());
   if (!source.empty()) {
     const std::string selected = filterForSource(source);

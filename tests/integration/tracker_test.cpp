@@ -184,6 +184,29 @@ TEST(Tracker, SampledStacksCaptureEveryNthAllocation) {
   EXPECT_FALSE(site->site.frames.empty());
 }
 
+// Sites outlive sessions (the site table is the process's); the stack a sampling session kept as a
+// site's example must not show up in a later session that asked for no stacks.
+TEST(Tracker, AStackSampledInAnEarlierSessionIsNotShownWithStacksOff) {
+  std::vector<torch::Tensor> kept;
+  {
+    Tracker sampling(TrackerOptions{StackMode::kSampled, 1});
+    sampling.start();
+    kept.push_back(allocateFromANamedFunction());
+    Snapshot snapshot = sampling.snapshot();
+    const SiteSnapshot* site = findSite(snapshot, "aten::ones");
+    ASSERT_NE(site, nullptr);
+    ASSERT_FALSE(site->site.frames.empty());
+  }
+  kept.clear();
+  Tracker without_stacks(TrackerOptions{StackMode::kOff});
+  without_stacks.start();
+  kept.push_back(allocateFromANamedFunction());
+  Snapshot snapshot = without_stacks.snapshot();
+  const SiteSnapshot* site = findSite(snapshot, "aten::ones");
+  ASSERT_NE(site, nullptr);
+  EXPECT_TRUE(site->site.frames.empty());
+}
+
 TEST(Tracker, OnlyOneTrackerRunsAtATime) {
   Tracker first;
   first.start();
