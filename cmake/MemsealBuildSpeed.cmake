@@ -12,7 +12,8 @@
 # - Unity builds of libmemseal, the CLI (src/CMakeLists.txt, src/cli/CMakeLists.txt) and the tests
 #   (tests/CMakeLists.txt: one integration test program).
 option(MEMSEAL_PRECOMPILED_HEADERS "Precompile <torch/torch.h> once per build folder" ON)
-option(MEMSEAL_UNITY_BUILD "Compile libmemseal, the CLI and the tests several files to a translation unit" ON)
+option(MEMSEAL_UNITY_BUILD
+       "Compile libmemseal, the CLI and the tests several files to a translation unit" ON)
 option(MEMSEAL_FULL_DEBUG_INFO "Full debug information (-g) instead of line tables only (-g1)" OFF)
 
 set(MEMSEAL_PCH_DIR "${CMAKE_CURRENT_LIST_DIR}/pch")
