@@ -4,8 +4,8 @@
 // the cases defined in the file NAME.cpp, within what --gtest_filter selects.
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
