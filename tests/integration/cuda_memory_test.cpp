@@ -21,14 +21,8 @@
 namespace memseal {
 namespace {
 
+using test::hasNote;
 using test::quietDetector;
-
-bool hasNote(const LeakReport& report, const std::string& text) {
-  for (const std::string& note : report.notes) {
-    if (note.find(text) != std::string::npos) return true;
-  }
-  return false;
-}
 
 class CudaMemory : public ::testing::Test {
  protected:

@@ -2,6 +2,8 @@
 // together, so a helper of one file's own would clash with another's).
 #pragma once
 
+#include <string>
+
 #include "memseal/leak_detector.h"
 
 namespace memseal::test {
@@ -20,6 +22,14 @@ inline const LeakFinding* findCategory(const LeakReport& report, LeakCategory ca
     if (finding.category == category) return &finding;
   }
   return nullptr;
+}
+
+// Whether one of the report's notes contains text.
+inline bool hasNote(const LeakReport& report, const std::string& text) {
+  for (const std::string& note : report.notes) {
+    if (note.find(text) != std::string::npos) return true;
+  }
+  return false;
 }
 
 }  // namespace memseal::test

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "integration/detector_helpers.h"
 #include "memseal/explain.h"
 #include "memseal/leak_detector.h"
 #include "memseal/scope.h"
@@ -46,19 +47,12 @@ void allocateAndFree(std::uint64_t address, std::uint64_t bytes) {
 }
 
 DetectorOptions quietDetector() {
-  DetectorOptions options;
-  options.on_leak = LeakPolicy::kNone;
-  options.warmup = 3;
+  DetectorOptions options = test::quietDetector();
   options.watch_resident_memory = false;
   return options;
 }
 
-bool hasNote(const LeakReport& report, const std::string& text) {
-  for (const std::string& note : report.notes) {
-    if (note.find(text) != std::string::npos) return true;
-  }
-  return false;
-}
+using test::hasNote;
 
 TEST(DeviceMemory, BlocksKeptEveryStepAreRetainedCudaTensors) {
   LeakDetector detector(quietDetector());
