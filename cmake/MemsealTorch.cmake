@@ -52,3 +52,33 @@ if(NOT Torch_VERSION VERSION_GREATER_EQUAL MEMSEAL_TORCH_VERSION_REQUIRED
 endif()
 get_filename_component(MEMSEAL_TORCH_LIBDIR "${TORCH_LIBRARY}" DIRECTORY)
 message(STATUS "memseal: libtorch ${Torch_VERSION} from ${MEMSEAL_TORCH_LIBDIR}")
+
+# The CUDA runtime of a torch wheel lives beside torch, in site-packages/nvidia/<package>/lib, where
+# only libtorch_cuda's own RUNPATH finds it. memseal's CUDA code calls it through libtorch's inline
+# headers, and the loader looks for memseal's dependencies before libtorch_cuda has loaded it, so
+# memseal's binaries must find that folder themselves (or they would take another CUDA runtime
+# installed on the system, or none).
+file(GLOB memseal_cudart_files "${MEMSEAL_TORCH_LIBDIR}/../../nvidia/*/lib/libcudart.so.*")
+set(MEMSEAL_TORCH_RUNTIME_DIRS "${MEMSEAL_TORCH_LIBDIR}")
+set(MEMSEAL_WHEEL_RUNTIME_SUBDIRS "torch/lib")  # relative to site-packages
+foreach(cudart IN LISTS memseal_cudart_files)
+  get_filename_component(cudart_dir "${cudart}" DIRECTORY)
+  get_filename_component(cudart_dir "${cudart_dir}" REALPATH)
+  get_filename_component(site_packages "${MEMSEAL_TORCH_LIBDIR}/../.." REALPATH)
+  file(RELATIVE_PATH cudart_subdir "${site_packages}" "${cudart_dir}")
+  list(APPEND MEMSEAL_TORCH_RUNTIME_DIRS "${cudart_dir}")
+  list(APPEND MEMSEAL_WHEEL_RUNTIME_SUBDIRS "${cudart_subdir}")
+endforeach()
+list(REMOVE_DUPLICATES MEMSEAL_TORCH_RUNTIME_DIRS)
+list(REMOVE_DUPLICATES MEMSEAL_WHEEL_RUNTIME_SUBDIRS)
+
+# The RUNPATH of a file installed `levels` folders below site-packages in the wheel
+# (memseal/_memseal*.so: 1, memseal/bin/memseal: 2, memseal/lib/memseal/*.so: 3), plus `extra`.
+function(memseal_wheel_rpath target levels)
+  string(REPEAT "/.." ${levels} up)
+  set(rpath ${ARGN})
+  foreach(subdir IN LISTS MEMSEAL_WHEEL_RUNTIME_SUBDIRS)
+    list(APPEND rpath "$ORIGIN${up}/${subdir}")
+  endforeach()
+  set_target_properties(${target} PROPERTIES INSTALL_RPATH "${rpath}")
+endfunction()

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds what the demo runs (libmemseal, the memseal
 # command, the demo's loops and the example cases), runs the demo, then shows the command on the
-# cases (check with its HTML page, explain, fit), `memseal run` on the unmodified example server, and installs the Python module into the venv to
-# show `python -m memseal check` and `memseal run` on a whole Python training program.
+# cases (check with its HTML page, explain, fit), `memseal run` on the unmodified example server, and installs the Python package into the venv to
+# show `python -m memseal check` and its `memseal run` on a whole Python training program.
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 root="$(cd "$here/.." && pwd)"
@@ -45,13 +45,13 @@ else
   "$MEMSEAL_PYTHON" -m memseal check --steps 15 --warmup 3 "$root/examples/python/leaky_training.py" || status=$?
   [ "$status" -eq 1 ] || { echo "memseal demo: expected the leaky Python loop to be found (exit 1), got $status" >&2; exit 1; }
   echo
-  echo "=== memseal run -- python examples/scripts/phases.py --leak total-local  (a whole training program: epochs of training and validation, then a test pass; the total is freed when train() returns)"
+  echo "=== python -m memseal run -- python examples/scripts/phases.py --leak total-local  (the memseal command of the Python package, as pip installs it, on a whole training program: epochs of training and validation, then a test pass; the total is freed when train() returns)"
   status=0
-  "$root/build/release/memseal" run --fail-on-leak -- "$MEMSEAL_PYTHON" "$root/examples/scripts/phases.py" \
+  "$MEMSEAL_PYTHON" -m memseal run --fail-on-leak -- "$MEMSEAL_PYTHON" "$root/examples/scripts/phases.py" \
     --leak total-local > /dev/null || status=$?
   [ "$status" -eq 1 ] || { echo "memseal demo: expected the leaky training program to be found (exit 1), got $status" >&2; exit 1; }
 fi
 echo
 echo "memseal: the command is build/release/memseal; \`memseal --help\` lists what it does."
 [ "$python_status" -ne 0 ] ||
-  echo "memseal: Python: $("$MEMSEAL_PYTHON" -c 'import sys; print(sys.prefix)')/bin/python -m memseal check CASE.py"
+  echo "memseal: Python: $("$MEMSEAL_PYTHON" -c 'import sys; print(sys.prefix)')/bin/python -m memseal run|check|explain|fit|report|plan ... (or the memseal command beside it)"

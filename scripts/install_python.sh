@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds memseal's Python module and installs it (`pip install --no-build-isolation .`) into the
+# Builds memseal's Python package (the module, and the memseal command with what `memseal run`
+# injects) and installs it (`pip install --no-build-isolation .`) into the
 # environment of the Python memseal builds with: the per-user venv, or $PYTHON. Incremental: the
 # build folder (build/python) and ccache are kept. Prints the environment's path. Exits 3 when
 # that Python lacks scikit-build-core (a $PYTHON of the caller's; bootstrap.sh gives the venv one).
@@ -18,4 +19,5 @@ export CMAKE_GENERATOR=Ninja CMAKE_BUILD_PARALLEL_LEVEL="${MEMSEAL_JOBS:-$(nproc
 "$MEMSEAL_PYTHON" -m pip install --no-build-isolation --no-deps --disable-pip-version-check -q \
     "$MEMSEAL_ROOT" >&2
 prefix="$("$MEMSEAL_PYTHON" -c 'import sys; print(sys.prefix)')"
-echo "memseal: the Python module is installed in $prefix: $prefix/bin/python -m memseal check CASE.py" >&2
+echo "memseal: the Python package is installed in $prefix: $prefix/bin/memseal run -- python train.py," \
+     "$prefix/bin/python -m memseal check CASE.py" >&2

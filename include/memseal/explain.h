@@ -256,5 +256,8 @@ MEMSEAL_API void writeReportFile(const std::string& path, const std::string& con
 MEMSEAL_API std::string renderHtml(const HtmlPage& page);
 // Writes it beside `path` and renames; throws std::runtime_error naming the path on failure.
 MEMSEAL_API void writeHtml(const HtmlPage& page, const std::string& path);
+// The page's cards without the page around them (a <div> with a style that applies only inside
+// it, no script), for a notebook's output cell.
+MEMSEAL_API std::string renderHtmlFragment(const HtmlPage& page);
 
 }  // namespace memseal

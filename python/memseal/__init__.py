@@ -19,35 +19,39 @@ The verdict, categories, numbers and hints come from the same C++ core as memsea
 the `memseal check` command; `python -m memseal check CASE.py` is that command for Python files.
 """
 
-import torch as _torch  # noqa: F401  (loads libtorch and its Python bindings before the core)
+# Nothing is loaded until it is used: `memseal run`, `memseal --version` and the pytest plugin's
+# registration start without importing torch; the first use of the API below loads torch (libtorch
+# and its Python bindings, which the core needs first) and the core.
+import importlib as _importlib
 
-from . import _memseal
-from ._api import CATEGORIES, LeakError, ScopeLeakError, Watch, check, watch
-from ._explain import ROLES, FitReport, PeakReport, explain, fit, write_html
-from ._report import CycleGarbage, Holder, LeakReport
-from ._scope import Scope
+_EXPORTS = {
+    "CATEGORIES": "_api", "LeakError": "_api", "ScopeLeakError": "_api", "Watch": "_api",
+    "check": "_api", "watch": "_api",
+    "ROLES": "_explain", "FitReport": "_explain", "PeakReport": "_explain", "explain": "_explain",
+    "fit": "_explain", "write_html": "_explain",
+    "CycleGarbage": "_report", "Holder": "_report", "LeakReport": "_report",
+    "Scope": "_scope",
+    "__version__": "_memseal", "CHECK_REPORT_SCHEMA": "_memseal", "CHECK_REPORT_VERSION": "_memseal",
+    "load_ipython_extension": "_ipython", "unload_ipython_extension": "_ipython",
+}
 
-__version__ = _memseal.__version__
-CHECK_REPORT_SCHEMA = _memseal.CHECK_REPORT_SCHEMA
-CHECK_REPORT_VERSION = _memseal.CHECK_REPORT_VERSION
+__all__ = sorted(name for name in _EXPORTS if not name.startswith("_") and "ipython" not in name)
 
-__all__ = [
-    "CATEGORIES",
-    "CHECK_REPORT_SCHEMA",
-    "CHECK_REPORT_VERSION",
-    "CycleGarbage",
-    "FitReport",
-    "PeakReport",
-    "ROLES",
-    "Holder",
-    "LeakError",
-    "LeakReport",
-    "Scope",
-    "ScopeLeakError",
-    "Watch",
-    "check",
-    "explain",
-    "fit",
-    "watch",
-    "write_html",
-]
+
+def __getattr__(name):
+    if name == "_memseal":
+        import torch  # noqa: F401  (see above)
+
+        return _importlib.import_module("._memseal", __name__)
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module 'memseal' has no attribute '{name}'")
+    if where == "_memseal":
+        import torch  # noqa: F401  (see above; the other modules import it themselves)
+    value = getattr(_importlib.import_module("." + where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

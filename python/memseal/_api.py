@@ -2,6 +2,8 @@
 
 import os
 
+import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
+
 from . import _memseal
 from ._options import apply_policy as _apply_policy
 from ._options import check_policy, configure_python_frames, tracker_options

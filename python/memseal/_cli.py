@@ -1,9 +1,14 @@
-"""python -m memseal check CASE.py: memseal check for Python files.
+"""The memseal command for Python users: `memseal ...` (the console script) and `python -m memseal ...`.
 
-The same contract, report, JSON schema and exit codes as `memseal check CASE.so`: the file is
-loaded as a module (not as __main__), setup() runs once if it is there, step(i) runs --steps times
-under the leak detector. Exit 0: no leak; 1: leak; 2: usage or load error, an exception in
-setup() or step() included (never reported as a leak).
+check, explain and fit of a Python file (CASE.py) run here, in this interpreter, over the same C++
+core, contract, report, JSON schema and exit codes as `memseal check CASE.so`: the file is loaded
+as a module (not as __main__), setup() runs once if it is there, step(i) runs --steps times under
+the leak detector. Exit 0: no leak; 1: leak; 2: usage or load error, an exception in setup() or
+step() included (never reported as a leak). `report` reads a saved JSON report.
+
+Everything else (`run`, `plan`, `--version`, and check/explain/fit of a shared library) is the C++
+memseal command itself, which the package carries in memseal/bin with what `memseal run` injects
+(memseal/lib/memseal): this process becomes it, so its output and exit code are the command's.
 """
 
 import argparse
@@ -37,11 +42,14 @@ def _count(text):
 
 
 def _parser():
-    parser = _Parser(prog="python -m memseal", description="memseal for PyTorch")
+    parser = _Parser(prog="memseal", description="memseal: finds tensor memory leaks in PyTorch "
+                     "and libtorch programs and says why")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     check = commands.add_parser(
         "check",
-        help="run step(i) of a Python file under the leak detector (exit 0: no leak, 1: leak, 2: error)",
+        help="run step(i) of a Python file (or of a shared library) under the leak detector "
+        "(exit 0: no leak, 1: leak, 2: error)",
     )
     check.add_argument("case", metavar="CASE.py", help="file defining step(i) and optionally setup()")
     check.add_argument("--steps", type=_count, default=30, help="steps to run, warm-up included (30)")
@@ -56,6 +64,8 @@ def _parser():
     check.add_argument("--html", metavar="FILE", help="write the report as one HTML page")
     check.add_argument("--memory-viz", metavar="FILE",
                        help="write the allocation trace as the pickle PyTorch's memory viewer reads")
+    check.add_argument("--memory-viz-events", type=_count, default=40000,
+                       help="newest allocations and frees the trace keeps (40000)")
     report = commands.add_parser("report", help="print a saved JSON report as text again")
     report.add_argument("file", metavar="FILE.json")
     explain = commands.add_parser(
@@ -84,6 +94,15 @@ def _parser():
     fit.add_argument("--verify", action="store_true", help="run the predicted size once")
     fit.add_argument("--json", metavar="FILE", help="write the fit as JSON (memseal.fit/1)")
     fit.add_argument("--html", metavar="FILE", help="write it as one HTML page")
+    # Listed here for --help; the C++ command parses their options (see main).
+    commands.add_parser(
+        "run", add_help=False,
+        help="run an unmodified program (python train.py, or a libtorch binary) under the leak "
+        "detector and report when it ends (exit: the program's own; 2 when it cannot be started); "
+        "memseal run --help for its options")
+    commands.add_parser(
+        "plan", add_help=False,
+        help="size the planned arena for a TorchScript model: block bytes per input shape")
     return parser
 
 
@@ -184,7 +203,8 @@ def _check(args):
         # Checks the options (and the environment's MEMSEAL_*) now; tracking starts with `with`.
         watch = memseal.Watch(args.warmup, on_leak="none", python_frames=args.python_frames == "on",
                               stacks=args.stacks, observe_ops=args.observe_ops,
-                              tensor_metadata=args.tensor_metadata, memory_viz=args.memory_viz)
+                              tensor_metadata=args.tensor_metadata, memory_viz=args.memory_viz,
+                              memory_viz_events=args.memory_viz_events)
     except (TypeError, ValueError) as error:
         raise _UsageError(str(error).removeprefix("memseal: ")) from None
     step, setup, _ = _load_case(args.case)
@@ -272,10 +292,74 @@ def _report(args):
     return EXIT_LEAK if report.leak else EXIT_OK
 
 
+def _native_command():
+    """The C++ memseal command the package carries, or None (a build without it)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "memseal")
+    return path if os.access(path, os.X_OK) else None
+
+
+def _is_shared_library(path):
+    try:
+        with open(path, "rb") as file:
+            return file.read(4) == b"\x7fELF"
+    except OSError:
+        return path.endswith(".so")
+
+
+def _for_native_command(argv):
+    """True when the C++ command does what argv asks: everything but Python files and --help."""
+    if not argv:
+        return False
+    first = argv[0]
+    if first in ("run", "plan", "--version"):
+        return True
+    if first in ("check", "explain", "fit"):
+        return any(not arg.startswith("-") and _is_shared_library(arg) for arg in argv[1:])
+    return False
+
+
+def _exec_native_command(argv):
+    """Becomes the C++ command (never returns), or returns exit 2 saying why it cannot."""
+    command = _native_command()
+    if command is None:
+        sys.stderr.write(
+            f"memseal {argv[0].lstrip('-')}: this installation of the memseal package has no "
+            "memseal command (memseal/bin/memseal); install the package with pip, or use the "
+            "memseal command of a C++ build\n")
+        return EXIT_USAGE
+    environment = dict(os.environ)
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.isdir(os.path.join(package_parent, "torch", "lib")):
+        # The command finds libtorch in the torch package beside memseal's (its RUNPATH); where
+        # torch is installed elsewhere (another site-packages), the loader is told where.
+        torch_lib = _torch_library_folder()
+        if torch_lib:
+            before = environment.get("LD_LIBRARY_PATH")
+            environment["LD_LIBRARY_PATH"] = torch_lib + (":" + before if before else "")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(command, ["memseal", *argv], environment)
+    return EXIT_USAGE  # not reached
+
+
+def _torch_library_folder():
+    """torch/lib of the torch this interpreter would import, found without importing it."""
+    spec = importlib.util.find_spec("torch")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if os.path.isdir(os.path.join(folder, "lib")):
+            return os.path.join(folder, "lib")
+    return None
+
+
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _for_native_command(argv):
+        return _exec_native_command(argv)
     args = None
     try:
         args = _parser().parse_args(argv)
+        if args.version:
+            return _exec_native_command(["--version"])
         if args.command is None:
             _parser().print_help(sys.stderr)
             return EXIT_USAGE
@@ -288,3 +372,8 @@ def main(argv=None):
     except Exception:  # noqa: BLE001 (memseal's own failure: an error, never a verdict)
         sys.stderr.write(f"memseal: internal error:\n{traceback.format_exc()}")
         return EXIT_USAGE
+
+
+def console_main():
+    """The `memseal` console script."""
+    sys.exit(main())

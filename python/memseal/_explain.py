@@ -6,6 +6,8 @@ PyTorch's memory viewer, and one HTML page. The numbers come from the same C++ c
 import json
 import threading
 
+import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
+
 from . import _memseal
 from ._options import configure_python_frames, tracker_options
 
@@ -28,6 +30,10 @@ class _NativeReport:
     def to_dict(self):
         return json.loads(self.to_json())
 
+    def _repr_pretty_(self, printer, cycle):
+        """The text report: how IPython's terminal shows the report."""
+        printer.text(repr(self) if cycle else self.text().rstrip("\n"))
+
 
 class PeakReport(_NativeReport):
     """What was live at the highest peak of the measured steps (memseal.explain/1).
@@ -49,6 +55,10 @@ class PeakReport(_NativeReport):
     def bytes_of(self, role):
         return self._native.bytes_of(role)
 
+    def _repr_html_(self):
+        """The HTML report's cards without a page around them: how Jupyter shows the report."""
+        return _memseal.render_html_fragment("peak", "", self._native)
+
     def __repr__(self):
         return f"<memseal.PeakReport peak {self.peak_bytes} bytes, step {self.peak_step}>"
 
@@ -68,6 +78,10 @@ class FitReport(_NativeReport):
 
     def predict_peak(self, size):
         return self._native.predict_peak(size)
+
+    def _repr_html_(self):
+        """The HTML report's cards without a page around them: how Jupyter shows the report."""
+        return _memseal.render_html_fragment("fit", "", None, self._native)
 
     def __repr__(self):
         return f"<memseal.FitReport {self.model}, largest size {self.predicted_max_size}>"

@@ -4,6 +4,8 @@ import os
 import sys
 import sysconfig
 
+import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
+
 from . import _memseal
 
 # What True and False mean for each option; any other value is passed as text and checked by the

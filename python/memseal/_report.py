@@ -5,6 +5,8 @@ import gc
 import json
 from dataclasses import asdict, dataclass, field
 
+import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
+
 from . import _memseal
 from ._holders import holders_of, live_tensors
 
@@ -130,6 +132,14 @@ class LeakReport:
         except (TypeError, KeyError, AttributeError) as error:
             raise ValueError(f"memseal: the report's \"python\" section is malformed ({error})") from None
         return LeakReport(native, holders, cycle_garbage)
+
+    def _repr_html_(self):
+        """The HTML report's cards without a page around them: how Jupyter shows the report."""
+        return _memseal.render_html_fragment("leak check", self.to_json())
+
+    def _repr_pretty_(self, printer, cycle):
+        """The text report: how IPython's terminal shows the report."""
+        printer.text(repr(self) if cycle else self.text().rstrip("\n"))
 
     def __repr__(self):
         verdict = f"leak: {', '.join(self.categories)}" if self.leak else "no leak"

@@ -1,5 +1,7 @@
 """memseal.Scope: a lifetime scope (C++ memseal::LifetimeScope) as a `with` block."""
 
+import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
+
 from . import _memseal
 from ._api import ScopeLeakError
 from ._options import apply_policy, check_policy, configure_python_frames, tracker_options

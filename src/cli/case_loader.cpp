@@ -3,6 +3,8 @@
 // linker would silently bind the case to ours, ABI differences and all).
 #include "cli/case_loader.h"
 
+#include "cli/torch_versions.h"
+
 #include <c10/core/CPUAllocator.h>
 #include <dlfcn.h>
 #include <elf.h>
@@ -29,25 +31,18 @@ std::string directoryOf(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// The torch version recorded next to a libtorch lib/ directory (torch/version.py in the wheel).
-std::string torchVersionBeside(const std::string& lib_dir) {
-  std::ifstream file(lib_dir + "/../version.py");
-  std::string line;
-  while (std::getline(file, line)) {
-    if (line.rfind("__version__", 0) != 0) continue;
-    std::size_t open = line.find_first_of("'\"");
-    std::size_t close = line.find_last_of("'\"");
-    if (open != std::string::npos && close > open) return line.substr(open + 1, close - open - 1);
-  }
-  return "";
-}
-
 // Reads RUNPATH/RPATH entries of a 64-bit ELF shared object; false if it is not one.
 bool readElf(const std::string& path, std::vector<std::string>* search_paths, std::string* error) {
   std::ifstream file(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   if (bytes.size() < sizeof(Elf64_Ehdr) || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0) {
     *error = path + " is not a shared library (it has no ELF header)";
+    if (path.size() > 3 && path.compare(path.size() - 3, 3, ".py") == 0) {
+      *error +=
+          "; Python files are run by the memseal command of memseal's Python package "
+          "(pip install it, then `memseal check " +
+          path + "`, or explain / fit)";
+    }
     return false;
   }
   Elf64_Ehdr header;

@@ -28,6 +28,7 @@
 #include "cli/command_list.h"
 #include "cli/command_support.h"
 #include "cli/commands.h"
+#include "cli/torch_versions.h"
 #include "inject/run_protocol.h"
 #include "memseal/leak_detector.h"
 
@@ -293,6 +294,7 @@ int runProgram(const RunOptions& options) {
     return kExitUsage;
   }
   std::string why = whyNotInjectable(program, info);
+  if (why.empty()) why = torchMismatch(program, MEMSEAL_TORCH_VERSION);
   if (!why.empty()) {
     fail("cannot trace " + program + ": " + why);
     return kExitUsage;

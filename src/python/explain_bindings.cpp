@@ -161,16 +161,29 @@ void bindExplain(py::module_& m) {
            [](MemoryTrace& trace) { return py::bytes(trace.memoryVizPickle()); })
       .def("write_memory_viz", &MemoryTrace::writeMemoryViz, py::arg("path"));
 
+  // The reports as one page, or as its cards alone (a notebook's _repr_html_).
+  auto page_of = [](const std::string& title, const std::string& check_json,
+                    const PeakReport* explain, const FitReport* fit) {
+    HtmlPage page;
+    page.title = title;
+    page.check_json = check_json;
+    page.explain = explain;
+    page.fit = fit;
+    return page;
+  };
   m.def(
       "render_html",
-      [](const std::string& title, const std::string& check_json, const PeakReport* explain,
-         const FitReport* fit) {
-        HtmlPage page;
-        page.title = title;
-        page.check_json = check_json;
-        page.explain = explain;
-        page.fit = fit;
-        return renderHtml(page);
+      [page_of](const std::string& title, const std::string& check_json, const PeakReport* explain,
+                const FitReport* fit) {
+        return renderHtml(page_of(title, check_json, explain, fit));
+      },
+      py::arg("title"), py::arg("check_json"), py::arg("explain") = nullptr,
+      py::arg("fit") = nullptr);
+  m.def(
+      "render_html_fragment",
+      [page_of](const std::string& title, const std::string& check_json, const PeakReport* explain,
+                const FitReport* fit) {
+        return renderHtmlFragment(page_of(title, check_json, explain, fit));
       },
       py::arg("title"), py::arg("check_json"), py::arg("explain") = nullptr,
       py::arg("fit") = nullptr);

@@ -9,7 +9,9 @@
 
 namespace memseal {
 
-std::string renderHtml(const HtmlPage& page) {
+namespace {
+
+nlohmann::json pageDocument(const HtmlPage& page) {
   nlohmann::json document = nlohmann::json::object();
   if (!page.check_json.empty()) {
     document["check"] = nlohmann::json::parse(page.check_json);
@@ -18,7 +20,17 @@ std::string renderHtml(const HtmlPage& page) {
   }
   if (page.explain != nullptr) document["explain"] = nlohmann::json::parse(page.explain->toJson());
   if (page.fit != nullptr) document["fit"] = nlohmann::json::parse(page.fit->toJson());
-  return report::renderHtmlReport(document, page.title);
+  return document;
+}
+
+}  // namespace
+
+std::string renderHtml(const HtmlPage& page) {
+  return report::renderHtmlReport(pageDocument(page), page.title);
+}
+
+std::string renderHtmlFragment(const HtmlPage& page) {
+  return report::renderHtmlFragment(pageDocument(page), page.title);
 }
 
 void writeReportFile(const std::string& path, const std::string& content) {

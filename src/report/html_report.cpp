@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -700,7 +701,9 @@ bool isLeak(const ReadJson& check) {
 
 // Resident growth (graph nodes, untracked growth) is drawn against the resident axis; storage
 // against the tracked bytes.
-bool growsResident(const ReadJson& finding) { return textAt(finding, "retained") != "tensor storage"; }
+bool growsResident(const ReadJson& finding) {
+  return textAt(finding, "retained") != "tensor storage";
+}
 
 std::string verdictHtml(const ReadJson& check, const std::vector<StepSample>& samples) {
   bool leak = isLeak(check);
@@ -2134,13 +2137,21 @@ std::string howToRead(bool check, bool explain, bool fit) {
 
 }  // namespace
 
-std::string renderHtmlReport(const nlohmann::json& page, const std::string& title) {
+namespace {
+
+struct RenderedSections {
+  std::string body;
+  std::vector<std::string> schemas;
+  std::vector<std::pair<const char*, const char*>> sections;  // anchor, name
+  bool check = false, explain = false, fit = false;
+};
+
+// The cards of every document the page holds, shared by the page and the fragment.
+RenderedSections renderSections(const nlohmann::json& page) {
+  RenderedSections out;
   const ReadJson& check = member(page, "check");
   const ReadJson& explain = member(page, "explain");
   const ReadJson& fit = member(page, "fit");
-  std::vector<std::string> schemas;
-  std::vector<std::pair<const char*, const char*>> sections;
-  std::string body;
   struct Document {
     const ReadJson& json;
     const char* key;
@@ -2154,28 +2165,100 @@ std::string renderHtmlReport(const nlohmann::json& page, const std::string& titl
   for (const Document& document : documents) {
     if (document.json.is_null()) continue;
     if (!document.json.is_object()) {
-      body += std::string("<div class=\"card warning\">The <code>") + document.key +
-              "</code> document is not a JSON object, so it is not shown.</div>";
+      out.body += std::string("<div class=\"card warning\">The <code>") + document.key +
+                  "</code> document is not a JSON object, so it is not shown.</div>";
       continue;
     }
     std::string schema = textAt(document.json, "schema");
-    schemas.push_back(schema.empty() ? document.schema : schema);
-    sections.emplace_back(document.key, document.name);
-    body += schemaWarning(document.json, document.schema) + document.render(document.json);
+    out.schemas.push_back(schema.empty() ? document.schema : schema);
+    out.sections.emplace_back(document.key, document.name);
+    out.body += schemaWarning(document.json, document.schema) + document.render(document.json);
   }
-  if (sections.empty()) {
-    body +=
+  if (out.sections.empty()) {
+    out.body +=
         "<div class=\"card nothing\">No report to show: the page was given no leak check, "
         "peak explanation or fit.</div>";
   }
-  std::string out = pageHead(title);
-  out += "<body>\n" + pageHeader(title, schemas, sections);
-  out += "<main class=\"wrap\">\n";
-  if (!sections.empty()) {
-    out += howToRead(check.is_object(), explain.is_object(), fit.is_object());
+  out.check = check.is_object();
+  out.explain = explain.is_object();
+  out.fit = fit.is_object();
+  return out;
+}
+
+// One selector list, each selector put under `scope`; the page's roots become the scope itself.
+std::string scopeSelectors(const std::string& selectors, const std::string& scope) {
+  std::string out;
+  std::stringstream list(selectors);
+  std::string selector;
+  while (std::getline(list, selector, ',')) {
+    std::size_t first = selector.find_first_not_of(" \n\t");
+    std::size_t last = selector.find_last_not_of(" \n\t");
+    if (first == std::string::npos) continue;
+    selector = selector.substr(first, last - first + 1);
+    if (!out.empty()) out += ",";
+    if (selector == ":root" || selector == "html" || selector == "body") {
+      out += scope;
+    } else {
+      out += scope + " " + selector;
+    }
   }
-  out += body + "\n</main>\n<footer>memseal</footer>\n<script>" + std::string(kScript) +
+  return out;
+}
+
+}  // namespace
+
+std::string scopeCss(const std::string& css, const std::string& scope) {
+  std::string out;
+  std::size_t at = 0;
+  while (at < css.size()) {
+    std::size_t open = css.find('{', at);
+    if (open == std::string::npos) break;
+    // The block's end: its matching brace (an @media block holds rules of its own).
+    std::size_t close = open + 1;
+    int depth = 1;
+    for (; close < css.size() && depth > 0; ++close) {
+      if (css[close] == '{') ++depth;
+      if (css[close] == '}') --depth;
+    }
+    std::string head = css.substr(at, open - at);
+    std::string inside = css.substr(open + 1, close - open - 2);
+    std::size_t first = head.find_first_not_of(" \n\t");
+    head = first == std::string::npos ? "" : head.substr(first);
+    if (head.rfind('@', 0) == 0) {
+      out += head + "{" + scopeCss(inside, scope) + "}\n";
+    } else if (!head.empty()) {
+      out += scopeSelectors(head, scope) + "{" + inside + "}\n";
+    }
+    at = close;
+  }
+  return out;
+}
+
+std::string renderHtmlReport(const nlohmann::json& page, const std::string& title) {
+  RenderedSections rendered = renderSections(page);
+  std::string out = pageHead(title);
+  out += "<body>\n" + pageHeader(title, rendered.schemas, rendered.sections);
+  out += "<main class=\"wrap\">\n";
+  if (!rendered.sections.empty()) out += howToRead(rendered.check, rendered.explain, rendered.fit);
+  out += rendered.body + "\n</main>\n<footer>memseal</footer>\n<script>" + std::string(kScript) +
          "</script>\n</body>\n</html>\n";
+  return out;
+}
+
+std::string renderHtmlFragment(const nlohmann::json& page, const std::string& title) {
+  RenderedSections rendered = renderSections(page);
+  // The page's style, every rule under the fragment's class, so that it neither changes the page
+  // it is shown in (a notebook) nor depends on it. No script: a notebook may not run it, and the
+  // cards need none.
+  static const std::string style =
+      scopeCss(kStyle, ".memseal-fragment") +
+      ".memseal-fragment{padding:10px 16px 2px;border-radius:12px;max-width:1180px}\n"
+      ".memseal-fragment .fragment-title{font-size:12px;font-weight:700;letter-spacing:.12em;"
+      "text-transform:uppercase;color:var(--muted)}\n";
+  std::string out = "<div class=\"memseal-fragment\">\n<style>" + style + "</style>\n";
+  out += "<div class=\"fragment-title\">memseal";
+  if (!title.empty()) out += " &#183; " + escapeHtml(title);
+  out += "</div>\n" + rendered.body + "\n</div>\n";
   return out;
 }
 

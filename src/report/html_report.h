@@ -23,6 +23,14 @@ namespace memseal::report {
 // names the page (the case or script); it is escaped too.
 std::string renderHtmlReport(const nlohmann::json& page, const std::string& title);
 
+// The same cards without a page around them, for a notebook's output cell (Jupyter's
+// _repr_html_): a <div> whose <style> applies only inside it, and no script.
+std::string renderHtmlFragment(const nlohmann::json& page, const std::string& title);
+
+// `css` with every rule applying only inside `scope` (a selector): :root, html and body become the
+// scope itself, other selectors are put under it, @media blocks are scoped inside.
+std::string scopeCss(const std::string& css, const std::string& scope);
+
 // Text made safe for HTML element content and attribute values (& < > " ').
 std::string escapeHtml(const std::string& text);
 

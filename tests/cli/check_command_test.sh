@@ -43,6 +43,9 @@ expect missing-file 2 "no such file" -- "$memseal" check "$work/missing.so"
 echo "not a library" > "$work/text.so"
 expect not-elf 2 "not a shared library" -- "$memseal" check "$work/text.so"
 expect directory 2 "is a directory" -- "$memseal" check "$work"
+echo 'def step(i): pass' > "$work/case.py"
+expect python-file-names-the-package 2 "Python files are run by the memseal command of memseal's Python package" -- \
+  "$memseal" check "$work/case.py"
 expect no-step 2 "does not export .extern \"C\" void step\(int\)" -- "$memseal" check "$cases/no_step_case.so"
 expect too-few-steps 2 "must exceed --warmup" -- "$memseal" check --steps 5 --warmup 3 "$cases/healthy_case.so"
 expect ops-one-step-in-4 1 "autograd-graph-retained" -- \

@@ -614,6 +614,46 @@ TEST(HtmlReport, ElementsAreBalanced) {
   }
 }
 
+TEST(ScopeCss, EveryRuleAppliesInsideTheScopeOnly) {
+  std::string css =
+      ":root{--a:1}\nhtml{x:1}\nbody{margin:0}\n*{box-sizing:border-box}\n"
+      ".card,td summary{color:red}\n"
+      "@media (prefers-color-scheme:dark){:root{--a:2}.card{color:blue}}\n"
+      "@media print{\nbody{background:#fff}\n.hover{display:none}}\n";
+  std::string scoped = scopeCss(css, ".s");
+  EXPECT_EQ(scoped,
+            ".s{--a:1}\n.s{x:1}\n.s{margin:0}\n.s *{box-sizing:border-box}\n"
+            ".s .card,.s td summary{color:red}\n"
+            "@media (prefers-color-scheme:dark){.s{--a:2}\n.s .card{color:blue}\n}\n"
+            "@media print{.s{background:#fff}\n.s .hover{display:none}\n}\n");
+  EXPECT_EQ(scopeCss("", ".s"), "");
+}
+
+TEST(HtmlFragment, HasThePagesCardsWithoutThePage) {
+  Json page = {{"check", leakCheck()}, {"explain", explainDocument()}, {"fit", fitDocument()}};
+  std::string fragment = renderHtmlFragment(page, std::string("cell ") + kInjection);
+  std::string full = renderHtmlReport(page, "cell");
+  EXPECT_EQ(fragment.rfind("<div class=\"memseal-fragment\">", 0), 0u);
+  for (const char* absent :
+       {"<html", "<head>", "<body", "<script", "<meta", " &#183; memseal</title>", "<footer"}) {
+    EXPECT_EQ(fragment.find(absent), std::string::npos) << absent;
+  }
+  // The same cards as the page: every finding, the peak and the fit.
+  for (const char* card : {"class=\"finding-card", "id=\"timeline-chart\"", "id=\"roles-chart\"",
+                           "id=\"fit-chart\""}) {
+    EXPECT_EQ(occurrences(fragment, card), occurrences(full, card)) << card;
+    EXPECT_GT(occurrences(fragment, card), 0u) << card;
+  }
+  EXPECT_NE(fragment.find("cell &lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_EQ(occurrences(fragment, "<div"), occurrences(fragment, "</div>"));
+  // No rule of its style reaches outside it.
+  std::size_t open = fragment.find("<style>") + 7;
+  std::string style = fragment.substr(open, fragment.find("</style>") - open);
+  EXPECT_EQ(style.find("\nbody"), std::string::npos);
+  EXPECT_EQ(style.find(":root"), std::string::npos);
+  EXPECT_NE(style.find(".memseal-fragment .card{"), std::string::npos);
+}
+
 // A check of a run with two CUDA devices: one caching, one steady.
 Json withDevices(Json check) {
   Json per_step = Json::array();

@@ -1,0 +1,137 @@
+"""The `memseal` command that `pip install` gives: every subcommand of the C++ command, `run` on an
+unmodified Python script included, the same from `python -m memseal`, and its errors."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import memseal
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "scripts"))
+# The console script pip installed beside this interpreter.
+CONSOLE = os.path.join(os.path.dirname(sys.executable), "memseal")
+
+needs_console = pytest.mark.skipif(
+    not os.access(CONSOLE, os.X_OK), reason="the memseal console script is not installed here")
+
+
+def console(*args, **kwargs):
+    return subprocess.run([CONSOLE, *args], capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def module(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "memseal", *args], capture_output=True, text=True,
+                          timeout=300, **kwargs)
+
+
+@needs_console
+def test_the_version_is_the_cores_from_both_entry_points():
+    from_console = console("--version")
+    from_module = module("--version")
+    assert from_console.returncode == 0 and from_module.returncode == 0
+    assert from_console.stdout == from_module.stdout
+    assert from_console.stdout.startswith(f"memseal {memseal.__version__} (libtorch ")
+
+
+@needs_console
+def test_help_lists_every_subcommand_of_the_cpp_command():
+    result = console("--help")
+    assert result.returncode == 0
+    for command in ("check", "explain", "fit", "report", "run", "plan"):
+        assert f"    {command} " in result.stdout, command
+
+
+@needs_console
+def test_run_finds_the_leak_of_an_unmodified_training_script(tmp_path):
+    report = tmp_path / "run.json"
+    result = console("run", "--fail-on-leak", "--json", str(report), "--", sys.executable,
+                     os.path.join(SCRIPTS, "train.py"), "--leak", "total-loss", "--steps", "120")
+    assert result.returncode == 1, result.stderr
+    assert "mean loss" in result.stdout  # the program's own output passes through
+    assert "autograd-graph-retained" in result.stderr
+    assert "train.py" in result.stderr  # the Python line of the leak
+    assert memseal.LeakReport.from_json(report.read_text()).categories == ["autograd-graph-retained"]
+
+
+def test_python_m_memseal_run_is_the_same_command():
+    result = module("run", "--", sys.executable, os.path.join(SCRIPTS, "train.py"), "--steps", "60")
+    assert result.returncode == 0, result.stderr
+    assert "no leak" in result.stderr
+
+
+@needs_console
+def test_run_passes_a_failing_scripts_exit_status_and_traceback_through(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import torch\nx = torch.ones(3)\nraise SystemExit('bad input: ' + str(x.sum().item()))\n")
+    result = console("run", "--", sys.executable, str(script))
+    assert result.returncode == 1
+    assert "bad input: 3.0" in result.stderr
+
+
+@needs_console
+def test_run_of_a_missing_program_exits_2():
+    result = console("run", "--", "no-such-program-anywhere")
+    assert result.returncode == 2
+    assert "no-such-program-anywhere: no such program" in result.stderr
+
+
+@needs_console
+def test_run_refuses_a_python_with_another_torch_before_it_starts(tmp_path):
+    # A torch package of another release, found first on that Python's path: memseal's runtime
+    # would be loaded beside its libtorch. The script must never run.
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('not a real torch')\n")
+    (fake / "version.py").write_text("__version__ = '2.10.0+cpu'\n")
+    marker = tmp_path / "ran"
+    script = tmp_path / "script.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    environment = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    result = console("run", "--", sys.executable, str(script), env=environment)
+    assert result.returncode == 2
+    assert "torch 2.10.0+cpu" in result.stderr
+    assert "built against torch 2.11" in result.stderr
+    assert not marker.exists()
+
+
+@needs_console
+def test_check_of_a_python_case_is_python_m_memseal_check(case_path):
+    arguments = ("check", "--steps", "15", "--warmup", "3", case_path("losses_list.py"))
+    from_console = console(*arguments)
+    from_module = module(*arguments)
+    assert from_console.returncode == from_module.returncode == 1
+    assert "tensors-retained" in from_console.stdout or "autograd-graph-retained" in from_console.stdout
+    first_line = from_console.stdout.splitlines()[0]
+    assert first_line == from_module.stdout.splitlines()[0]
+
+
+@needs_console
+def test_check_of_a_file_that_is_neither_exits_2(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a case\n")
+    result = console("check", str(notes))
+    assert result.returncode == 2
+    assert "notes.txt" in result.stderr
+
+
+@needs_console
+def test_plan_without_a_model_is_the_cpp_commands_usage_error():
+    result = console("plan")
+    assert result.returncode != 0
+    assert "model" in (result.stderr + result.stdout).lower()
+
+
+def test_a_package_without_the_command_says_so(tmp_path):
+    # A copy of the Python files alone (as a source checkout on PYTHONPATH would be).
+    package = tmp_path / "memseal"
+    shutil.copytree(os.path.dirname(memseal.__file__), package,
+                    ignore=shutil.ignore_patterns("bin", "lib", "__pycache__"))
+    environment = dict(os.environ, PYTHONPATH=str(tmp_path))
+    result = subprocess.run([sys.executable, "-m", "memseal", "run", "--", "true"],
+                            capture_output=True, text=True, env=environment, timeout=120)
+    assert result.returncode == 2
+    assert "has no memseal command" in result.stderr
