@@ -333,9 +333,12 @@ def _exec_native_command(argv):
         # The command finds libtorch in the torch package beside memseal's (its RUNPATH); where
         # torch is installed elsewhere (another site-packages), the loader is told where.
         torch_lib = _torch_library_folder()
-        if torch_lib:
-            before = environment.get("LD_LIBRARY_PATH")
-            environment["LD_LIBRARY_PATH"] = torch_lib + (":" + before if before else "")
+        if torch_lib is None:
+            sys.stderr.write(f"memseal {argv[0].lstrip('-')}: this Python has no torch (memseal "
+                             "needs torch 2.11: pip install 'torch>=2.11,<2.12')\n")
+            return EXIT_USAGE
+        before = environment.get("LD_LIBRARY_PATH")
+        environment["LD_LIBRARY_PATH"] = torch_lib + (":" + before if before else "")
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(command, ["memseal", *argv], environment)

@@ -210,3 +210,20 @@ def test_the_versions_agree_in_the_fresh_environment(fresh_environment, tmp_path
     distribution, core = package.stdout.split()
     assert distribution == core
     assert command.stdout.startswith(f"memseal {core} (libtorch 2.11")
+
+
+def test_the_command_in_an_environment_without_torch_says_what_is_missing(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith(("PYTHON", "MEMSEAL_", "VIRTUAL_ENV", "LD_"))}
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+                              "install", "--no-index", "--no-deps", "--disable-pip-version-check",
+                              "-q", str(wheel)], capture_output=True, text=True, env=environment,
+                             timeout=600)
+    assert install.returncode == 0, install.stderr
+    for command in ([venv / "bin" / "memseal", "--version"],
+                    [venv / "bin" / "memseal", "run", "--", "true"]):
+        result = _run(environment, *command, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "this Python has no torch" in result.stderr
