@@ -44,11 +44,12 @@ if [ "$(torch_version "$MEMSEAL_VENV/bin/python")" != "$MEMSEAL_TORCH_VERSION" ]
       "torch==$MEMSEAL_TORCH_VERSION" "numpy<3"
 fi
 # What the Python module's build and tests need, beside torch (IPython, ipykernel, nbclient and
-# nbformat for the notebook tests: the extension, and a notebook run by a real kernel).
-if ! "$MEMSEAL_VENV/bin/python" -c 'import scikit_build_core, pytest, xdist, IPython, ipykernel, nbclient, nbformat' 2>/dev/null; then
-  echo "memseal: installing scikit-build-core, pytest, pytest-xdist, IPython, ipykernel, nbclient" \
-       "and nbformat into $MEMSEAL_VENV" >&2
+# nbformat for the notebook tests: the extension, and a notebook run by a real kernel; Pillow for
+# the HTML report's screenshot against its reference).
+if ! "$MEMSEAL_VENV/bin/python" -c 'import scikit_build_core, pytest, xdist, IPython, ipykernel, nbclient, nbformat, PIL' 2>/dev/null; then
+  echo "memseal: installing scikit-build-core, pytest, pytest-xdist, IPython, ipykernel, nbclient," \
+       "nbformat and Pillow into $MEMSEAL_VENV" >&2
   "$MEMSEAL_VENV/bin/python" -m pip install -q --disable-pip-version-check \
       "scikit-build-core>=0.10" "pytest>=8" "pytest-xdist>=3" "ipython>=8" "ipykernel>=6" \
-      "nbclient>=0.10" "nbformat>=5"
+      "nbclient>=0.10" "nbformat>=5" "pillow>=10"
 fi

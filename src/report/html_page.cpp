@@ -1,4 +1,4 @@
-// The public HTML entry points: the reports as their JSON documents, rendered by html_report.cpp.
+// The public HTML entry points: the reports as their JSON documents, rendered by report/html/.
 #include <nlohmann/json.hpp>
 
 #include <stdexcept>

@@ -5,10 +5,17 @@ came in with the report's text ran, and the page renders to a screenshot.
 
     html_browser_check.py --html FILE [--expect-verdict leak|no_leak] [--expect-cards N]
                           [--expect-chart ID ...] [--expect-title TEXT] [--screenshot OUT.png]
+                          [--reference REF.png]
+
+--reference compares the screenshot with a stored one, both reduced to blocks of 8x8 pixels in
+grey, so that a broken layout (a card out of place, a style lost, a chart gone) fails while a
+different anti-aliasing does not; MEMSEAL_UPDATE_SCREENSHOT_REFERENCE=1 writes the reference
+instead (look at it before committing it). The comparison needs Pillow; without it, it is skipped
+and says so.
 
 Chromium is found as $CHROMIUM, `chromium`, `chromium-browser` or `google-chrome`. Exit codes: 0
 every check passed, 1 a check failed (each failure is printed), 2 usage, 77 no Chromium (CTest's
-SKIP_RETURN_CODE). Standard library only."""
+SKIP_RETURN_CODE). Standard library only, but for Pillow in --reference."""
 
 import argparse
 import os
@@ -188,6 +195,51 @@ def check_screenshot(chromium, page_url, path):
     return console_failures(result.stderr, page_url)
 
 
+# The screenshot against its reference: grey blocks of 8x8 pixels may differ by this much on average
+# (0-255), and at most this share of blocks by more than BLOCK_CHANGED.
+MEAN_TOLERANCE = 3.0
+BLOCK_CHANGED = 24
+CHANGED_SHARE_TOLERANCE = 0.02
+
+
+def blocks(image):
+    """The image in grey, each 8x8 block its mean."""
+    grey = image.convert("L")
+    return grey.reduce(8)
+
+
+def compare_to_reference(screenshot, reference):
+    try:
+        from PIL import Image, ImageChops, ImageStat
+    except ImportError:
+        print("SKIP: the reference comparison needs Pillow (pip install pillow)")
+        return []
+    shot = blocks(Image.open(screenshot))
+    if os.environ.get("MEMSEAL_UPDATE_SCREENSHOT_REFERENCE") == "1":
+        reference.parent.mkdir(parents=True, exist_ok=True)
+        shot.save(reference, optimize=True)
+        print(f"wrote the reference {reference}")
+        return []
+    if not reference.is_file():
+        return [f"no reference {reference} (MEMSEAL_UPDATE_SCREENSHOT_REFERENCE=1 writes it)"]
+    expected = Image.open(reference).convert("L")
+    if expected.size != shot.size:
+        return [f"the screenshot is {shot.size} blocks, the reference {expected.size}"]
+    difference = ImageChops.difference(shot, expected)
+    mean = ImageStat.Stat(difference).mean[0]
+    histogram = difference.histogram()
+    changed = sum(histogram[BLOCK_CHANGED + 1:]) / (shot.size[0] * shot.size[1])
+    print(f"screenshot against {reference.name}: mean difference {mean:.2f}, "
+          f"{100 * changed:.2f}% of blocks changed")
+    failures = []
+    if mean > MEAN_TOLERANCE or changed > CHANGED_SHARE_TOLERANCE:
+        failures.append(f"the page no longer looks like {reference} (mean difference {mean:.2f} "
+                        f"> {MEAN_TOLERANCE} or {100 * changed:.2f}% of 8x8 blocks changed > "
+                        f"{100 * CHANGED_SHARE_TOLERANCE:.0f}%): a layout change; if it is "
+                        "meant, MEMSEAL_UPDATE_SCREENSHOT_REFERENCE=1 writes the new reference")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--html", required=True, type=Path, help="the report page to open")
@@ -200,6 +252,8 @@ def main():
                         help="the title the page was made with (as text, not escaped)")
     parser.add_argument("--screenshot", type=Path, metavar="OUT.png",
                         help="where to keep the screenshot (default: a temporary file)")
+    parser.add_argument("--reference", type=Path, metavar="REF.png",
+                        help="a stored screenshot (8x8 grey blocks) this one must look like")
     args = parser.parse_args()
 
     if not args.html.is_file():
@@ -223,12 +277,13 @@ def main():
     failures = check_dom(result.stdout, args)
     failures += console_failures(result.stderr, page_url)
 
-    if args.screenshot:
-        args.screenshot.parent.mkdir(parents=True, exist_ok=True)
-        failures += check_screenshot(chromium, page_url, args.screenshot.resolve())
-    else:
-        with tempfile.TemporaryDirectory(prefix="memseal-shot-") as shots:
-            failures += check_screenshot(chromium, page_url, Path(shots) / "page.png")
+    with tempfile.TemporaryDirectory(prefix="memseal-shot-") as shots:
+        shot = args.screenshot.resolve() if args.screenshot else Path(shots) / "page.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        shot_failures = check_screenshot(chromium, page_url, shot)
+        failures += shot_failures
+        if args.reference and not shot_failures:
+            failures += compare_to_reference(shot, args.reference.resolve())
 
     failures = list(dict.fromkeys(failures))  # both runs see the same console messages
     if failures:

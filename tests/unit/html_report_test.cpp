@@ -800,8 +800,9 @@ TEST(HtmlReport, Sha256MatchesKnownDigests) {
   EXPECT_EQ(sha256Base64("abc"), "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
 }
 
-// The Content-Security-Policy lets only the page's own script run, named by its hash: a script
-// edited without its hash would be blocked in the browser (and the page never says it is ready).
+// The Content-Security-Policy lets only the page's own script run, named by its hash, which the build
+// computes from src/report/html/report.js: a hash that missed an edit would block the script in
+// the browser (and the page would never say it is ready).
 TEST(HtmlReport, ScriptHashMatchesScript) {
   std::string html = renderHtmlReport(Json::object(), "x");
   std::size_t open = html.find("<script>");
@@ -811,7 +812,7 @@ TEST(HtmlReport, ScriptHashMatchesScript) {
   std::string script = html.substr(open + 8, close - open - 8);
   std::string expected = "script-src 'sha256-" + sha256Base64(script) + "'";
   EXPECT_NE(html.find(expected), std::string::npos)
-      << "update kScriptHash in src/report/html_report.cpp to sha256-" << sha256Base64(script);
+      << "the build's hash of src/report/html/report.js is not sha256-" << sha256Base64(script);
   EXPECT_NE(script.find("memsealReady"), std::string::npos);
   EXPECT_NE(script.find("memsealErrors"), std::string::npos);
 }

@@ -1,0 +1,253 @@
+// The fit section (memseal.fit/1): peak against size, the model through the points, the
+// prediction for the budget and its verification.
+#include "report/html/sections.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "report/html/html_text.h"
+#include "report/html/svg_chart.h"
+#include "report/html_report.h"
+
+namespace memseal::report::html {
+
+namespace {
+
+struct FitModel {
+  enum class Kind { kNone, kLinear, kQuadratic } kind = Kind::kNone;
+  double c0 = 0, c1 = 0, c2 = 0;
+  double operator()(double size) const { return c0 + c1 * size + c2 * size * size; }
+};
+
+FitModel fitModel(const ReadJson& fit) {
+  FitModel model;
+  std::string name = textAt(fit, "model");
+  const ReadJson& linear = member(fit, "linear");
+  const ReadJson& quadratic = member(fit, "quadratic");
+  if (name == "linear" && numberAt(linear, "slope")) {
+    model.kind = FitModel::Kind::kLinear;
+    model.c0 = numberOr(linear, "intercept", 0);
+    model.c1 = numberOr(linear, "slope", 0);
+  } else if (name == "quadratic" && numberAt(quadratic, "c2")) {
+    model.kind = FitModel::Kind::kQuadratic;
+    model.c0 = numberOr(quadratic, "c0", 0);
+    model.c1 = numberOr(quadratic, "c1", 0);
+    model.c2 = numberOr(quadratic, "c2", 0);
+  }
+  return model;
+}
+
+// Peak against size: the measured points, the model through them (solid where measured, dashed
+// where extrapolated up to the predicted size), the budget and the share the margin leaves.
+std::string fitChart(const ReadJson& fit) {
+  constexpr int kWidth = 960;
+  constexpr int kHeight = 380;
+  const Plot plot{84, 24, kWidth - 30.0, kHeight - 48.0};
+  std::string svg = svgOpen("fit-chart", kWidth, kHeight, "Peak bytes against size");
+  std::vector<Point> points;
+  for (const ReadJson& point : arrayAt(fit, "points")) {
+    std::optional<double> size = numberAt(point, "size");
+    std::optional<double> bytes = numberAt(point, "peak_bytes");
+    if (size && bytes) points.emplace_back(clampForChart(*size), clampForChart(*bytes));
+  }
+  std::sort(points.begin(), points.end());
+  std::optional<double> budget = numberAt(fit, "budget_bytes");
+  double margin = std::clamp(numberOr(fit, "margin", 0), 0.0, 1.0);
+  std::optional<double> predicted_size = numberAt(fit, "predicted_max_size");
+  std::optional<double> predicted_peak = numberAt(fit, "predicted_peak_bytes");
+  const ReadJson& verify = member(fit, "verify");
+  std::optional<double> verify_size = numberAt(verify, "size");
+  std::optional<double> verify_measured = numberAt(verify, "measured_peak_bytes");
+  if (points.empty() && !budget) {
+    return svg + svgEmpty(plot, "no measured sizes in this report") + "</svg>";
+  }
+
+  FitModel model = fitModel(fit);
+  double max_size = points.empty() ? 1 : points.back().first;
+  double curve_end = max_size;
+  if (predicted_size) curve_end = std::max(curve_end, clampForChart(*predicted_size));
+  double x_hi = curve_end;
+  if (verify_size) x_hi = std::max(x_hi, clampForChart(*verify_size));
+  double y_hi = 0;
+  for (const Point& point : points) y_hi = std::max(y_hi, point.second);
+  if (budget) y_hi = std::max(y_hi, clampForChart(*budget));
+  if (predicted_peak) y_hi = std::max(y_hi, clampForChart(*predicted_peak));
+  if (verify_measured) y_hi = std::max(y_hi, clampForChart(*verify_measured));
+
+  // The curve is sampled densely enough for a quadratic to look smooth.
+  std::vector<Point> measured_curve, extrapolated_curve;
+  if (model.kind != FitModel::Kind::kNone && !points.empty()) {
+    double start = points.front().first;
+    constexpr int kSamples = 48;
+    for (int i = 0; i <= kSamples; ++i) {
+      double size = start + (max_size - start) * i / kSamples;
+      measured_curve.emplace_back(size, clampForChart(model(size)));
+    }
+    if (curve_end > max_size) {
+      for (int i = 0; i <= kSamples; ++i) {
+        double size = max_size + (curve_end - max_size) * i / kSamples;
+        extrapolated_curve.emplace_back(size, clampForChart(model(size)));
+      }
+    }
+    for (const auto* curve : {&measured_curve, &extrapolated_curve}) {
+      for (const Point& point : *curve) y_hi = std::max(y_hi, point.second);
+    }
+  }
+
+  Ticks x_ticks = niceTicks(0, std::max(x_hi * 1.04, 1.0), 10);
+  ByteTicks y_ticks = byteTicks(0, std::max(y_hi * 1.06, 1024.0), 6);
+  Scale x{x_ticks.lo, x_ticks.hi, plot.left, plot.right};
+  Scale y{y_ticks.ticks.lo, y_ticks.ticks.hi, plot.bottom, plot.top};
+  drawXAxis(svg, plot, x, x_ticks, compactNumber, "size");
+  drawYAxis(
+      svg, plot, y, y_ticks.ticks, [&](double value) { return byteTickLabel(value, y_ticks); },
+      "peak tracked bytes", false, "tick");
+
+  if (budget) {
+    double at = y(*budget);
+    svg += "<g class=\"budget\"><title>budget " + bytesText(*budget) + "</title>" +
+           svgLine(plot.left, at, plot.right, at, "budget-line") +
+           svgText(plot.left + 6, at - 6, "budget " + bytesText(*budget), "budget-label") + "</g>";
+    if (margin > 0) {
+      double usable = *budget * (1 - margin);
+      double usable_at = y(usable);
+      svg += "<g class=\"usable\"><title>budget less the " + ratioPercentText(margin) +
+             " margin: " + bytesText(usable) + "</title>" +
+             svgLine(plot.left, usable_at, plot.right, usable_at, "usable-line") +
+             svgText(plot.left + 6, usable_at + 15,
+                     "budget less " + ratioPercentText(margin) + " margin " + bytesText(usable),
+                     "usable-label") +
+             "</g>";
+    }
+  }
+  if (!measured_curve.empty()) svg += polyline(measured_curve, x, y, "model");
+  if (!extrapolated_curve.empty()) svg += polyline(extrapolated_curve, x, y, "model extrapolated");
+  for (const Point& point : points) {
+    svg += "<circle class=\"point\" cx=\"" + px(x(point.first)) + "\" cy=\"" + px(y(point.second)) +
+           "\" r=\"5\"><title>size " + countText(point.first) + ": peak " +
+           bytesText(point.second) + "</title></circle>";
+  }
+  if (predicted_size && predicted_peak) {
+    double cx = x(*predicted_size);
+    double cy = y(*predicted_peak);
+    svg += "<g class=\"prediction\"><title>largest size that fits: " + countText(*predicted_size) +
+           ", predicted peak " + bytesText(*predicted_peak) + "</title>" +
+           svgLine(cx, cy, cx, plot.bottom, "prediction-line") + "<path d=\"M" + px(cx) + "," +
+           px(cy - 7) + " L" + px(cx + 7) + "," + px(cy) + " L" + px(cx) + "," + px(cy + 7) + " L" +
+           px(cx - 7) + "," + px(cy) + " Z\"/>" +
+           // By the axis: up at the point, the budget lines and the curve meet.
+           svgText(cx - 6, plot.bottom - 8, "max size " + countText(*predicted_size),
+                   "prediction-label", "end") +
+           "</g>";
+  }
+  if (verify_size && verify_measured) {
+    double cx = x(*verify_size);
+    double cy = y(*verify_measured);
+    svg += "<g class=\"verify\"><title>verified at size " + countText(*verify_size) +
+           ": measured " + bytesText(*verify_measured) + "</title>" +
+           svgRect(cx - 6, cy - 6, 12, 12, "verify-mark") + "</g>";
+  }
+  return svg + "</svg>";
+}
+
+}  // namespace
+
+std::string fitSection(const ReadJson& fit) {
+  std::string out = "<section id=\"fit\"><h2>How far the size can grow</h2><div class=\"tiles\">";
+  std::string model = textAt(fit, "model");
+  std::optional<bool> is_linear = flagAt(fit, "is_linear");
+  std::string model_note;
+  if (is_linear) model_note = *is_linear ? "peak grows linearly" : "peak is not linear in size";
+  if (std::optional<double> tolerance = numberAt(fit, "tolerance")) {
+    model_note +=
+        (model_note.empty() ? "" : ", ") + std::string("tolerance ") + ratioPercentText(tolerance);
+  }
+  out += tile("model", model.empty() ? kDash : escapeHtml(model), model_note);
+  std::optional<double> predicted_size = numberAt(fit, "predicted_max_size");
+  std::string refusal = textAt(fit, "refusal");
+  if (predicted_size) {
+    out += tile("largest size that fits", countText(*predicted_size),
+                "predicted peak " + bytesText(numberAt(fit, "predicted_peak_bytes")));
+  } else {
+    out += tile("largest size that fits", "none",
+                refusal.empty() ? "no prediction" : richText(refusal));
+  }
+  std::string budget_note = escapeHtml(textAt(fit, "budget_source"));
+  if (std::optional<double> margin = numberAt(fit, "margin")) {
+    budget_note += (budget_note.empty() ? "" : ", ") + ratioPercentText(margin) + " kept free";
+  }
+  out += tile("budget", bytesText(numberAt(fit, "budget_bytes")), budget_note);
+  const ReadJson& verify = member(fit, "verify");
+  if (verify.is_object()) {
+    std::optional<bool> within = flagAt(verify, "within_budget");
+    std::string value = within ? (*within ? "<span class=\"good\">&#10003; within budget</span>"
+                                          : "<span class=\"bad\">&#10007; over budget</span>")
+                               : kDash;
+    out += tile("verified", value,
+                "size " + countText(numberAt(verify, "size")) + ": measured " +
+                    bytesText(numberAt(verify, "measured_peak_bytes")) + ", predicted " +
+                    bytesText(numberAt(verify, "predicted_peak_bytes")) + ", error " +
+                    ratioPercentText(numberAt(verify, "relative_error")));
+  }
+  out += "</div>";
+  if (!predicted_size && !refusal.empty()) {
+    out += "<div class=\"card refusal\"><strong>No prediction:</strong> " + richText(refusal) +
+           "</div>";
+  }
+  out += "<div class=\"card\"><h3>Peak against size</h3>" + fitChart(fit) +
+         legend({{"point", "measured peak"},
+                 {"model", "fitted model (dashed: extrapolated)"},
+                 {"budget", "budget"},
+                 {"dashed usable", "budget less the margin"},
+                 {"prediction", "largest size predicted to fit"},
+                 {"verify", "verification run"}}) +
+         "</div>";
+
+  FitModel fitted = fitModel(fit);
+  std::string rows;
+  for (const ReadJson& point : arrayAt(fit, "points")) {
+    std::optional<double> size = numberAt(point, "size");
+    std::optional<double> bytes = numberAt(point, "peak_bytes");
+    if (!size) continue;
+    std::string predicted = kDash, residual = kDash;
+    if (fitted.kind != FitModel::Kind::kNone) {
+      predicted = bytesText(fitted(*size));
+      if (bytes && *bytes != 0) {
+        residual = ratioPercentText((fitted(*size) - *bytes) / *bytes);
+      }
+    }
+    rows += "<tr>" + numCell(countText(*size)) + numCell(bytesText(bytes)) + numCell(predicted) +
+            numCell(residual) + "</tr>";
+  }
+  out += "<div class=\"card\"><h3>Measured sizes and the model</h3>";
+  if (!rows.empty()) {
+    out +=
+        "<div class=\"table-wrap\"><table class=\"fit-points compact\"><thead><tr><th "
+        "class=\"num\">size</th><th class=\"num\">peak</th><th class=\"num\">model</th><th "
+        "class=\"num\">residual</th></tr></thead><tbody>" +
+        rows + "</tbody></table></div>";
+  }
+  const ReadJson& linear = member(fit, "linear");
+  if (linear.is_object()) {
+    out += "<p><strong>linear</strong>: peak = " + bytesText(numberAt(linear, "intercept")) +
+           " + " + bytesText(numberAt(linear, "slope")) + " &#215; size " +
+           muted("(largest residual " +
+                 ratioPercentText(numberAt(linear, "max_relative_residual")) + ")") +
+           "</p>";
+  }
+  const ReadJson& quadratic = member(fit, "quadratic");
+  if (quadratic.is_object()) {
+    out += "<p><strong>quadratic</strong>: peak = " + bytesText(numberAt(quadratic, "c0")) + " + " +
+           bytesText(numberAt(quadratic, "c1")) + " &#215; size + " +
+           bytesText(numberAt(quadratic, "c2")) + " &#215; size&#178; " +
+           muted("(largest residual " +
+                 ratioPercentText(numberAt(quadratic, "max_relative_residual")) + ")") +
+           "</p>";
+  }
+  return out + "</div></section>";
+}
+
+}  // namespace memseal::report::html
