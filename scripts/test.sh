@@ -6,6 +6,9 @@ set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 root="$(cd "$here/.." && pwd)"
 "$here/bootstrap.sh"
+# No folder of src/ includes a higher layer's headers (the README's layout).
+status=0
+python3 "$here/check_layers.py" || status=1
 # Headless Chromium opens the HTML reports in the tests (they are skipped where it cannot be had).
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && command -v apt-get >/dev/null; then
   echo "memseal: installing chromium for the HTML report tests" >&2
@@ -15,7 +18,6 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq chromium >/dev/null; } ||
     echo "memseal: chromium could not be installed; the browser checks will be skipped" >&2
 fi
-status=0
 run_flavour() {
   local flavour="$1" targets="$2"; shift 2
   echo "=== memseal tests: $flavour build" >&2

@@ -2,16 +2,29 @@
 // path, but they must not depend on stream state.
 #include "common/text.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <unistd.h>
 
 namespace memseal::common {
+
+std::string unsignedBytesText(std::uint64_t bytes) {
+  return bytesText(static_cast<std::int64_t>(
+      std::min<std::uint64_t>(bytes, std::numeric_limits<std::int64_t>::max())));
+}
+
+std::string fixedText(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f", decimals, value);
+  return text;
+}
 
 std::string bytesText(std::int64_t bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};

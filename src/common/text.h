@@ -10,6 +10,12 @@ namespace memseal::common {
 
 // "1.5 KiB", "12 B", "3.2 MiB"
 std::string bytesText(std::int64_t bytes);
+// The same for an unsigned count (counters of a device), capped at the largest int64.
+std::string unsignedBytesText(std::uint64_t bytes);
+// a - b, or 0 when b is larger: numbers from sources that may disagree never wrap around.
+inline std::uint64_t minusOrZero(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
+// `value` with `decimals` digits after the point ("2.5").
+std::string fixedText(double value, int decimals);
 std::string hexAddress(std::uintptr_t address);
 // The last component of a path: "libtorch_cpu.so" for "/x/lib/libtorch_cpu.so".
 std::string baseName(const std::string& path);

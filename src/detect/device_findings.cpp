@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "analyze/device_memory.h"
 #include "analyze/live_view.h"
 #include "common/text.h"
+#include "detect/device_diagnosis.h"
 #include "track/device_events.h"
 
 namespace memseal::detect {
@@ -33,36 +33,36 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
   if (!track::deviceEventsSeen()) return;
   struct DeviceView {
     int device = 0;
-    analyze::DeviceMemoryDiagnosis diagnosis;
-    std::vector<analyze::LiveBlockGroup> grown;  // sites of blocks made after warm-up
+    detect::DeviceMemoryDiagnosis diagnosis;
+    std::vector<track::LiveBlockGroup> grown;  // sites of blocks made after warm-up
   };
   std::vector<DeviceView> views;
-  track::readDeviceLedger([&](const analyze::DeviceMemoryLedger& ledger) {
+  track::readDeviceLedger([&](const track::DeviceMemoryLedger& ledger) {
     for (int device : ledger.devices()) {
       DeviceView view;
       view.device = device;
       view.diagnosis =
-          analyze::diagnoseDevice(ledger.stepSamples(device), warmup, ledger.lastOom(device));
+          detect::diagnoseDevice(ledger.stepSamples(device), warmup, ledger.lastOom(device));
       view.grown = ledger.liveBlocksBySite(device, 4, warmup);
       views.push_back(std::move(view));
     }
   });
   std::string oom_path = track::lastOomForensicsPath();
   for (const DeviceView& view : views) {
-    const analyze::DeviceMemoryDiagnosis& diagnosis = view.diagnosis;
+    const detect::DeviceMemoryDiagnosis& diagnosis = view.diagnosis;
     std::string name = "cuda:" + std::to_string(view.device);
     std::string totals = bytes(diagnosis.allocated) + " allocated, " + bytes(diagnosis.reserved) +
                          " reserved by PyTorch's caching allocator";
     switch (diagnosis.verdict) {
-      case analyze::DeviceVerdict::kSteady:
+      case detect::DeviceVerdict::kSteady:
         report.notes.push_back(name + ": steady (" + totals + ")");
         break;
-      case analyze::DeviceVerdict::kCaching:
-      case analyze::DeviceVerdict::kFragmentation:
-        report.notes.push_back(name + ": " + analyze::deviceVerdictName(diagnosis.verdict) +
+      case detect::DeviceVerdict::kCaching:
+      case detect::DeviceVerdict::kFragmentation:
+        report.notes.push_back(name + ": " + detect::deviceVerdictName(diagnosis.verdict) +
                                ", not a leak (" + totals + "). " + diagnosis.hint);
         break;
-      case analyze::DeviceVerdict::kLeak: {
+      case detect::DeviceVerdict::kLeak: {
         if (namesTensorsOn(report.findings, name)) {
           // The census already found the kept CUDA tensors, with their category and fix.
           report.notes.push_back(name + ": memory allocated to tensors grows +" +
@@ -78,7 +78,7 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
         finding.bytes_per_step = diagnosis.leak_bytes_per_step;
         finding.steps_observed = static_cast<std::uint32_t>(diagnosis.observed_samples);
         finding.steps_with_survivors = finding.steps_observed;
-        for (const analyze::LiveBlockGroup& group : view.grown) {
+        for (const track::LiveBlockGroup& group : view.grown) {
           LeakPart part;
           part.retained = "CUDA memory";
           part.site = analyze::describeSite(group.site);

@@ -7,7 +7,7 @@
 
 namespace memseal::detect {
 
-std::vector<DeviceStepPoint> thinDeviceSteps(const std::vector<analyze::DeviceStepSample>& samples,
+std::vector<DeviceStepPoint> thinDeviceSteps(const std::vector<track::DeviceStepSample>& samples,
                                              std::size_t limit) {
   std::vector<DeviceStepPoint> points;
   if (samples.empty()) return points;
@@ -30,17 +30,17 @@ std::vector<DeviceStepPoint> thinDeviceSteps(const std::vector<analyze::DeviceSt
 std::vector<DeviceMemorySummary> summarizeDevices(std::uint32_t warmup) {
   std::vector<DeviceMemorySummary> summaries;
   if (!track::deviceEventsSeen()) return summaries;
-  track::readDeviceLedger([&](const analyze::DeviceMemoryLedger& ledger) {
+  track::readDeviceLedger([&](const track::DeviceMemoryLedger& ledger) {
     for (int device : ledger.devices()) {
-      analyze::DeviceMemoryDiagnosis diagnosis =
-          analyze::diagnoseDevice(ledger.stepSamples(device), warmup, ledger.lastOom(device));
+      detect::DeviceMemoryDiagnosis diagnosis =
+          detect::diagnoseDevice(ledger.stepSamples(device), warmup, ledger.lastOom(device));
       // The totals and free space are the ledger's now: the report may come mid-step, after the
       // last sample, and the peaks cover warm-up too.
-      analyze::DeviceMemoryTotals totals = ledger.totals(device);
-      analyze::FreeSpace space = ledger.freeSpace(device);
+      track::DeviceMemoryTotals totals = ledger.totals(device);
+      track::FreeSpace space = ledger.freeSpace(device);
       DeviceMemorySummary summary;
       summary.device = "cuda:" + std::to_string(device);
-      summary.verdict = analyze::deviceVerdictName(diagnosis.verdict);
+      summary.verdict = detect::deviceVerdictName(diagnosis.verdict);
       summary.allocated = totals.allocated;
       summary.reserved = totals.reserved;
       summary.peak_allocated = totals.peak_allocated;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "analyze/device_memory.h"
+#include "detect/device_diagnosis.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal::detect {
@@ -18,7 +18,7 @@ std::vector<DeviceMemorySummary> summarizeDevices(std::uint32_t warmup);
 // The ledger's step samples as at most `limit` points (at least 1): each point stands for a
 // stretch of consecutive samples, with its last step and its highest allocated and reserved, so
 // that peaks survive thinning. Pure, for tests.
-std::vector<DeviceStepPoint> thinDeviceSteps(const std::vector<analyze::DeviceStepSample>& samples,
+std::vector<DeviceStepPoint> thinDeviceSteps(const std::vector<track::DeviceStepSample>& samples,
                                              std::size_t limit);
 
 }  // namespace memseal::detect

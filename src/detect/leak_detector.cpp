@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/policy.h"
 #include "common/text.h"
 #include "detect/device_findings.h"
 #include "detect/device_summary.h"
@@ -20,7 +21,6 @@
 #include "detect/resident_memory.h"
 #include "detect/retention_history.h"
 #include "detect/step_phases.h"
-#include "report/policy.h"
 #include "track/grad_fn_observer.h"
 #include "track/python_frames.h"
 #include "track/session.h"
@@ -490,21 +490,21 @@ LeakReport LeakDetector::finish() {
   state.stopWatching();
   state.finished = true;
   if (!report.leak) return report;
-  report::PolicyAction action = report::PolicyAction::kNone;
+  common::PolicyAction action = common::PolicyAction::kNone;
   switch (state.options.on_leak) {
     case LeakPolicy::kWarn:
-      action = report::PolicyAction::kPrint;
+      action = common::PolicyAction::kPrint;
       break;
     case LeakPolicy::kThrow:
-      action = report::PolicyAction::kThrow;
+      action = common::PolicyAction::kThrow;
       break;
     case LeakPolicy::kCallback:
-      action = report::PolicyAction::kCallback;
+      action = common::PolicyAction::kCallback;
       break;
     case LeakPolicy::kNone:
       break;
   }
-  report::applyPolicy<LeakError>(action, report, state.options.on_leak_callback);
+  common::applyPolicy<LeakError>(action, report, state.options.on_leak_callback);
   return report;
 }
 

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "memseal/explain.h"
+#include "memseal/fit.h"
 #include "track/device_counters.h"
 
 namespace memseal {

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "common/text.h"
-#include "memseal/explain.h"
+#include "memseal/html.h"
 #include "report/html_report.h"
 
 namespace memseal {

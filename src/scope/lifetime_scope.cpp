@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "analyze/live_view.h"
-#include "report/policy.h"
+#include "common/policy.h"
 #include "track/lifetime_scopes.h"
 
 namespace memseal {
@@ -24,18 +24,18 @@ TrackerOptions scopeDefaults() {
   return defaults;
 }
 
-report::PolicyAction actionFor(ScopePolicy policy) {
+common::PolicyAction actionFor(ScopePolicy policy) {
   switch (policy) {
     case ScopePolicy::kThrow:
-      return report::PolicyAction::kThrow;
+      return common::PolicyAction::kThrow;
     case ScopePolicy::kReport:
-      return report::PolicyAction::kPrint;
+      return common::PolicyAction::kPrint;
     case ScopePolicy::kCallback:
-      return report::PolicyAction::kCallback;
+      return common::PolicyAction::kCallback;
     case ScopePolicy::kNone:
       break;
   }
-  return report::PolicyAction::kNone;
+  return common::PolicyAction::kNone;
 }
 
 }  // namespace
@@ -148,7 +148,7 @@ ScopeReport LifetimeScope::close() {
       std::max<std::int64_t>(0, report.stats.made - report.stats.survivors - report.stats.kept);
   if (state.own_tracker) state.own_tracker->stop();
   if (report.clean()) return report;
-  report::applyPolicy<ScopeLeakError>(actionFor(state.options.on_survivors), report,
+  common::applyPolicy<ScopeLeakError>(actionFor(state.options.on_survivors), report,
                                       state.options.on_survivors_callback);
   return report;
 }

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "analyze/device_memory.h"
+#include "track/device_ledger.h"
 
 namespace memseal::track {
 
@@ -19,7 +19,7 @@ class DeviceEventRing {
     events_.reserve(capacity_);
   }
 
-  void push(const analyze::DeviceMemoryEvent& event) {
+  void push(const track::DeviceMemoryEvent& event) {
     if (events_.size() < capacity_) {
       events_.push_back(event);
       return;
@@ -37,8 +37,8 @@ class DeviceEventRing {
   }
 
   // Oldest first.
-  std::vector<analyze::DeviceMemoryEvent> events() const {
-    std::vector<analyze::DeviceMemoryEvent> ordered;
+  std::vector<track::DeviceMemoryEvent> events() const {
+    std::vector<track::DeviceMemoryEvent> ordered;
     ordered.reserve(events_.size());
     for (std::size_t i = 0; i < events_.size(); ++i) {
       ordered.push_back(events_[(oldest_ + i) % events_.size()]);
@@ -50,7 +50,7 @@ class DeviceEventRing {
 
  private:
   std::size_t capacity_;
-  std::vector<analyze::DeviceMemoryEvent> events_;
+  std::vector<track::DeviceMemoryEvent> events_;
   std::size_t oldest_ = 0;  // index of the oldest event once the ring is full
   std::uint64_t dropped_ = 0;
 };

@@ -3,15 +3,12 @@
 // erase each; every block allocation and free of a tensor is one.
 #include "track/device_events.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 
-#include "common/text.h"
 #include "track/device_event_ring.h"
 #include "track/device_tensors.h"
 #include "track/record_context.h"
@@ -25,10 +22,9 @@ namespace {
 
 struct DeviceLedgerState {
   std::mutex mutex;
-  analyze::DeviceMemoryLedger ledger;
+  track::DeviceMemoryLedger ledger;
   std::atomic<bool> seen{false};
   std::string last_oom_path;
-  int oom_files = 0;
   std::unique_ptr<DeviceEventRing> trace;  // while a MemoryTrace runs
 };
 
@@ -37,35 +33,23 @@ DeviceLedgerState& state() {
   return *ledger;
 }
 
-// Under the ledger's lock. Writes the forensics of the device's last out-of-memory.
+// What writes the forensics of an out-of-memory (report/ installs it: see setOutOfMemoryWriter).
+std::atomic<OutOfMemoryWriter> g_out_of_memory_writer{nullptr};
+
+// Under the ledger's lock: the device's last out-of-memory, handed to the writer.
 void writeOomForensics(DeviceLedgerState& ledger_state, int device) {
-  const std::optional<analyze::OomRecord>& record = ledger_state.ledger.lastOom(device);
-  if (!record) return;
-  const char* folder = std::getenv("MEMSEAL_OOM_DIR");
-  std::string path = std::string(folder != nullptr && *folder != '\0' ? folder : ".") +
-                     "/memseal-cuda-oom-" + std::to_string(getpid()) + "-" +
-                     std::to_string(++ledger_state.oom_files) + ".json";
-  std::string error;
-  if (!common::writeFileAtomically(path, analyze::oomForensicsJson(*record, deviceSiteLabel),
-                                   &error)) {
-    std::fprintf(stderr,
-                 "memseal: CUDA out of memory on cuda:%d; its forensics could not be "
-                 "written to %s: %s\n",
-                 device, path.c_str(), error.c_str());
-    return;
-  }
-  ledger_state.last_oom_path = path;
-  std::fprintf(stderr,
-               "memseal: CUDA out of memory on cuda:%d (%s requested, %s allocated, %s reserved, "
-               "step %u): %s What was live is in %s\n",
-               device,
-               common::bytesText(static_cast<std::int64_t>(record->requested_bytes)).c_str(),
-               common::bytesText(static_cast<std::int64_t>(record->allocated)).c_str(),
-               common::bytesText(static_cast<std::int64_t>(record->reserved)).c_str(), record->step,
-               analyze::oomExplanation(*record).c_str(), path.c_str());
+  const std::optional<OomRecord>& record = ledger_state.ledger.lastOom(device);
+  OutOfMemoryWriter writer = g_out_of_memory_writer.load(std::memory_order_acquire);
+  if (!record || writer == nullptr) return;
+  std::string path = writer(*record, device);
+  if (!path.empty()) ledger_state.last_oom_path = path;
 }
 
 }  // namespace
+
+void setOutOfMemoryWriter(OutOfMemoryWriter writer) {
+  g_out_of_memory_writer.store(writer, std::memory_order_release);
+}
 
 DeviceSiteName deviceSiteName(std::uint32_t site) {
   SiteTable& sites = siteTable();
@@ -88,20 +72,20 @@ std::string deviceSiteLabel(std::uint32_t site) {
   return name.scope.empty() ? name.op : name.op + " in scope " + name.scope;
 }
 
-void recordDeviceEvent(analyze::DeviceMemoryEvent event) {
-  if (event.kind == analyze::DeviceEventKind::kBlockFreeRequested) forgetDeviceBlock(event.address);
+void recordDeviceEvent(track::DeviceMemoryEvent event) {
+  if (event.kind == track::DeviceEventKind::kBlockFreeRequested) forgetDeviceBlock(event.address);
   if (!sessionActive()) return;
   ThreadState& thread = threadState();
   // A block memseal's own work allocates (a report's tensors) is not the program's.
-  if (event.kind == analyze::DeviceEventKind::kBlockAlloc && !thread.in_tracker) {
+  if (event.kind == track::DeviceEventKind::kBlockAlloc && !thread.in_tracker) {
     TrackerWork work(thread);
     recordDeviceBlock(thread, event.device, event.address, event.bytes);
   }
   TrackerWork work(thread);
   if (event.step == 0) event.step = currentStep();
-  bool made_by_an_op = event.kind == analyze::DeviceEventKind::kBlockAlloc ||
-                       event.kind == analyze::DeviceEventKind::kSegmentAlloc ||
-                       event.kind == analyze::DeviceEventKind::kSegmentMap;
+  bool made_by_an_op = event.kind == track::DeviceEventKind::kBlockAlloc ||
+                       event.kind == track::DeviceEventKind::kSegmentAlloc ||
+                       event.kind == track::DeviceEventKind::kSegmentMap;
   if (event.site == 0 && made_by_an_op) {
     // Op and scope only: a stack (and Python frames, which need the GIL) must not be taken under
     // the allocator's lock.
@@ -116,7 +100,7 @@ void recordDeviceEvent(analyze::DeviceMemoryEvent event) {
     if (event.time_ns == 0) event.time_ns = coarseNowNs();
     ledger_state.trace->push(event);
   }
-  if (event.kind == analyze::DeviceEventKind::kOutOfMemory) {
+  if (event.kind == track::DeviceEventKind::kOutOfMemory) {
     writeOomForensics(ledger_state, event.device);
   }
 }
@@ -129,7 +113,7 @@ void endDeviceStep(std::uint32_t step) {
   ledger_state.ledger.endStep(step);
 }
 
-void readDeviceLedger(const std::function<void(const analyze::DeviceMemoryLedger&)>& read) {
+void readDeviceLedger(const std::function<void(const track::DeviceMemoryLedger&)>& read) {
   DeviceLedgerState& ledger_state = state();
   TrackerWork work;
   std::lock_guard<std::mutex> lock(ledger_state.mutex);
@@ -140,7 +124,7 @@ void resetDeviceLedger() {
   DeviceLedgerState& ledger_state = state();
   TrackerWork work;
   std::lock_guard<std::mutex> lock(ledger_state.mutex);
-  ledger_state.ledger = analyze::DeviceMemoryLedger();
+  ledger_state.ledger = track::DeviceMemoryLedger();
   // Events kept so far refer to segments the new ledger does not have: the viewer could not step
   // back through them from its segments.
   if (ledger_state.trace) ledger_state.trace->clear();

@@ -9,24 +9,31 @@
 #include <string>
 #include <vector>
 
-#include "analyze/device_memory.h"
+#include "track/device_ledger.h"
 
 namespace memseal::track {
 
 // Thread-safe; called with the allocator's own lock held, so it takes no other lock than its own
 // and never the GIL. Events are applied while a session is active (and ignored otherwise); `step`
 // and `site` are filled in from the calling thread when left 0.
-void recordDeviceEvent(analyze::DeviceMemoryEvent event);
+void recordDeviceEvent(track::DeviceMemoryEvent event);
 // Closes the step in the ledger when device events were seen (setSessionStep calls it).
 void endDeviceStep(std::uint32_t step);
 // Runs `read` on the ledger under its lock. `read` must not record device events.
-void readDeviceLedger(const std::function<void(const analyze::DeviceMemoryLedger&)>& read);
+void readDeviceLedger(const std::function<void(const track::DeviceMemoryLedger&)>& read);
 // A session starts: the ledger starts empty.
 void resetDeviceLedger();
 bool deviceEventsSeen();
 // The file the last out-of-memory's forensics went to ("" when none was written). The folder is
 // MEMSEAL_OOM_DIR, else the working directory; the name memseal-cuda-oom-PID-N.json.
 std::string lastOomForensicsPath();
+
+// Writes the forensics of an out-of-memory on `device` (called under the ledger's lock, with the
+// state just before the failed request); returns where they went, empty when nowhere. Installed
+// from above (report/cuda_oom.h's installOutOfMemoryWriter), so that the hot path names no report
+// format; without one, an out-of-memory is only counted.
+using OutOfMemoryWriter = std::string (*)(const OomRecord& record, int device);
+void setOutOfMemoryWriter(OutOfMemoryWriter writer);
 // Attaches the CUDA caching allocator's trace hook once CUDA is initialised in this process (a
 // no-op before, after it is attached, and in builds without CUDA). Sessions call it when they start
 // and at every step boundary; it never initialises CUDA itself.
@@ -37,11 +44,11 @@ bool cudaAllocatorTraceAttached();
 // ledger's segments at that moment, taken under one lock so that the events end where the segments
 // are (the memory viewer steps back from those segments through the events).
 struct DeviceTraceContents {
-  std::vector<analyze::DeviceMemoryEvent> events;
+  std::vector<track::DeviceMemoryEvent> events;
   std::uint64_t dropped = 0;  // older events the ring could not keep
   struct Device {
     int device = 0;
-    std::vector<analyze::LiveSegment> segments;
+    std::vector<track::LiveSegment> segments;
   };
   std::vector<Device> devices;  // every device the ledger has seen, ascending
 };

@@ -26,8 +26,8 @@
 namespace memseal {
 namespace {
 
-using analyze::DeviceEventKind;
-using analyze::DeviceMemoryEvent;
+using track::DeviceEventKind;
+using track::DeviceMemoryEvent;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 

@@ -1,9 +1,10 @@
 // The CUDA ledger and diagnosis on synthetic allocator event streams: leaks, caching and
 // fragmentation told apart, out-of-memory forensics, and streams the ledger cannot fully match.
-#include "analyze/device_memory.h"
-
+#include "detect/device_diagnosis.h"
 #include "detect/device_summary.h"
+#include "report/cuda_oom.h"
 #include "track/device_event_ring.h"
+#include "track/device_ledger.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +13,14 @@
 #include <cstdint>
 #include <string>
 
-namespace memseal::analyze {
+namespace memseal {
 namespace {
+
+using namespace track;   // NOLINT: the ledger, its events and samples
+using namespace detect;  // NOLINT: the diagnosis
+using report::kCudaOomSchema;
+using report::oomForensicsJson;
+using report::oomForensicsText;
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kBase = 0x7f0000000000ull;
@@ -502,4 +509,4 @@ TEST(DeviceSummary, ThinnedStepsKeepEachStretchsPeaks) {
 }
 
 }  // namespace
-}  // namespace memseal::analyze
+}  // namespace memseal

@@ -16,33 +16,32 @@ namespace {
 
 std::atomic<bool> g_attached{false};
 
-bool kindOf(c10::CachingDeviceAllocator::TraceEntry::Action action,
-            analyze::DeviceEventKind& kind) {
+bool kindOf(c10::CachingDeviceAllocator::TraceEntry::Action action, track::DeviceEventKind& kind) {
   using Action = c10::CachingDeviceAllocator::TraceEntry::Action;
   switch (action) {
     case Action::ALLOC:
-      kind = analyze::DeviceEventKind::kBlockAlloc;
+      kind = track::DeviceEventKind::kBlockAlloc;
       return true;
     case Action::FREE_REQUESTED:
-      kind = analyze::DeviceEventKind::kBlockFreeRequested;
+      kind = track::DeviceEventKind::kBlockFreeRequested;
       return true;
     case Action::FREE_COMPLETED:
-      kind = analyze::DeviceEventKind::kBlockFreeCompleted;
+      kind = track::DeviceEventKind::kBlockFreeCompleted;
       return true;
     case Action::SEGMENT_ALLOC:
-      kind = analyze::DeviceEventKind::kSegmentAlloc;
+      kind = track::DeviceEventKind::kSegmentAlloc;
       return true;
     case Action::SEGMENT_FREE:
-      kind = analyze::DeviceEventKind::kSegmentFree;
+      kind = track::DeviceEventKind::kSegmentFree;
       return true;
     case Action::SEGMENT_MAP:
-      kind = analyze::DeviceEventKind::kSegmentMap;
+      kind = track::DeviceEventKind::kSegmentMap;
       return true;
     case Action::SEGMENT_UNMAP:
-      kind = analyze::DeviceEventKind::kSegmentUnmap;
+      kind = track::DeviceEventKind::kSegmentUnmap;
       return true;
     case Action::OOM:
-      kind = analyze::DeviceEventKind::kOutOfMemory;
+      kind = track::DeviceEventKind::kOutOfMemory;
       return true;
     default:  // SNAPSHOT: no memory change
       return false;
@@ -50,12 +49,12 @@ bool kindOf(c10::CachingDeviceAllocator::TraceEntry::Action action,
 }
 
 void onTraceEntry(const c10::CachingDeviceAllocator::TraceEntry& entry) {
-  analyze::DeviceMemoryEvent event;
+  track::DeviceMemoryEvent event;
   if (!kindOf(entry.action_, event.kind)) return;
   event.device = entry.device_;
   event.bytes = entry.size_;
   event.stream = reinterpret_cast<std::uintptr_t>(entry.stream_);
-  if (event.kind == analyze::DeviceEventKind::kOutOfMemory) {
+  if (event.kind == track::DeviceEventKind::kOutOfMemory) {
     event.device_free_bytes = entry.addr_;  // for OOM the entry's address holds the free bytes
   } else {
     event.address = entry.addr_;

@@ -12,7 +12,8 @@
 #include <unordered_map>
 
 #include "analyze/live_view.h"
-#include "memseal/explain.h"
+#include "memseal/html.h"
+#include "memseal/memory_trace.h"
 #include "report/memory_viz.h"
 #include "track/device_events.h"
 #include "track/event_trace.h"
@@ -56,24 +57,24 @@ report::VizStack cudaStackOf(std::uint32_t site) {
   return {{name.op, name.scope.empty() ? std::string("<aten>") : name.scope, 0}};
 }
 
-report::VizEvent::Action vizAction(analyze::DeviceEventKind kind) {
+report::VizEvent::Action vizAction(track::DeviceEventKind kind) {
   using Action = report::VizEvent::Action;
   switch (kind) {
-    case analyze::DeviceEventKind::kSegmentAlloc:
+    case track::DeviceEventKind::kSegmentAlloc:
       return Action::kSegmentAlloc;
-    case analyze::DeviceEventKind::kSegmentFree:
+    case track::DeviceEventKind::kSegmentFree:
       return Action::kSegmentFree;
-    case analyze::DeviceEventKind::kSegmentMap:
+    case track::DeviceEventKind::kSegmentMap:
       return Action::kSegmentMap;
-    case analyze::DeviceEventKind::kSegmentUnmap:
+    case track::DeviceEventKind::kSegmentUnmap:
       return Action::kSegmentUnmap;
-    case analyze::DeviceEventKind::kBlockAlloc:
+    case track::DeviceEventKind::kBlockAlloc:
       return Action::kAlloc;
-    case analyze::DeviceEventKind::kBlockFreeRequested:
+    case track::DeviceEventKind::kBlockFreeRequested:
       return Action::kFreeRequested;
-    case analyze::DeviceEventKind::kBlockFreeCompleted:
+    case track::DeviceEventKind::kBlockFreeCompleted:
       return Action::kFreeCompleted;
-    case analyze::DeviceEventKind::kOutOfMemory:
+    case track::DeviceEventKind::kOutOfMemory:
       return Action::kOom;
   }
   return Action::kOom;
@@ -102,14 +103,14 @@ std::vector<report::VizDevice> cudaDevices(const track::DeviceTraceContents& con
   for (const auto& device : contents.devices) {
     if (device.device < 0) continue;
     auto index = static_cast<std::size_t>(device.device);
-    for (const analyze::LiveSegment& live : device.segments) {
+    for (const track::LiveSegment& live : device.segments) {
       report::VizSegment segment;
       segment.address = live.address;
       segment.size = static_cast<std::int64_t>(live.bytes);
       segment.stream = live.stream;
       segment.expandable = live.expandable;
       segment.stack = stackIndex(index, live.site);
-      for (const analyze::LiveBlockSummary& block : live.blocks) {
+      for (const track::LiveBlockSummary& block : live.blocks) {
         segment.blocks.push_back(
             {block.address, static_cast<std::int64_t>(block.bytes), stackIndex(index, block.site),
              block.free_requested ? report::VizBlock::State::kActivePendingFree
@@ -120,7 +121,7 @@ std::vector<report::VizDevice> cudaDevices(const track::DeviceTraceContents& con
   }
   // Frees and unmaps carry no site: they take the stack of what they release, as torch's do.
   std::vector<std::unordered_map<std::uint64_t, std::int32_t>> stack_at(devices.size());
-  for (const analyze::DeviceMemoryEvent& event : contents.events) {
+  for (const track::DeviceMemoryEvent& event : contents.events) {
     if (event.device < 0) continue;
     auto index = static_cast<std::size_t>(event.device);
     report::VizEvent viz;
@@ -131,12 +132,12 @@ std::vector<report::VizDevice> cudaDevices(const track::DeviceTraceContents& con
     viz.stream = event.stream;
     viz.device_free = event.device_free_bytes;
     switch (event.kind) {
-      case analyze::DeviceEventKind::kBlockAlloc:
-      case analyze::DeviceEventKind::kSegmentAlloc:
-      case analyze::DeviceEventKind::kSegmentMap:
-      case analyze::DeviceEventKind::kOutOfMemory:
+      case track::DeviceEventKind::kBlockAlloc:
+      case track::DeviceEventKind::kSegmentAlloc:
+      case track::DeviceEventKind::kSegmentMap:
+      case track::DeviceEventKind::kOutOfMemory:
         viz.stack = stackIndex(index, event.site);
-        if (event.kind != analyze::DeviceEventKind::kOutOfMemory) {
+        if (event.kind != track::DeviceEventKind::kOutOfMemory) {
           stack_at[index][event.address] = viz.stack;
         }
         break;

@@ -5,7 +5,7 @@
 #include <functional>
 #include <iostream>
 
-namespace memseal::report {
+namespace memseal::common {
 
 enum class PolicyAction { kPrint, kThrow, kCallback, kNone };
 
@@ -27,4 +27,4 @@ void applyPolicy(PolicyAction action, const Report& report,
   }
 }
 
-}  // namespace memseal::report
+}  // namespace memseal::common

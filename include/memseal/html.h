@@ -1,0 +1,34 @@
+// One self-contained HTML page for a leak check, a peak explanation and a fit (or the page's cards
+// alone, for a notebook), and the atomic writer of report files.
+#pragma once
+
+#include <string>
+
+#include "memseal/explain.h"
+#include "memseal/export.h"
+#include "memseal/fit.h"
+#include "memseal/leak_detector.h"
+
+namespace memseal {
+
+struct HtmlPage {
+  std::string title;  // the case or script
+  const LeakReport* check = nullptr;
+  const PeakReport* explain = nullptr;
+  const FitReport* fit = nullptr;
+  std::string check_json;  // used instead of `check` when set (e.g. the Python module's report)
+};
+
+// Writes a report file whole: beside `path`, then renamed, so a failed write never leaves half a
+// file nor replaces a good one. Throws std::runtime_error("cannot write PATH: reason").
+MEMSEAL_API void writeReportFile(const std::string& path, const std::string& content);
+
+// One self-contained HTML file: no network, every string from the program escaped.
+MEMSEAL_API std::string renderHtml(const HtmlPage& page);
+// Writes it beside `path` and renames; throws std::runtime_error naming the path on failure.
+MEMSEAL_API void writeHtml(const HtmlPage& page, const std::string& path);
+// The page's cards without the page around them (a <div> with a style that applies only inside
+// it, no script), for a notebook's output cell.
+MEMSEAL_API std::string renderHtmlFragment(const HtmlPage& page);
+
+}  // namespace memseal

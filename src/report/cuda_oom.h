@@ -1,0 +1,32 @@
+// The forensics of a CUDA out-of-memory (memseal.cuda-oom/1): the device's state just before the
+// request failed, why it failed and what to do, as JSON and as text.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "track/device_ledger.h"
+
+namespace memseal::report {
+
+constexpr const char* kCudaOomSchema = "memseal.cuda-oom";
+constexpr int kCudaOomVersion = 1;
+
+// Sites are named through `site_name` (an empty function names them "site N").
+std::string oomForensicsJson(const track::OomRecord& record,
+                             const std::function<std::string(std::uint32_t site)>& site_name);
+std::string oomForensicsText(const track::OomRecord& record,
+                             const std::function<std::string(std::uint32_t site)>& site_name);
+
+// Writes the forensics of `record` to MEMSEAL_OOM_DIR (or the working folder) as
+// memseal-cuda-oom-PID-N.json and says so on stderr; returns the path, empty when it could not be
+// written (stderr says why). What track calls when a device runs out of memory (see
+// installOutOfMemoryWriter).
+std::string writeOutOfMemoryForensics(const track::OomRecord& record, int device);
+
+// Makes track write the forensics of every CUDA out-of-memory from now on. The library, the Python
+// module and `memseal run`'s runtime call it when they load.
+void installOutOfMemoryWriter();
+
+}  // namespace memseal::report
