@@ -134,4 +134,13 @@ AllocationSite describeSite(std::uint32_t site_id) {
   return site;
 }
 
+const void* storageOf(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage()) return nullptr;
+  return tensor.storage().data_ptr().get();
+}
+
+const void* cpuStorageOf(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.device().is_cpu() ? storageOf(tensor) : nullptr;
+}
+
 }  // namespace memseal::analyze

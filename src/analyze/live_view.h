@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/core/UndefinedTensorImpl.h>
 
@@ -51,6 +52,13 @@ LiveAllocation describeAllocation(const LiveItem& item);
 // The site's op, scope and symbolized stack (the site's own, or its sampled example).
 AllocationSite describeSite(std::uint32_t site_id);
 std::string dtypeName(std::int8_t scalar_type);
+
+// The address of a tensor's storage (the tracker's key for it), or null for an undefined tensor
+// or one without storage.
+const void* storageOf(const at::Tensor& tensor);
+// The same for CPU storage only: what the CPU tracker sees (a CUDA model's parameters are not
+// CPU memory).
+const void* cpuStorageOf(const at::Tensor& tensor);
 // The interned string with this id ("" for 0), e.g. a grad_fn type name.
 std::string internedString(std::uint32_t id);
 

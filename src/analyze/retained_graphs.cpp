@@ -24,11 +24,6 @@ namespace {
 
 namespace compiled = torch::dynamo::autograd;
 
-const void* storageOf(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.has_storage()) return nullptr;
-  return tensor.storage().data_ptr().get();
-}
-
 std::vector<std::int64_t> shapeOf(const at::Tensor& tensor) {
   return std::vector<std::int64_t>(tensor.sizes().begin(), tensor.sizes().end());
 }

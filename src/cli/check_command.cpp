@@ -22,8 +22,7 @@ struct CheckOptions {
   std::string case_path;
   std::uint32_t steps = 30;
   std::uint32_t warmup = 5;
-  std::string json_path;
-  std::string html_path;
+  OutputFlags output;
   std::string memory_viz_path;
   std::size_t memory_viz_events = 40000;
   TrackerFlags tracker;
@@ -49,8 +48,7 @@ int runCheck(const CheckOptions& options) {
     return kExitUsage;
   }
   // Refuse to overwrite a directory or write where we cannot, before running anything.
-  if (!checkOutputPath("check", "--json", options.json_path) ||
-      !checkOutputPath("check", "--html", options.html_path) ||
+  if (!options.output.check("check") ||
       !checkOutputPath("check", "--memory-viz", options.memory_viz_path)) {
     return kExitUsage;
   }
@@ -69,10 +67,11 @@ int runCheck(const CheckOptions& options) {
   LeakReport report = check([&](int i) { loaded.step(i); }, detector);
   if (trace) trace->stop();
   if (!options.quiet || report.leak) std::cout << report.toText();
-  if (!options.json_path.empty() && !writeOutput("check", options.json_path, report.toJson())) {
+  if (!options.output.json_path.empty() &&
+      !writeOutput("check", options.output.json_path, report.toJson())) {
     return kExitUsage;
   }
-  if (!writeHtmlIfAsked("check", options.html_path, options.case_path,
+  if (!writeHtmlIfAsked("check", options.output.html_path, options.case_path,
                         HtmlPage{"", &report, nullptr, nullptr, ""})) {
     return kExitUsage;
   }
@@ -103,10 +102,8 @@ void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_option("--steps", options->steps, "Steps to run, warm-up included (default 30)")
       ->check(CLI::Range(1u, 10000000u));
   command->add_option("--warmup", options->warmup, "Warm-up steps never blamed (default 5)");
-  command->add_option("--json", options->json_path, "Write the report as JSON (memseal.check/1)");
+  options->output.addTo(command, "Write the report as JSON (memseal.check/1)");
   options->tracker.addTo(command, "every step until the loop repeats itself, then one in 16");
-  command->add_option("--html", options->html_path,
-                      "Write the report as one self-contained HTML page");
   command->add_option("--memory-viz", options->memory_viz_path,
                       "Write the allocation trace as the pickle PyTorch's memory viewer reads "
                       "(torch.cuda._memory_viz, pytorch.org/memory_viz)");

@@ -43,6 +43,16 @@ void TrackerFlags::applyTo(TrackerOptions& tracker) const {
   setTrackerOption(tracker, "tensor_metadata", "--tensor-metadata", tensor_metadata);
 }
 
+void OutputFlags::addTo(CLI::App* command, const std::string& json_help) {
+  command->add_option("--json", json_path, json_help);
+  command->add_option("--html", html_path, "Write it as one self-contained HTML page");
+}
+
+bool OutputFlags::check(const char* command) const {
+  return checkOutputPath(command, "--json", json_path) &&
+         checkOutputPath(command, "--html", html_path);
+}
+
 bool checkOutputPath(const char* command, const char* flag, const std::string& path) {
   if (path.empty()) return true;
   struct stat info {};

@@ -28,6 +28,19 @@ struct TrackerFlags {
   void applyTo(TrackerOptions& tracker) const;
 };
 
+// The report files a command writes: --json (its schema named in the help) and --html, registered
+// and checked here for every command that writes them.
+struct OutputFlags {
+  std::string json_path;
+  std::string html_path;
+
+  // `json_help`: what the JSON holds ("Write the report as JSON (memseal.check/1)").
+  void addTo(CLI::App* command, const std::string& json_help);
+  // False with a message on stderr when either path cannot be written (see checkOutputPath):
+  // before anything runs.
+  bool check(const char* command) const;
+};
+
 // False with a message on stderr ("memseal COMMAND: FLAG PATH is a directory" / "... no folder
 // ...") when `path` cannot be written; true for an empty path (flag not given).
 bool checkOutputPath(const char* command, const char* flag, const std::string& path);

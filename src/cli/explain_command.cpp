@@ -20,8 +20,7 @@ struct ExplainCommandOptions {
   std::string case_path;
   std::uint32_t steps = 4;
   std::uint32_t warmup = 2;
-  std::string json_path;
-  std::string html_path;
+  OutputFlags output;
   TrackerFlags tracker;
 };
 
@@ -41,8 +40,7 @@ int runExplain(const ExplainCommandOptions& options) {
     std::cerr << "memseal explain: " << error.what() << "\n";
     return kExitUsage;
   }
-  if (!checkOutputPath("explain", "--json", options.json_path) ||
-      !checkOutputPath("explain", "--html", options.html_path)) {
+  if (!options.output.check("explain")) {
     return kExitUsage;
   }
   LoadedCase loaded;
@@ -67,10 +65,11 @@ int runExplain(const ExplainCommandOptions& options) {
     return kExitUsage;
   }
   std::cout << report.toText();
-  if (!options.json_path.empty() && !writeOutput("explain", options.json_path, report.toJson())) {
+  if (!options.output.json_path.empty() &&
+      !writeOutput("explain", options.output.json_path, report.toJson())) {
     return kExitUsage;
   }
-  if (!writeHtmlIfAsked("explain", options.html_path, options.case_path,
+  if (!writeHtmlIfAsked("explain", options.output.html_path, options.case_path,
                         HtmlPage{"", nullptr, &report, nullptr, ""})) {
     return kExitUsage;
   }
@@ -94,9 +93,7 @@ void addExplainCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
       ->check(CLI::Range(1u, 1000000u));
   command->add_option("--warmup", options->warmup,
                       "Steps run first and not measured (default 2: lazy optimizer state)");
-  command->add_option("--json", options->json_path,
-                      "Write the breakdown as JSON (memseal.explain/1)");
-  command->add_option("--html", options->html_path, "Write it as one self-contained HTML page");
+  options->output.addTo(command, "Write the breakdown as JSON (memseal.explain/1)");
   options->tracker.addTo(command, nullptr);
   entries.push_back({command, [options] { return runExplain(*options); }});
 }

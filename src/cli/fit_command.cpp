@@ -26,8 +26,7 @@ struct FitCommandOptions {
   double margin = 0.10;
   bool verify = false;
   std::uint32_t warmup = 1;
-  std::string json_path;
-  std::string html_path;
+  OutputFlags output;
 };
 
 std::optional<std::vector<std::int64_t>> parseSizes(const std::string& text) {
@@ -77,8 +76,7 @@ int runFit(const FitCommandOptions& options) {
     std::cerr << "memseal fit: --margin " << fit.margin << ": expected a fraction in [0, 1)\n";
     return kExitUsage;
   }
-  if (!checkOutputPath("fit", "--json", options.json_path) ||
-      !checkOutputPath("fit", "--html", options.html_path)) {
+  if (!options.output.check("fit")) {
     return kExitUsage;
   }
   LoadedCase loaded;
@@ -97,10 +95,11 @@ int runFit(const FitCommandOptions& options) {
   }
   if (fit.budget_bytes) report.budget_source = "--budget";
   std::cout << report.toText();
-  if (!options.json_path.empty() && !writeOutput("fit", options.json_path, report.toJson())) {
+  if (!options.output.json_path.empty() &&
+      !writeOutput("fit", options.output.json_path, report.toJson())) {
     return kExitUsage;
   }
-  if (!writeHtmlIfAsked("fit", options.html_path, options.case_path,
+  if (!writeHtmlIfAsked("fit", options.output.html_path, options.case_path,
                         HtmlPage{"", nullptr, nullptr, &report, ""})) {
     return kExitUsage;
   }
@@ -136,8 +135,7 @@ void addFitCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
                     "Run the predicted size once and report its measured peak");
   command->add_option("--warmup", options->warmup,
                       "Steps run at each size before the measured one (default 1)");
-  command->add_option("--json", options->json_path, "Write the fit as JSON (memseal.fit/1)");
-  command->add_option("--html", options->html_path, "Write it as one self-contained HTML page");
+  options->output.addTo(command, "Write the fit as JSON (memseal.fit/1)");
   entries.push_back({command, [options] { return runFit(*options); }});
 }
 

@@ -8,6 +8,7 @@
 
 #include "cli/command_list.h"
 #include "cli/commands.h"
+#include "common/text.h"
 #include "memseal/arena.h"
 
 namespace memseal::cli {
@@ -58,12 +59,6 @@ std::string mebibytes(std::size_t bytes) {
   return text;
 }
 
-std::string shapeText(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 int runPlan(const PlanOptions& options) {
   std::vector<std::vector<std::int64_t>> shapes;
   for (const std::string& input : options.inputs) shapes.push_back(parseShape(input));
@@ -90,7 +85,7 @@ int runPlan(const PlanOptions& options) {
     for (std::vector<std::int64_t> shape : shapes) {
       if (batch > 0) shape[0] = batch;
       tensors.push_back(torch::randn(shape));
-      described += (described.empty() ? "" : " ") + shapeText(shape);
+      described += (described.empty() ? "" : " ") + common::shapeText(shape);
     }
     std::vector<c10::IValue> arguments(tensors.begin(), tensors.end());
     std::string key = PlannedArena::keyFor(tensors);

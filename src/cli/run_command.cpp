@@ -41,8 +41,7 @@ namespace {
 struct RunOptions {
   std::vector<std::string> command;
   std::string output_path;
-  std::string json_path;
-  std::string html_path;
+  OutputFlags output;
   std::optional<std::string> interval;
   std::optional<std::string> step_on;
   std::uint32_t warmup = 5;
@@ -238,127 +237,117 @@ void forwardSignal(int signal_number) {
   if (g_child > 0) kill(g_child, signal_number);
 }
 
-int runProgram(const RunOptions& options) {
-  if (options.command.empty()) {
-    fail("no program given: memseal run [options] -- PROGRAM [ARGS...]");
-    return kExitUsage;
-  }
+// The step rule the program's runtime reads (auto, interval:NS or on:NAME), or nothing after
+// saying what is wrong with --interval / --step-on.
+std::optional<std::string> stepRule(const RunOptions& options) {
   if (options.interval && options.step_on) {
     fail("--interval and --step-on choose the steps two ways: give one");
-    return kExitUsage;
+    return std::nullopt;
   }
-  std::string step_rule = "auto";
   if (options.interval) {
     auto duration = parseDuration(*options.interval);
     if (!duration) {
       fail("--interval '" + *options.interval +
            "': expected a duration from 1ms to 24h such as 250ms, 2s or 1m");
-      return kExitUsage;
+      return std::nullopt;
     }
-    step_rule = "interval:" + std::to_string(duration->count());
+    return "interval:" + std::to_string(duration->count());
   }
   if (options.step_on) {
     if (options.step_on->empty()) {
       fail("--step-on needs the name of an op, TorchScript function or named region");
-      return kExitUsage;
+      return std::nullopt;
     }
-    step_rule = "on:" + *options.step_on;
+    return "on:" + *options.step_on;
   }
+  return std::string("auto");
+}
+
+// The tracker's flags and the environment's MEMSEAL_* read as the program will read them, and the
+// output paths writable: false after saying what is wrong.
+bool optionsHold(const RunOptions& options) {
   TrackerOptions tracker;
   try {
     options.tracker.applyTo(tracker);
     TrackerOptions::fromEnvironment();
   } catch (const std::exception& error) {
     fail(error.what());
-    return kExitUsage;
+    return false;
   }
-  if (!checkOutputPath("run", "--output", options.output_path) ||
-      !checkOutputPath("run", "--json", options.json_path) ||
-      !checkOutputPath("run", "--html", options.html_path)) {
-    return kExitUsage;
-  }
-  const std::string& name = options.command.front();
+  return checkOutputPath("run", "--output", options.output_path) && options.output.check("run");
+}
+
+// The program's path when memseal can start and trace it, or empty after saying why not.
+std::string traceableProgram(const std::string& name) {
   std::string program = resolveProgram(name);
   struct stat info {};
   if (program.empty() || stat(program.c_str(), &info) != 0) {
     fail(name + ": no such program" +
          (name.find('/') == std::string::npos ? " in PATH" : std::string()));
-    return kExitUsage;
+    return "";
   }
   if (S_ISDIR(info.st_mode)) {
     fail(program + " is a directory, not a program");
-    return kExitUsage;
+    return "";
   }
   if (access(program.c_str(), X_OK) != 0) {
     fail(program + " is not executable (chmod +x, or run it through its interpreter)");
-    return kExitUsage;
+    return "";
   }
   std::string why = whyNotInjectable(program, info);
   if (why.empty()) why = torchMismatch(program, MEMSEAL_TORCH_VERSION);
   if (!why.empty()) {
     fail("cannot trace " + program + ": " + why);
-    return kExitUsage;
+    return "";
   }
-  std::string libraries = injectLibraryDirectory();
-  if (libraries.empty()) {
-    fail(
-        "cannot find libmemseal_preload.so and libmemseal_run.so next to this memseal (or in "
-        "MEMSEAL_RUN_LIBDIR)");
-    return kExitUsage;
-  }
-  std::string session = makeSessionDirectory();
-  if (session.empty()) {
-    fail(std::string("cannot make a folder for the reports: ") + std::strerror(errno));
-    return kExitUsage;
-  }
+  return program;
+}
 
-  // The child tells the parent through this pipe why exec failed (nothing arrives on success).
-  int exec_pipe[2];
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    fail(std::string("pipe: ") + std::strerror(errno));
-    return kExitUsage;
+// What the child needs to become the program with memseal injected.
+struct Launch {
+  std::string program;
+  std::string libraries;  // where libmemseal_preload.so and libmemseal_run.so are
+  std::string session;    // the folder the program's reports go to
+  std::string step_rule;
+};
+
+// In the forked child: the environment the injected runtime reads, then exec. On failure, errno
+// goes to the parent through `error_pipe`.
+[[noreturn]] void becomeTheProgram(const RunOptions& options, const Launch& launch,
+                                   int error_pipe) {
+  std::string preload = launch.libraries + "/libmemseal_preload.so";
+  if (const char* existing = std::getenv("LD_PRELOAD"); existing != nullptr && *existing) {
+    preload += std::string(":") + existing;
   }
-  std::cout.flush();
-  std::cerr.flush();
-  pid_t child = fork();
-  if (child < 0) {
-    fail(std::string("fork: ") + std::strerror(errno));
-    return kExitUsage;
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  setenv(inject::kEnvRuntime, (launch.libraries + "/libmemseal_run.so").c_str(), 1);
+  setenv(inject::kEnvDirectory, launch.session.c_str(), 1);
+  setenv(inject::kEnvRootPid, std::to_string(getpid()).c_str(), 1);
+  setenv(inject::kEnvFollowFork, options.follow_fork ? "1" : "0", 1);
+  setenv(inject::kEnvStep, launch.step_rule.c_str(), 1);
+  setenv(inject::kEnvWarmup, std::to_string(options.warmup).c_str(), 1);
+  if (!options.output_path.empty()) setenv(inject::kEnvOutput, options.output_path.c_str(), 1);
+  // The program reads the flags as its environment (TrackerOptions::fromEnvironment).
+  const TrackerFlags& flags = options.tracker;
+  if (flags.stacks) setenv("MEMSEAL_STACKS", flags.stacks->c_str(), 1);
+  if (flags.observe_ops) setenv("MEMSEAL_OBSERVE_OPS", flags.observe_ops->c_str(), 1);
+  if (flags.tensor_metadata) setenv("MEMSEAL_TENSOR_METADATA", flags.tensor_metadata->c_str(), 1);
+  std::vector<char*> argv;
+  for (const std::string& argument : options.command) {
+    argv.push_back(const_cast<char*>(argument.c_str()));
   }
-  if (child == 0) {
-    close(exec_pipe[0]);
-    std::string preload = libraries + "/libmemseal_preload.so";
-    if (const char* existing = std::getenv("LD_PRELOAD"); existing != nullptr && *existing) {
-      preload += std::string(":") + existing;
-    }
-    setenv("LD_PRELOAD", preload.c_str(), 1);
-    setenv(inject::kEnvRuntime, (libraries + "/libmemseal_run.so").c_str(), 1);
-    setenv(inject::kEnvDirectory, session.c_str(), 1);
-    setenv(inject::kEnvRootPid, std::to_string(getpid()).c_str(), 1);
-    setenv(inject::kEnvFollowFork, options.follow_fork ? "1" : "0", 1);
-    setenv(inject::kEnvStep, step_rule.c_str(), 1);
-    setenv(inject::kEnvWarmup, std::to_string(options.warmup).c_str(), 1);
-    if (!options.output_path.empty()) setenv(inject::kEnvOutput, options.output_path.c_str(), 1);
-    // The program reads the flags as its environment (TrackerOptions::fromEnvironment).
-    const TrackerFlags& flags = options.tracker;
-    if (flags.stacks) setenv("MEMSEAL_STACKS", flags.stacks->c_str(), 1);
-    if (flags.observe_ops) setenv("MEMSEAL_OBSERVE_OPS", flags.observe_ops->c_str(), 1);
-    if (flags.tensor_metadata) setenv("MEMSEAL_TENSOR_METADATA", flags.tensor_metadata->c_str(), 1);
-    std::vector<char*> argv;
-    for (const std::string& argument : options.command) {
-      argv.push_back(const_cast<char*>(argument.c_str()));
-    }
-    argv.push_back(nullptr);
-    execv(program.c_str(), argv.data());
-    int error = errno;
-    ssize_t ignored = write(exec_pipe[1], &error, sizeof(error));
-    (void)ignored;
-    _exit(127);
-  }
-  close(exec_pipe[1]);
+  argv.push_back(nullptr);
+  execv(launch.program.c_str(), argv.data());
+  int error = errno;
+  ssize_t ignored = write(error_pipe, &error, sizeof(error));
+  (void)ignored;
+  _exit(127);
+}
+
+// Ctrl-C and Ctrl-\ reach the program from the terminal (same process group): memseal waits for
+// it to act on them. What is sent to memseal alone is passed on.
+void forwardSignalsTo(pid_t child) {
   g_child = child;
-  // Ctrl-C and Ctrl-\ reach the program from the terminal (same process group): memseal waits for
-  // it to act on them. What is sent to memseal alone is passed on.
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
   struct sigaction forward {};
@@ -368,28 +357,37 @@ int runProgram(const RunOptions& options) {
   for (int signal_number : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) {
     sigaction(signal_number, &forward, nullptr);
   }
+}
+
+// How the program ended: its wait status, or the errno of an exec that failed.
+struct Ending {
+  int status = 0;
+  std::optional<int> exec_error;
+};
+
+Ending waitForTheProgram(pid_t child, int error_pipe) {
+  Ending ending;
   int exec_error = 0;
   ssize_t got = 0;
   do {
-    got = read(exec_pipe[0], &exec_error, sizeof(exec_error));
+    got = read(error_pipe, &exec_error, sizeof(exec_error));
   } while (got < 0 && errno == EINTR);
-  close(exec_pipe[0]);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  close(error_pipe);
+  while (waitpid(child, &ending.status, 0) < 0 && errno == EINTR) {
   }
   g_child = -1;
-  if (got == static_cast<ssize_t>(sizeof(exec_error))) {
-    removeSessionDirectory(session);
-    fail("cannot start " + program + ": " + std::strerror(exec_error));
-    return kExitUsage;
-  }
+  if (got == static_cast<ssize_t>(sizeof(exec_error))) ending.exec_error = exec_error;
+  return ending;
+}
 
-  std::vector<TracedProcess> processes = tracedProcesses(session);
-  std::ostringstream text;
-  bool any_leak = false;
+// The report of each traced process (the program, then its children) into `text`, and its
+// --json/--html (a child's as PATH.PID). False when an output could not be written.
+bool reportEachProcess(const RunOptions& options, const std::string& session, int status,
+                       std::ostringstream& text, bool* any_leak) {
+  const std::string& name = options.command.front();
   bool outputs_ok = true;
   bool root_seen = false;
-  for (const TracedProcess& process : processes) {
+  for (const TracedProcess& process : tracedProcesses(session)) {
     bool root = process.kind == "root";
     root_seen = root_seen || root;
     if (root) {
@@ -415,14 +413,15 @@ int runProgram(const RunOptions& options) {
            << " cannot be read: " << error.what() << "\n";
       continue;
     }
-    any_leak = any_leak || report.leak;
+    *any_leak = *any_leak || report.leak;
     text << report.toText();
-    std::string json_path = root || options.json_path.empty()
-                                ? options.json_path
-                                : childPath(options.json_path, process.pid);
-    std::string html_path = root || options.html_path.empty()
-                                ? options.html_path
-                                : childPath(options.html_path, process.pid);
+    const OutputFlags& output = options.output;
+    std::string json_path = root || output.json_path.empty()
+                                ? output.json_path
+                                : childPath(output.json_path, process.pid);
+    std::string html_path = root || output.html_path.empty()
+                                ? output.html_path
+                                : childPath(output.html_path, process.pid);
     if (!json_path.empty()) outputs_ok = writeOutput("run", json_path, json) && outputs_ok;
     if (!html_path.empty()) {
       std::string title = root ? name : name + " child " + std::to_string(process.pid);
@@ -435,13 +434,12 @@ int runProgram(const RunOptions& options) {
     text << "memseal run: " << name << " never loaded libtorch: nothing was tracked in it ("
          << exitText(status) << ")\n";
   }
-  removeSessionDirectory(session);
-  if (options.output_path.empty()) {
-    std::cerr << text.str() << std::flush;
-  } else if (!writeOutput("run", options.output_path, text.str())) {
-    outputs_ok = false;
-  }
-  if (!outputs_ok) return kExitUsage;
+  return outputs_ok;
+}
+
+// memseal's exit: the program's own (a signal that ended it ends memseal the same way), 1 instead
+// of 0 with --fail-on-leak when a leak was reported.
+int exitLikeTheProgram(int status, bool fail_on_leak, bool any_leak) {
   if (WIFSIGNALED(status)) {
     // End the way the program ended, so a shell sees the same.
     int signal_number = WTERMSIG(status);
@@ -450,8 +448,71 @@ int runProgram(const RunOptions& options) {
     return 128 + signal_number;
   }
   int code = WEXITSTATUS(status);
-  if (code == 0 && options.fail_on_leak && any_leak) return kExitLeak;
+  if (code == 0 && fail_on_leak && any_leak) return kExitLeak;
   return code;
+}
+
+int runProgram(const RunOptions& options) {
+  if (options.command.empty()) {
+    fail("no program given: memseal run [options] -- PROGRAM [ARGS...]");
+    return kExitUsage;
+  }
+  Launch launch;
+  std::optional<std::string> step_rule = stepRule(options);
+  if (!step_rule || !optionsHold(options)) return kExitUsage;
+  launch.step_rule = *step_rule;
+  launch.program = traceableProgram(options.command.front());
+  if (launch.program.empty()) return kExitUsage;
+  launch.libraries = injectLibraryDirectory();
+  if (launch.libraries.empty()) {
+    fail(
+        "cannot find libmemseal_preload.so and libmemseal_run.so next to this memseal (or in "
+        "MEMSEAL_RUN_LIBDIR)");
+    return kExitUsage;
+  }
+  launch.session = makeSessionDirectory();
+  if (launch.session.empty()) {
+    fail(std::string("cannot make a folder for the reports: ") + std::strerror(errno));
+    return kExitUsage;
+  }
+
+  // The child tells the parent through this pipe why exec failed (nothing arrives on success).
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    fail(std::string("pipe: ") + std::strerror(errno));
+    return kExitUsage;
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t child = fork();
+  if (child < 0) {
+    fail(std::string("fork: ") + std::strerror(errno));
+    return kExitUsage;
+  }
+  if (child == 0) {
+    close(exec_pipe[0]);
+    becomeTheProgram(options, launch, exec_pipe[1]);
+  }
+  close(exec_pipe[1]);
+  forwardSignalsTo(child);
+  Ending ending = waitForTheProgram(child, exec_pipe[0]);
+  if (ending.exec_error) {
+    removeSessionDirectory(launch.session);
+    fail("cannot start " + launch.program + ": " + std::strerror(*ending.exec_error));
+    return kExitUsage;
+  }
+
+  std::ostringstream text;
+  bool any_leak = false;
+  bool outputs_ok = reportEachProcess(options, launch.session, ending.status, text, &any_leak);
+  removeSessionDirectory(launch.session);
+  if (options.output_path.empty()) {
+    std::cerr << text.str() << std::flush;
+  } else if (!writeOutput("run", options.output_path, text.str())) {
+    outputs_ok = false;
+  }
+  if (!outputs_ok) return kExitUsage;
+  return exitLikeTheProgram(ending.status, options.fail_on_leak, any_leak);
 }
 
 }  // namespace
@@ -479,12 +540,12 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->footer("Usage: memseal run [OPTIONS] [--] PROGRAM [ARGS...]");
   command->add_option("--output", options->output_path,
                       "Write the text report here instead of stderr");
-  command->add_option("--json", options->json_path,
-                      "Write the program's report as JSON (memseal.check/1); a child's gets .PID");
-  command->add_option("--html", options->html_path, "Write it as one self-contained HTML page");
+  options->output.addTo(
+      command, "Write the program's report as JSON (memseal.check/1); a child's gets .PID");
   command->add_option("--interval", options->interval,
                       "Steps are time windows of this length (250ms, 2s, 1m) instead of the loop "
-                      "memseal finds itself");
+                      "memseal finds itself; a window in which the program allocated and freed "
+                      "nothing is no step");
   command->add_option("--step-on", options->step_on,
                       "A step ends at each outermost call of this op (aten::linear or linear), "
                       "TorchScript function (forward) or named region (RECORD_USER_SCOPE, "

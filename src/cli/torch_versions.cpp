@@ -10,9 +10,13 @@
 #include <sstream>
 #include <vector>
 
+#include "common/text.h"
+
 namespace memseal::cli {
 
 namespace {
+
+using common::baseName;
 
 // Printed by the program's Python: torch's folder, found as `import torch` would find it (the same
 // sys.path, .pth files and PYTHONPATH) but without running torch/__init__.py.
@@ -20,11 +24,6 @@ constexpr const char* kFindTorch =
     "import importlib.util as u\n"
     "s = u.find_spec('torch')\n"
     "print(next(iter(s.submodule_search_locations or [])) if s else '')\n";
-
-std::string baseName(const std::string& path) {
-  std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 bool isPythonName(const std::string& path) { return baseName(path).rfind("python", 0) == 0; }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,18 +28,23 @@ std::string fixedText(double value, int decimals) {
 }
 
 std::string bytesText(std::int64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(std::llabs(bytes));
+  return bytesTextFromDouble(static_cast<double>(bytes));
+}
+
+std::string bytesTextFromDouble(double bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = std::fabs(bytes);
   int unit = 0;
-  while (value >= 1024 && unit < 4) {
+  while (value >= 1024 && unit < 6) {
     value /= 1024;
     ++unit;
   }
   char text[64];
+  const char* sign = bytes < 0 ? "-" : "";
   if (unit == 0) {
-    std::snprintf(text, sizeof(text), "%s%lld B", bytes < 0 ? "-" : "", std::llabs(bytes));
+    std::snprintf(text, sizeof(text), "%s%.0f B", sign, value);
   } else {
-    std::snprintf(text, sizeof(text), "%s%.1f %s", bytes < 0 ? "-" : "", value, kUnits[unit]);
+    std::snprintf(text, sizeof(text), "%s%.1f %s", sign, value, kUnits[unit]);
   }
   return text;
 }
@@ -77,10 +83,12 @@ std::string baseName(const std::string& path) {
 }
 
 std::string shapeText(const std::vector<std::int64_t>& shape) {
+  return shapeText(shape.data(), shape.size());
+}
+
+std::string shapeText(const std::int64_t* shape, std::size_t rank) {
   std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  }
+  for (std::size_t i = 0; i < rank; ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
   return text + "]";
 }
 

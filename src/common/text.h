@@ -10,6 +10,8 @@ namespace memseal::common {
 
 // "1.5 KiB", "12 B", "3.2 MiB"
 std::string bytesText(std::int64_t bytes);
+// The same for a byte count that need not be whole (a rate per step); finite values only.
+std::string bytesTextFromDouble(double bytes);
 // The same for an unsigned count (counters of a device), capped at the largest int64.
 std::string unsignedBytesText(std::uint64_t bytes);
 // a - b, or 0 when b is larger: numbers from sources that may disagree never wrap around.
@@ -28,6 +30,7 @@ std::string normalPath(const std::string& path);
 std::string shownPath(const std::string& path);
 // "[2, 3, 224, 224]"
 std::string shapeText(const std::vector<std::int64_t>& shape);
+std::string shapeText(const std::int64_t* shape, std::size_t rank);
 
 }  // namespace memseal::common
 

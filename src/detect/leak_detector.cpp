@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/bounded_samples.h"
 #include "common/policy.h"
 #include "common/text.h"
 #include "detect/device_findings.h"
@@ -36,18 +37,6 @@ constexpr std::size_t kMaxStepSamples = 16384;
 // Past warm-up and its watched steps, a healthy loop's verdict is renewed on one step boundary in
 // this many (a suspected leak's on every one): each renewal costs a pass over the live table.
 constexpr std::uint32_t kVerdictEvery = 4;
-
-// Bounded memory: past kMaxStepSamples, every other sample of the older half goes. Each sample
-// keeps its step number, so rates stay right.
-void thinStepSamples(std::vector<StepSample>& samples) {
-  if (samples.size() <= kMaxStepSamples) return;
-  std::vector<StepSample> kept;
-  std::size_t half = samples.size() / 2;
-  for (std::size_t i = 0; i < samples.size(); ++i) {
-    if (i >= half || i % 2 == 0) kept.push_back(samples[i]);
-  }
-  samples.swap(kept);
-}
 
 // The same mistake seen again: its category and the line of the user's code that made it (what a
 // build-up's finding names first, its graph's root or its largest part, may differ from one
@@ -442,7 +431,7 @@ void LeakDetector::step() {
   // Counted where the verdict is renewed; carried over on the boundaries in between.
   if (!state.per_step.empty()) sample.graph_nodes_alive = state.per_step.back().graph_nodes_alive;
   state.per_step.push_back(sample);
-  thinStepSamples(state.per_step);
+  common::thinOlderHalf(state.per_step, kMaxStepSamples);
   bool renew = state.current_step <= state.options.warmup + kWatchedStepsAfterWarmup ||
                state.last_verdict || state.current_step % kVerdictEvery == 0;
   if (!renew) return;

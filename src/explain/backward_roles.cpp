@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
+#include "analyze/live_view.h"
 #include "analyze/retained_graphs.h"
 #include "track/event_trace.h"
 
@@ -12,12 +13,6 @@ namespace {
 
 // Enough for the deepest models; a graph beyond it is described from the nodes walked.
 constexpr std::size_t kMaxNodesWalked = 1u << 20;
-
-// CPU storage only: what the tracker sees (a CUDA model's parameters are not CPU memory).
-const void* storageOf(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.has_storage() || !tensor.device().is_cpu()) return nullptr;
-  return tensor.storage().data_ptr().get();
-}
 
 }  // namespace
 
@@ -44,7 +39,7 @@ void BackwardRoles::onNodeStart(const std::shared_ptr<torch::autograd::Node>& no
 void BackwardRoles::onNodeEnd(const std::shared_ptr<torch::autograd::Node>& node) {
   auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get());
   if (accumulate == nullptr || !accumulate->variable.defined()) return;
-  const void* grad = storageOf(accumulate->variable.grad());
+  const void* grad = analyze::cpuStorageOf(accumulate->variable.grad());
   if (grad == nullptr) return;
   auto now = static_cast<std::int64_t>(track::eventTraceCount());
   std::lock_guard<std::mutex> lock(mutex_);

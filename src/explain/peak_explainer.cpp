@@ -33,16 +33,10 @@ struct Named {
 };
 using StorageRoles = std::unordered_map<const void*, Named>;
 
-// CPU storage only: what the tracker sees (a CUDA model's parameters are not CPU memory).
-const void* storageOf(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.has_storage() || !tensor.device().is_cpu()) return nullptr;
-  return tensor.storage().data_ptr().get();
-}
-
 // Keeps the first role given to a storage: callers add the stronger identities first.
 void addRoles(StorageRoles& roles, const std::vector<at::Tensor>& tensors, MemoryRole role) {
   for (const at::Tensor& tensor : tensors) {
-    const void* storage = storageOf(tensor);
+    const void* storage = analyze::cpuStorageOf(tensor);
     if (storage == nullptr || roles.count(storage) != 0) continue;
     roles.emplace(storage, Named{role, static_cast<std::int64_t>(tensor.storage().nbytes()),
                                  track::signatureOf(tensor)});

@@ -13,6 +13,7 @@
 #include "analyze/repeating_ops.h"
 #include "inject/python_lock.h"
 #include "track/device_counters.h"
+#include "track/device_events.h"
 
 namespace memseal::inject {
 
@@ -581,6 +582,23 @@ bool StepBoundary::startWindows(std::string reason) {
   return true;
 }
 
+namespace {
+
+// Allocations and frees the program has made so far, CPU and CUDA.
+std::int64_t memoryActivity() {
+  DeviceStats cpu = track::cpuCounters().read("cpu");
+  std::int64_t activity = cpu.allocations_total + cpu.frees_total;
+  track::readDeviceLedger([&](const track::DeviceMemoryLedger& ledger) {
+    for (int device : ledger.devices()) {
+      track::DeviceMemoryTotals totals = ledger.totals(device);
+      activity += static_cast<std::int64_t>(totals.block_allocs + totals.block_frees);
+    }
+  });
+  return activity;
+}
+
+}  // namespace
+
 std::chrono::nanoseconds StepBoundary::untilNextTick() const {
   Phase phase = phase_.load();
   if (phase != Phase::kWindows) return kLearningTick;
@@ -615,6 +633,19 @@ void StepBoundary::tick() {
   if (phase_.load() != Phase::kWindows) return;
   Clock::time_point now = Clock::now();
   if (now < next_window_.load()) return;
+  std::chrono::nanoseconds window = rule_.interval;
+  if (rule_.kind != StepRule::Kind::kInterval) {
+    window = runSizedWindow(now - started_);
+  }
+  // A window in which the program allocated and freed nothing says nothing about what it keeps:
+  // it is no step, and the window goes on. A program waiting on I/O, or starved of the CPU by a
+  // busy machine, would otherwise fill its run with empty steps, and growth that comes from every
+  // active step would look as if it came from a few.
+  std::int64_t activity = memoryActivity();
+  if (activity == window_activity_.exchange(activity)) {
+    next_window_.store(now + window);
+    return;
+  }
   {
     bool taken;
     {
@@ -623,10 +654,6 @@ void StepBoundary::tick() {
     }
     if (!taken) return;
     if (after_step_) after_step_();
-  }
-  std::chrono::nanoseconds window = rule_.interval;
-  if (rule_.kind != StepRule::Kind::kInterval) {
-    window = runSizedWindow(now - started_);
   }
   next_window_.store(now + window);
 }

@@ -156,6 +156,8 @@ class StepBoundary {
   Clock::duration min_step_gap_{};
   Clock::duration step_cost_{};  // what a step costs in the detector, a moving average
   std::atomic<Clock::time_point> next_window_{Clock::time_point{}};
+  // memoryActivity() when the last window was judged: a window without any is no step.
+  std::atomic<std::int64_t> window_activity_{-1};
   // Under step_mutex_ (steps_seen_ is steps_taken_ for readers without it).
   std::uint64_t steps_taken_ = 0;
   std::atomic<std::uint64_t> steps_seen_{0};

@@ -74,10 +74,4 @@ bool BucketGrid::fits(std::size_t index, const std::int64_t* request) const {
 
 std::vector<std::int64_t> BucketGrid::largest() const { return shape(count_ - 1); }
 
-std::string shapeText(const std::int64_t* shape, std::size_t rank) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < rank; ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 }  // namespace memseal::pool

@@ -37,7 +37,4 @@ class BucketGrid {
   std::size_t count_ = 0;
 };
 
-// "[4, 128]"
-std::string shapeText(const std::int64_t* shape, std::size_t rank);
-
 }  // namespace memseal::pool

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "pool/bucket_grid.h"
 
 namespace memseal {
@@ -31,7 +32,7 @@ void sayHostFallbackOnce() {
 }
 
 std::string shapeOf(const at::Tensor& tensor) {
-  return pool::shapeText(tensor.sizes().data(), tensor.sizes().size());
+  return common::shapeText(tensor.sizes().data(), tensor.sizes().size());
 }
 
 }  // namespace

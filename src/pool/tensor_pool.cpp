@@ -98,7 +98,7 @@ at::Tensor makeBuffer(const PoolClass& pool_class, const std::vector<std::int64_
   } catch (const c10::Error& error) {
     throw std::invalid_argument(
         "memseal: TensorPool class " + classLabel(pool_class) + ": cannot make a buffer of shape " +
-        pool::shapeText(shape.data(), shape.size()) + " on " + pool_class.options.device.str() +
+        common::shapeText(shape.data(), shape.size()) + " on " + pool_class.options.device.str() +
         ": " + error.what_without_backtrace());
   }
   track::markPoolBuffer(buffer);
@@ -177,8 +177,8 @@ bool anyHeldFitting(const PoolClass& pool_class, const std::int64_t* request) {
 std::string exhaustedMessage(const PoolClass& pool_class, const PoolBucket& bucket,
                              at::IntArrayRef request, const std::string& what) {
   return "memseal: TensorPool class " + classLabel(pool_class) + " is exhausted for " +
-         pool::shapeText(request.data(), request.size()) + ": every buffer of bucket " +
-         pool::shapeText(bucket.shape.data(), bucket.shape.size()) + " (capacity " +
+         common::shapeText(request.data(), request.size()) + ": every buffer of bucket " +
+         common::shapeText(bucket.shape.data(), bucket.shape.size()) + " (capacity " +
          std::to_string(pool_class.options.capacity) + ", " + std::to_string(bucket.slots.size()) +
          " buffers, " + std::to_string(bucket.stats.leases_out) +
          " leases out) and of the larger buckets that fit is leased; " + what;
@@ -303,7 +303,7 @@ TensorPool::TensorPool(std::vector<TensorClassOptions> classes)
       bucket->owner = pool_class.get();
       bucket->shape = pool_class->grid.shape(i);
       bucket->buffer_bytes = static_cast<std::size_t>(pool_class->grid.elements(i)) * item_bytes;
-      std::string shape = pool::shapeText(bucket->shape.data(), bucket->shape.size());
+      std::string shape = common::shapeText(bucket->shape.data(), bucket->shape.size());
       bucket->lease_name = track::poolLeaseName(
           (std::string(track::kPoolLeaseOpPrefix) + " '" + pool_class->options.name + "' " + shape)
               .c_str());
@@ -328,7 +328,7 @@ TensorPool::~TensorPool() {
       if (bucket->stats.leases_out == 0) continue;
       leases_out += bucket->stats.leases_out;
       out << "\n  class '" << pool_class->options.name << "' bucket "
-          << pool::shapeText(bucket->shape.data(), bucket->shape.size()) << ": "
+          << common::shapeText(bucket->shape.data(), bucket->shape.size()) << ": "
           << bucket->stats.leases_out << " out";
     }
   }
@@ -368,13 +368,13 @@ TensorLease TensorPool::acquireWith(std::string_view class_name, at::IntArrayRef
     throw std::invalid_argument(
         "memseal: TensorPool class " + classLabel(pool_class) + " holds " +
         std::to_string(pool_class.grid.rank()) + "-dimensional tensors; the request " +
-        pool::shapeText(shape.data(), shape.size()) + " has " + std::to_string(shape.size()));
+        common::shapeText(shape.data(), shape.size()) + " has " + std::to_string(shape.size()));
   }
   for (std::int64_t size : shape) {
     if (size < 0) {
       throw std::invalid_argument("memseal: TensorPool class " + classLabel(pool_class) +
                                   ": negative size in request " +
-                                  pool::shapeText(shape.data(), shape.size()));
+                                  common::shapeText(shape.data(), shape.size()));
     }
   }
   TensorLease lease;
@@ -384,9 +384,9 @@ TensorLease TensorPool::acquireWith(std::string_view class_name, at::IntArrayRef
     if (!may_block_or_grow) return lease;
     if (pool_class.options.on_exhausted != PoolExhaustion::kGrow) {
       throw PoolExhaustedError("memseal: TensorPool class " + classLabel(pool_class) +
-                               ": the request " + pool::shapeText(shape.data(), shape.size()) +
+                               ": the request " + common::shapeText(shape.data(), shape.size()) +
                                " is larger than every bucket (the largest is " +
-                               pool::shapeText(largest.data(), largest.size()) +
+                               common::shapeText(largest.data(), largest.size()) +
                                "); add larger sizes or use PoolExhaustion::kGrow");
     }
     // A buffer of its own, freed with the lease: counted, so an undersized pool shows in stats.
@@ -503,9 +503,9 @@ std::string PoolStats::toText() const {
   for (const PoolBucketStats& bucket : buckets) {
     if (bucket.acquisitions == 0 && bucket.grows == 0 && bucket.failures == 0) continue;
     out << "  " << bucket.class_name << " "
-        << pool::shapeText(bucket.shape.data(), bucket.shape.size()) << ": " << bucket.acquisitions
-        << " acquired, " << bucket.leases_out << " out (high water " << bucket.leases_high_water
-        << " of " << bucket.buffers << " buffers";
+        << common::shapeText(bucket.shape.data(), bucket.shape.size()) << ": "
+        << bucket.acquisitions << " acquired, " << bucket.leases_out << " out (high water "
+        << bucket.leases_high_water << " of " << bucket.buffers << " buffers";
     if (bucket.grows > 0) out << ", " << bucket.grows << " grown";
     out << "), " << bucket.waits << " waits";
     if (bucket.waits > 0) {

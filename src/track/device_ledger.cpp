@@ -15,6 +15,7 @@
 #include <limits>
 #include <utility>
 
+#include "common/bounded_samples.h"
 #include "common/text.h"
 
 namespace memseal::track {
@@ -32,17 +33,6 @@ std::optional<std::uint64_t> rangeEnd(std::uint64_t begin, std::uint64_t bytes) 
 }
 
 // Never below zero, even if a caller's numbers disagree.
-// Bounded memory: past kMaxDeviceStepSamples, every other sample of the older half goes. Each
-// sample keeps its step number, so rates stay right.
-void thinStepSamples(std::vector<DeviceStepSample>& samples) {
-  if (samples.size() <= kMaxDeviceStepSamples) return;
-  std::vector<DeviceStepSample> kept;
-  std::size_t half = samples.size() / 2;
-  for (std::size_t i = 0; i < samples.size(); ++i) {
-    if (i >= half || i % 2 == 0) kept.push_back(samples[i]);
-  }
-  samples.swap(kept);
-}
 
 void raisePeak(std::uint64_t& peak, std::uint64_t value) { peak = std::max(peak, value); }
 
@@ -342,7 +332,7 @@ void DeviceMemoryLedger::endStep(std::uint32_t step) {
     sample.peak_allocated = std::max(state.step_peak_allocated, state.totals.allocated);
     sample.free_segment_bytes = space.free_segment_bytes;
     state.samples.push_back(sample);
-    thinStepSamples(state.samples);
+    common::thinOlderHalf(state.samples, kMaxDeviceStepSamples);
     state.step_peak_allocated = state.totals.allocated;
   }
 }

@@ -7,6 +7,7 @@ Synchronisation is by pipes: a test that needs the program busy reads the progra
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -191,6 +192,22 @@ class Python(unittest.TestCase):
         code, _, err = run("--", ARGS.python, os.path.join(ARGS.scripts, "train.py"))
         self.assertEqual(code, 0, err)
         self.assertIn("memseal: no leak", err)
+
+    def test_time_windows_in_which_the_program_is_idle_are_no_steps(self):
+        # 12 bursts of allocations, each followed by 100 ms of waiting (as on I/O): with 5 ms
+        # windows, the waits alone would make some 240 empty steps.
+        with tempfile.TemporaryDirectory() as folder:
+            script = os.path.join(folder, "bursts.py")
+            with open(script, "w") as file:
+                file.write("import time\nimport torch\nkept = []\n"
+                           "for _ in range(12):\n"
+                           "    kept.append(torch.ones(256) * 2)\n"
+                           "    time.sleep(0.1)\n")
+            code, _, err = run("--interval", "5ms", "--", ARGS.python, script)
+        self.assertEqual(code, 0, err)
+        match = re.search(r"time windows of 5 ms \(--interval\) \((\d+) steps\)", err)
+        self.assertIsNotNone(match, err)
+        self.assertLess(int(match.group(1)), 60, err)
 
 
 class Children(unittest.TestCase):

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <vector>
+
+#include "common/text.h"
 
 namespace memseal::pool {
 namespace {
@@ -57,8 +60,9 @@ TEST(BucketGrid, RefusesSizesThatMakeNoSenseSayingWhich) {
 
 TEST(BucketGrid, ShapeTextReadsLikeTheReports) {
   std::int64_t shape[] = {4, 128};
-  EXPECT_EQ(shapeText(shape, 2), "[4, 128]");
-  EXPECT_EQ(shapeText(shape, 0), "[]");
+  EXPECT_EQ(common::shapeText(shape, 2), "[4, 128]");
+  EXPECT_EQ(common::shapeText(shape, 0), "[]");
+  EXPECT_EQ(common::shapeText(std::vector<std::int64_t>{4, 128}), "[4, 128]");
 }
 
 }  // namespace

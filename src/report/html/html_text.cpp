@@ -12,22 +12,7 @@ namespace memseal::report::html {
 using common::baseName;
 
 std::string bytesText(double bytes) {
-  if (!std::isfinite(bytes)) return kDash;
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double value = std::fabs(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 6) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[64];
-  const char* sign = bytes < 0 ? "-" : "";
-  if (unit == 0) {
-    std::snprintf(text, sizeof(text), "%s%.0f B", sign, value);
-  } else {
-    std::snprintf(text, sizeof(text), "%s%.1f %s", sign, value, kUnits[unit]);
-  }
-  return text;
+  return std::isfinite(bytes) ? common::bytesTextFromDouble(bytes) : kDash;
 }
 
 std::string bytesText(const std::optional<double>& bytes) {

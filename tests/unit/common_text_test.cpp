@@ -1,0 +1,57 @@
+// The helpers every layer shares: byte counts in one wording whatever their type, numbers that
+// never wrap, and step samples thinned in bounded memory.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "common/bounded_samples.h"
+#include "common/text.h"
+
+namespace memseal::common {
+namespace {
+
+TEST(CommonText, BytesReadTheSameWhateverTheirType) {
+  EXPECT_EQ(bytesText(0), "0 B");
+  EXPECT_EQ(bytesText(1023), "1023 B");
+  EXPECT_EQ(bytesText(1536), "1.5 KiB");
+  EXPECT_EQ(bytesText(-3 * 1024 * 1024), "-3.0 MiB");
+  EXPECT_EQ(bytesText(std::int64_t{5} << 50), "5.0 PiB");  // above TiB too, in every report
+  for (std::int64_t value :
+       {std::int64_t{7}, std::int64_t{4096}, std::int64_t{3} << 40, std::int64_t{9} << 50}) {
+    EXPECT_EQ(bytesText(value), bytesTextFromDouble(static_cast<double>(value))) << value;
+    EXPECT_EQ(bytesText(value), unsignedBytesText(static_cast<std::uint64_t>(value))) << value;
+  }
+  EXPECT_EQ(bytesTextFromDouble(2.5 * 1024), "2.5 KiB");
+  EXPECT_EQ(unsignedBytesText(std::numeric_limits<std::uint64_t>::max()),
+            bytesText(std::numeric_limits<std::int64_t>::max()));
+}
+
+TEST(CommonText, DifferencesNeverWrapAndNumbersKeepTheirDecimals) {
+  EXPECT_EQ(minusOrZero(10, 3), 7u);
+  EXPECT_EQ(minusOrZero(3, 10), 0u);
+  EXPECT_EQ(fixedText(2.345, 1), "2.3");
+  EXPECT_EQ(fixedText(2, 0), "2");
+}
+
+TEST(BoundedSamples, ThinningHalvesTheOlderHalfAndKeepsTheRecentOnes) {
+  std::vector<int> samples;
+  for (int step = 0; step < 10; ++step) samples.push_back(step);
+  thinOlderHalf(samples, 16);
+  EXPECT_EQ(samples.size(), 10u);  // under the limit: untouched
+  thinOlderHalf(samples, 8);
+  EXPECT_EQ(samples, (std::vector<int>{0, 2, 4, 5, 6, 7, 8, 9}));
+  std::vector<int> many(40000);
+  for (int i = 0; i < 40000; ++i) many[i] = i;
+  for (int round = 0; round < 5; ++round) {
+    thinOlderHalf(many, 16384);
+    many.push_back(40000 + round);
+  }
+  EXPECT_LE(many.size(), 16385u + 5u);
+  EXPECT_EQ(many.back(), 40004);
+  EXPECT_EQ(many.front(), 0);  // the run's start is never lost
+}
+
+}  // namespace
+}  // namespace memseal::common
