@@ -17,7 +17,7 @@ int main() {
   int wrong = 0;
   for (const memseal::examples::ExampleLoop& loop : memseal::examples::exampleLoops()) {
     memseal::DetectorOptions options;
-    options.on_leak = memseal::LeakPolicy::kNone;
+    options.on_leak = memseal::ReportPolicy::kNone;
     options.warmup = 5;
     options.steps = std::max<std::uint32_t>(25, loop.min_steps);
     memseal::LeakReport report = memseal::check(loop.make(), options);

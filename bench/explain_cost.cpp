@@ -81,7 +81,7 @@ int main() {
   memseal::DetectorOptions detector;
   detector.steps = 1000;
   detector.warmup = 5;
-  detector.on_leak = memseal::LeakPolicy::kNone;
+  detector.on_leak = memseal::ReportPolicy::kNone;
   std::vector<torch::Tensor> kept;
   memseal::LeakReport report = memseal::check(
       [&](int i) {

@@ -117,7 +117,7 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
         DetectorVariant{"detector, stacks off, ops every step", StackMode::kOff,
                         OpWatching::everyStep()}}) {
     DetectorOptions options;
-    options.on_leak = LeakPolicy::kNone;
+    options.on_leak = ReportPolicy::kNone;
     // As a user runs it: warm-up, then the verdict's watched steps, then sampling.
     options.warmup = 5;
     options.tracker.stacks = setting.stacks;
@@ -126,7 +126,7 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
   }
   // The default detector once a long run is past its watched start: 200 untimed steps first.
   DetectorOptions steady;
-  steady.on_leak = LeakPolicy::kNone;
+  steady.on_leak = ReportPolicy::kNone;
   steady.warmup = 5;
   variants.push_back(withDetector("detector default, after its first 200 steps", steady, 200));
   return variants;
@@ -206,7 +206,7 @@ int main() {
   // Detection latency: one leaked scalar per step.
   {
     DetectorOptions options;
-    options.on_leak = LeakPolicy::kNone;
+    options.on_leak = ReportPolicy::kNone;
     options.warmup = 5;
     options.steps = 40;
     LeakReport report = check(examples::exampleLoop("scalar-per-step").make(), options);

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<memseal::LeakDetector> detector;
   if (std::strcmp(argv[1], "detector") == 0) {
     memseal::DetectorOptions options;
-    options.on_leak = memseal::LeakPolicy::kNone;
+    options.on_leak = memseal::ReportPolicy::kNone;
     detector = std::make_unique<memseal::LeakDetector>(options);
   }
   for (int i = 0; i < steps; ++i) {

@@ -28,7 +28,7 @@ int runDemo(const DemoOptions& options) {
     memseal::DetectorOptions detector;
     detector.steps = std::max(options.steps, loop.min_steps);
     detector.warmup = options.warmup;
-    detector.on_leak = memseal::LeakPolicy::kNone;
+    detector.on_leak = memseal::ReportPolicy::kNone;
     memseal::LeakReport report = memseal::check(loop.make(), detector);
     std::cout << report.toText();
     std::string got =

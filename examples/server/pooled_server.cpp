@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
   std::optional<memseal::LeakDetector> detector;
   if (options.watch) {
     memseal::DetectorOptions detector_options;
-    detector_options.on_leak = memseal::LeakPolicy::kNone;
+    detector_options.on_leak = memseal::ReportPolicy::kNone;
     detector.emplace(detector_options);
   }
   std::mutex kept_mutex;

@@ -49,7 +49,7 @@ struct RoleBytes {
 };
 
 struct ModuleBytes {
-  std::string module;  // Python module path or MEMSEAL_SCOPE path; "" when none
+  std::string module;  // Python module path or MEMSEAL_REGION path; "" when none
   std::int64_t bytes = 0;
   std::int64_t count = 0;
   std::int64_t role_bytes[kMemoryRoleCount] = {};

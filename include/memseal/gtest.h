@@ -22,7 +22,7 @@ namespace memseal::testing {
 
 inline ScopeOptions quietScopeOptions() {
   ScopeOptions options;
-  options.on_survivors = ScopePolicy::kNone;
+  options.on_survivors = ReportPolicy::kNone;
   return options;
 }
 

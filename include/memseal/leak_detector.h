@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "memseal/export.h"
+#include "memseal/policy.h"
 #include "memseal/tracker.h"
 
 namespace memseal {
@@ -181,17 +182,10 @@ struct MEMSEAL_API LeakReport {
 MEMSEAL_API extern const char* const kCheckReportSchema;  // "memseal.check"
 MEMSEAL_API extern const int kCheckReportVersion;         // 1
 
-enum class LeakPolicy {
-  kWarn,      // print the report to stderr
-  kThrow,     // throw LeakError carrying the report
-  kCallback,  // call DetectorOptions::on_leak_callback
-  kNone,      // just return the report
-};
-
 struct DetectorOptions {
   std::uint32_t warmup = 5;  // steps whose allocations are never blamed (lazy state, workspaces)
   std::uint32_t steps = 30;  // for check(): steps to run in all, warm-up included
-  LeakPolicy on_leak = LeakPolicy::kWarn;
+  ReportPolicy on_leak = ReportPolicy::kWarn;
   std::function<void(const LeakReport&)> on_leak_callback;
   // Unset options come from the environment, else the detector's defaults: stacks on, ops watched
   // automatically (every step through warm-up and the first steps after it, then one step in 16

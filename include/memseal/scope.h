@@ -17,6 +17,7 @@
 #include <ATen/core/TensorBase.h>
 
 #include "memseal/export.h"
+#include "memseal/policy.h"
 #include "memseal/tracker.h"
 
 namespace memseal {
@@ -53,15 +54,8 @@ class MEMSEAL_API ScopeLeakError : public std::runtime_error {
   ScopeReport report_;
 };
 
-enum class ScopePolicy {
-  kThrow,     // close() throws ScopeLeakError; the destructor, which must not throw, prints
-  kReport,    // print the report to stderr
-  kCallback,  // call ScopeOptions::on_survivors
-  kNone,      // only return the report from close()
-};
-
 struct ScopeOptions {
-  ScopePolicy on_survivors = ScopePolicy::kThrow;
+  ReportPolicy on_survivors = ReportPolicy::kThrow;
   std::function<void(const ScopeReport&)> on_survivors_callback;
   // Used to start a tracker when none runs. Unset options come from the environment, else stacks
   // on (they make survivors' sites precise) and ops watched on every step.

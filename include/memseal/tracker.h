@@ -182,21 +182,28 @@ MEMSEAL_API bool trackingActive();
 MEMSEAL_API void setStep(std::uint32_t step);
 MEMSEAL_API std::uint32_t currentStep();
 
-// Names a region of user code; allocations inside it are attributed to the name. Nestable, per
-// thread. Prefer the MEMSEAL_SCOPE macro. `name` must outlive the scope (a literal is ideal).
-class MEMSEAL_API ScopeGuard {
+// Names a region of user code; allocations inside it are attributed to the name (reports call it
+// the allocation's "scope", as in JSON's `scope` fields). Nestable, per thread. Prefer the
+// MEMSEAL_REGION macro. `name` must outlive the region (a literal is ideal). Not to be confused
+// with LifetimeScope (memseal/scope.h), which accounts for what a block of code leaves alive.
+class MEMSEAL_API RegionGuard {
  public:
-  explicit ScopeGuard(const char* name);
-  ~ScopeGuard();
-  ScopeGuard(const ScopeGuard&) = delete;
-  ScopeGuard& operator=(const ScopeGuard&) = delete;
+  explicit RegionGuard(const char* name);
+  ~RegionGuard();
+  RegionGuard(const RegionGuard&) = delete;
+  RegionGuard& operator=(const RegionGuard&) = delete;
 
  private:
   std::uint32_t previous_path_;
 };
 
+// This release's predecessor's name; deprecated, removed in the next release.
+using ScopeGuard [[deprecated("use memseal::RegionGuard (MEMSEAL_REGION)")]] = RegionGuard;
+
 }  // namespace memseal
 
 #define MEMSEAL_CONCAT_INNER(a, b) a##b
 #define MEMSEAL_CONCAT(a, b) MEMSEAL_CONCAT_INNER(a, b)
-#define MEMSEAL_SCOPE(name) ::memseal::ScopeGuard MEMSEAL_CONCAT(memseal_scope_, __LINE__)(name)
+#define MEMSEAL_REGION(name) ::memseal::RegionGuard MEMSEAL_CONCAT(memseal_region_, __LINE__)(name)
+// Deprecated: MEMSEAL_REGION's former name, removed in the next release.
+#define MEMSEAL_SCOPE(name) MEMSEAL_REGION(name)

@@ -50,7 +50,7 @@ def check_policy(policy, callback, argument="on_leak"):
 def apply_policy(policy, report, callback, error_type):
     """What a leak report (of a watch) or a scope report with survivors leads to: 'warn' prints it
     to stderr, 'raise' raises error_type(report), 'callback' calls callback(report), 'none' does
-    nothing (the C++ side's report/policy.h, with Python's stderr and exceptions)."""
+    nothing (the C++ side's ReportPolicy, memseal/policy.h, with Python's stderr and exceptions)."""
     if policy == "warn":
         sys.stderr.write(report.text())
         sys.stderr.flush()

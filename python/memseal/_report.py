@@ -8,18 +8,8 @@ from dataclasses import asdict, dataclass, field
 import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
 
 from . import _memseal
-from ._holders import holders_of, live_tensors
-
-
-@dataclass
-class Holder:
-    """What holds one finding's tensors: a named root and the path to it."""
-
-    finding: int  # index into report.findings
-    description: str  # "list `losses` (global of train.py)"
-    kind: str  # global, local, traceback, attribute, module, hook, lru_cache, unnamed
-    tensors: int  # how many of the finding's sampled storages it holds (views count once)
-    via_graph: bool = False  # the tensor's autograd graph, not the tensor itself, holds them
+from ._holders import Holder, holders_of
+from ._live_sample import live_tensors
 
 
 @dataclass

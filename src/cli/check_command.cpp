@@ -38,7 +38,7 @@ int runCheck(const CheckOptions& options) {
   DetectorOptions detector;
   detector.steps = options.steps;
   detector.warmup = options.warmup;
-  detector.on_leak = LeakPolicy::kNone;
+  detector.on_leak = ReportPolicy::kNone;
   options.tracker.applyTo(detector.tracker);
   // The environment is read now, so a bad MEMSEAL_* value stops us before the case runs.
   try {

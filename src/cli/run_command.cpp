@@ -549,7 +549,7 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_option("--step-on", options->step_on,
                       "A step ends at each outermost call of this op (aten::linear or linear), "
                       "TorchScript function (forward) or named region (RECORD_USER_SCOPE, "
-                      "record_function), or at each MEMSEAL_SCOPE of this name");
+                      "record_function), or at each MEMSEAL_REGION of this name");
   command->add_option("--warmup", options->warmup, "Warm-up steps never blamed (default 5)");
   command->add_flag("--follow-fork", options->follow_fork,
                     "Trace the program's children too (forked and exec'd); each gets a report");

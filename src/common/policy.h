@@ -1,28 +1,28 @@
-// What to do with a report that found something, shared by the leak detector (LeakPolicy) and
-// lifetime scopes (ScopePolicy): print it, throw it, hand it to a callback, or only return it.
+// What to do with a report that found something, shared by the leak detector (on_leak) and
+// lifetime scopes (on_survivors): print it, throw it, hand it to a callback, or only return it.
 #pragma once
 
 #include <functional>
 #include <iostream>
 
-namespace memseal::common {
+#include "memseal/policy.h"
 
-enum class PolicyAction { kPrint, kThrow, kCallback, kNone };
+namespace memseal::common {
 
 // `Error` is constructed from the report and thrown for kThrow.
 template <typename Error, typename Report>
-void applyPolicy(PolicyAction action, const Report& report,
+void applyPolicy(ReportPolicy policy, const Report& report,
                  const std::function<void(const Report&)>& callback) {
-  switch (action) {
-    case PolicyAction::kPrint:
+  switch (policy) {
+    case ReportPolicy::kWarn:
       std::cerr << report.toText();
       break;
-    case PolicyAction::kThrow:
+    case ReportPolicy::kThrow:
       throw Error(report);
-    case PolicyAction::kCallback:
+    case ReportPolicy::kCallback:
       callback(report);
       break;
-    case PolicyAction::kNone:
+    case ReportPolicy::kNone:
       break;
   }
 }

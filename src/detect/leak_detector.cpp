@@ -379,8 +379,8 @@ struct LeakDetector::State {
 };
 
 LeakDetector::LeakDetector(DetectorOptions options) {
-  if (options.on_leak == LeakPolicy::kCallback && !options.on_leak_callback) {
-    throw std::invalid_argument("memseal: LeakPolicy::kCallback needs on_leak_callback");
+  if (options.on_leak == ReportPolicy::kCallback && !options.on_leak_callback) {
+    throw std::invalid_argument("memseal: ReportPolicy::kCallback needs on_leak_callback");
   }
   TrackerOptions resolved = options.tracker.resolved(detectorDefaults());
   std::string graph_note;
@@ -479,21 +479,7 @@ LeakReport LeakDetector::finish() {
   state.stopWatching();
   state.finished = true;
   if (!report.leak) return report;
-  common::PolicyAction action = common::PolicyAction::kNone;
-  switch (state.options.on_leak) {
-    case LeakPolicy::kWarn:
-      action = common::PolicyAction::kPrint;
-      break;
-    case LeakPolicy::kThrow:
-      action = common::PolicyAction::kThrow;
-      break;
-    case LeakPolicy::kCallback:
-      action = common::PolicyAction::kCallback;
-      break;
-    case LeakPolicy::kNone:
-      break;
-  }
-  common::applyPolicy<LeakError>(action, report, state.options.on_leak_callback);
+  common::applyPolicy<LeakError>(state.options.on_leak, report, state.options.on_leak_callback);
   return report;
 }
 

@@ -15,7 +15,7 @@
 #include <stdexcept>
 
 #include "memseal/fit.h"
-#include "track/device_counters.h"
+#include "track/memory_counters.h"
 
 namespace memseal {
 
@@ -161,7 +161,7 @@ void checkOptions(const FitOptions& options) {
 
 std::int64_t measurePeak(const std::function<void(std::int64_t, int)>& step, std::int64_t size,
                          std::uint32_t warmup_steps, int& step_index) {
-  track::DeviceCounters& counters = track::cpuCounters();
+  track::MemoryCounters& counters = track::cpuCounters();
   for (std::uint32_t i = 0; i < warmup_steps; ++i) {
     setStep(static_cast<std::uint32_t>(step_index));
     step(size, step_index++);

@@ -7,7 +7,7 @@
 
 #include "detect/growth_criterion.h"
 #include "inject/step_boundary.h"
-#include "track/device_counters.h"
+#include "track/memory_counters.h"
 
 namespace memseal::inject {
 

@@ -36,7 +36,7 @@
 #include "inject/run_protocol.h"
 #include "inject/step_boundary.h"
 #include "memseal/leak_detector.h"
-#include "track/device_counters.h"
+#include "track/memory_counters.h"
 #include "track/python_frames.h"
 
 namespace memseal::inject {
@@ -416,7 +416,7 @@ void onScopeEntered(const char* name) {
   }
 }
 
-// --step-on NAME also takes MEMSEAL_SCOPE(NAME) in a program linked to libmemseal: its library
+// --step-on NAME also takes MEMSEAL_REGION(NAME) in a program linked to libmemseal: its library
 // tells the runtime of each scope entered (memseal_set_scope_observer, in track/tracker.cpp).
 void listenToMemsealScopes() {
   using SetObserver = void (*)(void (*)(const char*));
@@ -434,7 +434,7 @@ int activate() {
                       : ProcessKind::kExec;
   DetectorOptions options;
   options.warmup = runtime->config.warmup;
-  options.on_leak = LeakPolicy::kNone;
+  options.on_leak = ReportPolicy::kNone;
   // Steps found by the runtime are not one per iteration in every mode (time windows), so the
   // one-step-in-N replay of op names would not match: ops are watched on every step unless the
   // user asks otherwise.

@@ -12,7 +12,7 @@
 
 #include "analyze/repeating_ops.h"
 #include "inject/python_lock.h"
-#include "track/device_counters.h"
+#include "track/memory_counters.h"
 #include "track/device_events.h"
 
 namespace memseal::inject {

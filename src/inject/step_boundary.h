@@ -10,7 +10,7 @@
 //   interval  time windows of a fixed length;
 //   on:NAME   each outermost call of an ATen op ("aten::linear" or "linear"), a TorchScript
 //             function ("forward") or a named region (RECORD_USER_SCOPE, torch.profiler's
-//             record_function), or each MEMSEAL_SCOPE(NAME) entered in a program linked to
+//             record_function), or each MEMSEAL_REGION(NAME) entered in a program linked to
 //             libmemseal.
 // The ops are seen through a global at::RecordFunction callback; the runtime's own thread calls
 // tick() for windows and for the learning's time limit.
@@ -68,7 +68,7 @@ class StepBoundary {
   // Called by the RecordFunction callback for every op of every thread; only outermost ops count
   // (nested ones vary between iterations in Python: the order of profiler bookkeeping ops).
   void onOp(const char* name, bool outermost);
-  // A MEMSEAL_SCOPE entered, in a program linked to libmemseal (--step-on NAME only).
+  // A MEMSEAL_REGION entered, in a program linked to libmemseal (--step-on NAME only).
   void onNamedScope(const char* name);
   // How long the runtime's thread may sleep before tick() has work.
   std::chrono::nanoseconds untilNextTick() const;

@@ -212,6 +212,116 @@ void validate(const TensorClassOptions& options) {
   }
 }
 
+// The class a request names; std::invalid_argument listing the classes when there is none.
+PoolClass& classNamed(PoolCore& core, std::string_view class_name) {
+  for (const auto& pool_class : core.classes) {
+    if (pool_class->options.name == class_name) return *pool_class;
+  }
+  std::string names;
+  for (const auto& pool_class : core.classes) {
+    names += (names.empty() ? "" : ", ") + classLabel(*pool_class);
+  }
+  throw std::invalid_argument("memseal: TensorPool has no class '" + std::string(class_name) +
+                              "' (it has " + names + ")");
+}
+
+// std::invalid_argument for a request the class cannot hold whatever its buckets: another rank, a
+// negative size.
+void checkRequest(const PoolClass& pool_class, at::IntArrayRef shape) {
+  if (shape.size() != pool_class.grid.rank()) {
+    throw std::invalid_argument(
+        "memseal: TensorPool class " + classLabel(pool_class) + " holds " +
+        std::to_string(pool_class.grid.rank()) + "-dimensional tensors; the request " +
+        common::shapeText(shape.data(), shape.size()) + " has " + std::to_string(shape.size()));
+  }
+  for (std::int64_t size : shape) {
+    if (size < 0) {
+      throw std::invalid_argument("memseal: TensorPool class " + classLabel(pool_class) +
+                                  ": negative size in request " +
+                                  common::shapeText(shape.data(), shape.size()));
+    }
+  }
+}
+
+// PoolExhaustion::kGrow: a new buffer in the wanted bucket, up to max_buffers_per_bucket.
+PoolSlot* growBucket(PoolClass& pool_class, PoolBucket& wanted, at::IntArrayRef shape) {
+  const TensorClassOptions& options = pool_class.options;
+  if (wanted.slots.size() >= options.max_buffers_per_bucket) {
+    ++wanted.stats.failures;
+    throw PoolExhaustedError(exhaustedMessage(pool_class, wanted, shape,
+                                              "it may not grow beyond max_buffers_per_bucket (" +
+                                                  std::to_string(options.max_buffers_per_bucket) +
+                                                  ")"));
+  }
+  PoolSlot* slot = nullptr;
+  try {
+    slot = &addSlot(wanted);
+  } catch (const std::exception& error) {
+    ++wanted.stats.failures;
+    throw PoolExhaustedError(exhaustedMessage(pool_class, wanted, shape,
+                                              std::string("growing failed: ") + error.what()));
+  }
+  ++wanted.stats.grows;
+  return slot;
+}
+
+// PoolExhaustion::kWait: a fitting buffer released within wait_timeout (the class's lock held by
+// `lock`, released while waiting).
+PoolSlot* waitForSlot(PoolClass& pool_class, PoolBucket& wanted, std::size_t smallest,
+                      at::IntArrayRef shape, std::unique_lock<std::mutex>& lock) {
+  const TensorClassOptions& options = pool_class.options;
+  ++wanted.stats.waits;
+  auto started = std::chrono::steady_clock::now();
+  // Clamped, so that a timeout of "forever" cannot overflow the clock.
+  auto deadline = started + std::min<std::chrono::milliseconds>(options.wait_timeout,
+                                                                std::chrono::hours(24 * 365));
+  PoolSlot* slot = nullptr;
+  while (slot == nullptr) {
+    // A held buffer comes back when its outside reference goes, which signals nothing: while any
+    // is held, look again every few milliseconds.
+    auto until =
+        anyHeldFitting(pool_class, shape.data())
+            ? std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(5))
+            : deadline;
+    bool timed_out = pool_class.released.wait_until(lock, until) == std::cv_status::timeout &&
+                     std::chrono::steady_clock::now() >= deadline;
+    slot = takeFitting(pool_class, smallest, shape.data());
+    if (slot == nullptr && timed_out) break;
+  }
+  auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - started)
+                    .count();
+  wanted.stats.wait_ns += waited;
+  wanted.stats.max_wait_ns = std::max<std::int64_t>(wanted.stats.max_wait_ns, waited);
+  if (slot == nullptr) {
+    ++wanted.stats.failures;
+    throw PoolExhaustedError(exhaustedMessage(
+        pool_class, wanted, shape,
+        "waited " + std::to_string(options.wait_timeout.count()) +
+            " ms: raise capacity, release leases sooner, or use PoolExhaustion::kGrow"));
+  }
+  return slot;
+}
+
+// No free buffer fits: what the class's policy does (fail, grow or wait). Under the class's lock.
+PoolSlot* slotWhenExhausted(PoolClass& pool_class, std::size_t smallest, at::IntArrayRef shape,
+                            std::unique_lock<std::mutex>& lock) {
+  PoolBucket& wanted = *pool_class.buckets[smallest];
+  switch (pool_class.options.on_exhausted) {
+    case PoolExhaustion::kFail:
+      ++wanted.stats.failures;
+      throw PoolExhaustedError(exhaustedMessage(
+          pool_class, wanted, shape,
+          "the policy is to fail (PoolExhaustion::kFail): raise capacity or release leases "
+          "sooner"));
+    case PoolExhaustion::kGrow:
+      return growBucket(pool_class, wanted, shape);
+    case PoolExhaustion::kWait:
+      return waitForSlot(pool_class, wanted, smallest, shape, lock);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 TensorLease::TensorLease(TensorLease&& other) noexcept
@@ -351,38 +461,14 @@ TensorLease TensorPool::acquireWith(std::string_view class_name, at::IntArrayRef
   // Held for the whole call: a thread waiting here keeps the classes alive even if the pool is
   // destroyed meanwhile (it then waits out its timeout).
   std::shared_ptr<PoolCore> core = core_;
-  PoolClass* found = nullptr;
-  for (const auto& pool_class : core->classes) {
-    if (pool_class->options.name == class_name) found = pool_class.get();
-  }
-  if (found == nullptr) {
-    std::string names;
-    for (const auto& pool_class : core->classes) {
-      names += (names.empty() ? "" : ", ") + classLabel(*pool_class);
-    }
-    throw std::invalid_argument("memseal: TensorPool has no class '" + std::string(class_name) +
-                                "' (it has " + names + ")");
-  }
-  PoolClass& pool_class = *found;
-  if (shape.size() != pool_class.grid.rank()) {
-    throw std::invalid_argument(
-        "memseal: TensorPool class " + classLabel(pool_class) + " holds " +
-        std::to_string(pool_class.grid.rank()) + "-dimensional tensors; the request " +
-        common::shapeText(shape.data(), shape.size()) + " has " + std::to_string(shape.size()));
-  }
-  for (std::int64_t size : shape) {
-    if (size < 0) {
-      throw std::invalid_argument("memseal: TensorPool class " + classLabel(pool_class) +
-                                  ": negative size in request " +
-                                  common::shapeText(shape.data(), shape.size()));
-    }
-  }
+  PoolClass& pool_class = classNamed(*core, class_name);
+  checkRequest(pool_class, shape);
   TensorLease lease;
   std::size_t smallest = pool_class.grid.smallestFitting(shape.data());
   if (smallest == pool::BucketGrid::kNone) {
-    std::vector<std::int64_t> largest = pool_class.grid.largest();
     if (!may_block_or_grow) return lease;
     if (pool_class.options.on_exhausted != PoolExhaustion::kGrow) {
+      std::vector<std::int64_t> largest = pool_class.grid.largest();
       throw PoolExhaustedError("memseal: TensorPool class " + classLabel(pool_class) +
                                ": the request " + common::shapeText(shape.data(), shape.size()) +
                                " is larger than every bucket (the largest is " +
@@ -397,71 +483,12 @@ TensorLease TensorPool::acquireWith(std::string_view class_name, at::IntArrayRef
     lease.core_ = core;
     return lease;
   }
-  PoolBucket& wanted = *pool_class.buckets[smallest];
   PoolSlot* slot = nullptr;
   {
     std::unique_lock<std::mutex> lock(pool_class.mutex);
     slot = takeFitting(pool_class, smallest, shape.data());
     if (slot == nullptr && may_block_or_grow) {
-      const TensorClassOptions& options = pool_class.options;
-      switch (options.on_exhausted) {
-        case PoolExhaustion::kFail:
-          ++wanted.stats.failures;
-          throw PoolExhaustedError(exhaustedMessage(
-              pool_class, wanted, shape,
-              "the policy is to fail (PoolExhaustion::kFail): raise capacity or release leases "
-              "sooner"));
-        case PoolExhaustion::kGrow:
-          if (wanted.slots.size() >= options.max_buffers_per_bucket) {
-            ++wanted.stats.failures;
-            throw PoolExhaustedError(
-                exhaustedMessage(pool_class, wanted, shape,
-                                 "it may not grow beyond max_buffers_per_bucket (" +
-                                     std::to_string(options.max_buffers_per_bucket) + ")"));
-          }
-          try {
-            slot = &addSlot(wanted);
-          } catch (const std::exception& error) {
-            ++wanted.stats.failures;
-            throw PoolExhaustedError(exhaustedMessage(
-                pool_class, wanted, shape, std::string("growing failed: ") + error.what()));
-          }
-          ++wanted.stats.grows;
-          break;
-        case PoolExhaustion::kWait: {
-          ++wanted.stats.waits;
-          auto started = std::chrono::steady_clock::now();
-          // Clamped, so that a timeout of "forever" cannot overflow the clock.
-          auto deadline = started + std::min<std::chrono::milliseconds>(
-                                        options.wait_timeout, std::chrono::hours(24 * 365));
-          while (slot == nullptr) {
-            // A held buffer comes back when its outside reference goes, which signals nothing:
-            // while any is held, look again every few milliseconds.
-            auto until = anyHeldFitting(pool_class, shape.data())
-                             ? std::min(deadline, std::chrono::steady_clock::now() +
-                                                      std::chrono::milliseconds(5))
-                             : deadline;
-            bool timed_out =
-                pool_class.released.wait_until(lock, until) == std::cv_status::timeout &&
-                std::chrono::steady_clock::now() >= deadline;
-            slot = takeFitting(pool_class, smallest, shape.data());
-            if (slot == nullptr && timed_out) break;
-          }
-          auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::steady_clock::now() - started)
-                            .count();
-          wanted.stats.wait_ns += waited;
-          wanted.stats.max_wait_ns = std::max<std::int64_t>(wanted.stats.max_wait_ns, waited);
-          if (slot == nullptr) {
-            ++wanted.stats.failures;
-            throw PoolExhaustedError(exhaustedMessage(
-                pool_class, wanted, shape,
-                "waited " + std::to_string(options.wait_timeout.count()) +
-                    " ms: raise capacity, release leases sooner, or use PoolExhaustion::kGrow"));
-          }
-          break;
-        }
-      }
+      slot = slotWhenExhausted(pool_class, smallest, shape, lock);
     }
     if (slot == nullptr) return lease;
     PoolBucket& bucket = *slot->bucket;

@@ -21,7 +21,7 @@ namespace memseal::python {
 
 namespace {
 
-// MEMSEAL_SCOPE names must outlive their scope: module paths are interned for the process (a
+// MEMSEAL_REGION names must outlive their scope: module paths are interned for the process (a
 // model has a bounded set of them).
 const char* internedName(const std::string& name) {
   static std::mutex mutex;
@@ -48,14 +48,14 @@ std::function<void(std::int64_t, int)> interruptible(std::function<void(std::int
   };
 }
 
-// A module's forward, as a MEMSEAL_SCOPE: opened by the forward pre-hook, closed by the forward
+// A module's forward, as a MEMSEAL_REGION: opened by the forward pre-hook, closed by the forward
 // hook (always_call, so an exception closes it too). Scopes nest per thread, like forwards.
 class ModuleScope {
  public:
   explicit ModuleScope(const std::string& name) : guard_(internedName(name)) {}
 
  private:
-  ScopeGuard guard_;
+  RegionGuard guard_;
 };
 
 }  // namespace

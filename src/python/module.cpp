@@ -39,7 +39,7 @@ class Detector {
            bool watch_graph_nodes, bool watch_resident_memory) {
     DetectorOptions detector_options;
     detector_options.warmup = warmup;
-    detector_options.on_leak = LeakPolicy::kNone;
+    detector_options.on_leak = ReportPolicy::kNone;
     detector_options.tracker = trackerOptions(options);
     detector_options.watch_graph_nodes = watch_graph_nodes;
     detector_options.watch_resident_memory = watch_resident_memory;
@@ -67,7 +67,7 @@ class Scope {
  public:
   Scope(std::string name, const std::vector<std::pair<std::string, std::string>>& options) {
     ScopeOptions scope_options;
-    scope_options.on_survivors = ScopePolicy::kNone;
+    scope_options.on_survivors = ReportPolicy::kNone;
     scope_options.tracker = trackerOptions(options);
     scope_ = std::make_unique<LifetimeScope>(std::move(name), std::move(scope_options));
   }

@@ -47,7 +47,7 @@ std::string PeakReport::toText() const {
         << percent(role.bytes, peak_bytes) << "  " << bar(role.bytes, peak_bytes, 30) << "\n";
   }
   if (!modules.empty()) {
-    out << "\nby module (Python module or MEMSEAL_SCOPE)\n";
+    out << "\nby module (Python module or MEMSEAL_REGION)\n";
     std::size_t shown = 0;
     for (const ModuleBytes& module : modules) {
       if (++shown > 10) break;

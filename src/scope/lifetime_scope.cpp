@@ -24,20 +24,6 @@ TrackerOptions scopeDefaults() {
   return defaults;
 }
 
-common::PolicyAction actionFor(ScopePolicy policy) {
-  switch (policy) {
-    case ScopePolicy::kThrow:
-      return common::PolicyAction::kThrow;
-    case ScopePolicy::kReport:
-      return common::PolicyAction::kPrint;
-    case ScopePolicy::kCallback:
-      return common::PolicyAction::kCallback;
-    case ScopePolicy::kNone:
-      break;
-  }
-  return common::PolicyAction::kNone;
-}
-
 }  // namespace
 
 ScopeLeakError::ScopeLeakError(ScopeReport report)
@@ -58,8 +44,8 @@ struct LifetimeScope::State {
 
 LifetimeScope::LifetimeScope(std::string name, ScopeOptions options)
     : state_(std::make_unique<State>()) {
-  if (options.on_survivors == ScopePolicy::kCallback && !options.on_survivors_callback) {
-    throw std::invalid_argument("memseal: ScopePolicy::kCallback needs on_survivors_callback");
+  if (options.on_survivors == ReportPolicy::kCallback && !options.on_survivors_callback) {
+    throw std::invalid_argument("memseal: ReportPolicy::kCallback needs on_survivors_callback");
   }
   State& state = *state_;
   state.name = std::move(name);
@@ -84,8 +70,8 @@ LifetimeScope::~LifetimeScope() {
     return;
   }
   try {
-    if (state_->options.on_survivors == ScopePolicy::kThrow) {
-      state_->options.on_survivors = ScopePolicy::kReport;  // a destructor must not throw
+    if (state_->options.on_survivors == ReportPolicy::kThrow) {
+      state_->options.on_survivors = ReportPolicy::kWarn;  // a destructor must not throw
     }
     close();
   } catch (const std::exception& error) {
@@ -148,7 +134,7 @@ ScopeReport LifetimeScope::close() {
       std::max<std::int64_t>(0, report.stats.made - report.stats.survivors - report.stats.kept);
   if (state.own_tracker) state.own_tracker->stop();
   if (report.clean()) return report;
-  common::applyPolicy<ScopeLeakError>(actionFor(state.options.on_survivors), report,
+  common::applyPolicy<ScopeLeakError>(state.options.on_survivors, report,
                                       state.options.on_survivors_callback);
   return report;
 }

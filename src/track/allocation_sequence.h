@@ -14,7 +14,7 @@ namespace memseal::track {
 struct SequenceEntry {
   std::size_t bytes;
   std::uint32_t site;
-  std::uint32_t scope_path;   // the MEMSEAL_SCOPE path it was made in
+  std::uint32_t scope_path;   // the MEMSEAL_REGION path it was made in
   TensorSignature signature;  // filled in when the op that made it returns
 };
 

@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "track/arena_region.h"
-#include "track/device_counters.h"
+#include "track/memory_counters.h"
 #include "track/event_trace.h"
 #include "track/live_table.h"
 #include "track/op_sampling.h"
@@ -87,7 +87,7 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
   void* data = inner.get();
   if (data == nullptr) return inner;
   TrackerWork work(state);
-  DeviceCounters& counters = cpuCounters();
+  MemoryCounters& counters = cpuCounters();
   LiveRecord record;
   record.data = data;
   record.original_deleter = inner.get_deleter();

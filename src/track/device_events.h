@@ -60,7 +60,7 @@ void startDeviceEventTrace(std::size_t capacity);
 // Stops the trace and returns what it kept (empty when none ran).
 DeviceTraceContents stopDeviceEventTrace();
 
-// A device site's op ("aten::empty_strided (inside aten::linear)", "<no op>") and MEMSEAL_SCOPE
+// A device site's op ("aten::empty_strided (inside aten::linear)", "<no op>") and MEMSEAL_REGION
 // path ("" outside scopes), read from the site table alone: no stack is symbolized.
 struct DeviceSiteName {
   std::string op;

@@ -8,7 +8,7 @@
 
 #include <atomic>
 
-#include "track/device_counters.h"
+#include "track/memory_counters.h"
 #include "track/live_table.h"
 #include "track/record_context.h"
 #include "track/site_table.h"

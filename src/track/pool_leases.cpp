@@ -4,7 +4,7 @@
 
 #include <ATen/core/TensorBase.h>
 
-#include "track/device_counters.h"
+#include "track/memory_counters.h"
 #include "track/record_context.h"
 #include "track/session.h"
 #include "track/site_table.h"

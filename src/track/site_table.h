@@ -1,5 +1,5 @@
 // Allocation sites and what names them: interned strings (op names, scope names, grad_fn types),
-// MEMSEAL_SCOPE paths, native stacks and the sites themselves (op, outer op, scope path, stack).
+// MEMSEAL_REGION paths, native stacks and the sites themselves (op, outer op, scope path, stack).
 // Insert-only tables: ids stay valid for the process, lookups of known keys take no lock.
 #pragma once
 
@@ -79,7 +79,7 @@ class SiteTable {
     char* text = nullptr;  // owned, never freed (ids stay valid for the process)
     bool matches(const char* key) const { return std::strcmp(text, key) == 0; }
   };
-  // A MEMSEAL_SCOPE path is a chain: (parent path, name).
+  // A MEMSEAL_REGION path is a chain: (parent path, name).
   struct ScopePathKey {
     std::uint32_t parent;
     std::uint32_t name;

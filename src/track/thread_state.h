@@ -27,7 +27,7 @@ struct ThreadState {
   std::uint32_t sample_counter;
   std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
   OpFrame ops[kMaxOpDepth];
-  std::uint32_t scope_path;             // interned MEMSEAL_SCOPE path, 0 outside any scope
+  std::uint32_t scope_path;             // interned MEMSEAL_REGION path, 0 outside any scope
   std::uint32_t lifetime_scope;         // innermost LifetimeScope's id, 0 outside any
   std::uint64_t allocations_in_thread;  // every tracked allocation on this thread, ever
   std::uint64_t bytes_in_thread;        // and their bytes

@@ -1,10 +1,10 @@
-// The public Tracker, step numbering and MEMSEAL_SCOPE: thin layers over the session. Snapshots
+// The public Tracker, step numbering and MEMSEAL_REGION: thin layers over the session. Snapshots
 // are analysis and live in analyze/snapshot.cpp.
 #include "memseal/tracker.h"
 
 #include <atomic>
 
-#include "track/device_counters.h"
+#include "track/memory_counters.h"
 #include "track/session.h"
 #include "track/site_table.h"
 #include "track/thread_state.h"
@@ -38,12 +38,12 @@ void setStep(std::uint32_t step) { track::setSessionStep(step); }
 std::uint32_t currentStep() { return track::currentStep(); }
 
 namespace {
-// `memseal run --step-on NAME` in a program that uses MEMSEAL_SCOPE: the runtime it injects asks to
+// `memseal run --step-on NAME` in a program that uses MEMSEAL_REGION: the runtime it injects asks to
 // hear of every scope entered (one relaxed load per scope otherwise).
 std::atomic<void (*)(const char*)> g_scope_observer{nullptr};
 }  // namespace
 
-ScopeGuard::ScopeGuard(const char* name) {
+RegionGuard::RegionGuard(const char* name) {
   if (auto observer = g_scope_observer.load(std::memory_order_relaxed)) observer(name);
   track::ThreadState& state = track::threadState();
   previous_path_ = state.scope_path;
@@ -51,7 +51,7 @@ ScopeGuard::ScopeGuard(const char* name) {
   state.scope_path = track::siteTable().internScopePath(previous_path_, name);
 }
 
-ScopeGuard::~ScopeGuard() { track::threadState().scope_path = previous_path_; }
+RegionGuard::~RegionGuard() { track::threadState().scope_path = previous_path_; }
 
 }  // namespace memseal
 

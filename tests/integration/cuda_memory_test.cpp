@@ -96,7 +96,7 @@ TEST_F(CudaMemory, InferenceWithGradEnabledOnTheGpuIsNamed) {
 
 TEST_F(CudaMemory, ACudaTensorKeptPastALifetimeScopeIsItsSurvivor) {
   ScopeOptions options;
-  options.on_survivors = ScopePolicy::kNone;
+  options.on_survivors = ReportPolicy::kNone;
   torch::Tensor leaked;
   torch::Tensor declared;
   ScopeReport report;

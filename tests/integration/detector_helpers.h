@@ -11,7 +11,7 @@ namespace memseal::test {
 // Reports only (no exception, no stderr), three warm-up steps.
 inline DetectorOptions quietDetector() {
   DetectorOptions options;
-  options.on_leak = LeakPolicy::kNone;
+  options.on_leak = ReportPolicy::kNone;
   options.warmup = 3;
   return options;
 }

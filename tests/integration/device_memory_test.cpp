@@ -102,7 +102,7 @@ TEST(DeviceMemory, FreedBlocksLeaveNoRecordBehind) {
 
 TEST(DeviceMemory, ABlockMadeInALifetimeScopeAndKeptIsItsSurvivor) {
   ScopeOptions options;
-  options.on_survivors = ScopePolicy::kNone;
+  options.on_survivors = ReportPolicy::kNone;
   ScopeReport report;
   {
     LifetimeScope scope("device", options);

@@ -124,10 +124,10 @@ TEST(ExplainPeak, ScopesNameTheModules) {
   memseal::PeakReport report = memseal::explainPeak([&](int) {
     torch::Tensor hidden;
     {
-      MEMSEAL_SCOPE("encoder");
+      MEMSEAL_REGION("encoder");
       hidden = torch::relu(encoder->forward(torch::randn({512, 256})));
     }
-    MEMSEAL_SCOPE("head");
+    MEMSEAL_REGION("head");
     head->forward(hidden).pow(2).mean().backward();
   });
   bool encoder_activations = false;

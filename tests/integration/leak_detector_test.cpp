@@ -18,7 +18,7 @@ DetectorOptions quietOptions(std::uint32_t steps = 25, std::uint32_t warmup = 5)
   DetectorOptions options;
   options.steps = steps;
   options.warmup = warmup;
-  options.on_leak = LeakPolicy::kNone;
+  options.on_leak = ReportPolicy::kNone;
   return options;
 }
 
@@ -125,7 +125,7 @@ TEST(LeakDetector, AccumulatedLossIsFoundThroughGraphNodesAlone) {
 
 TEST(LeakDetector, ThrowPolicyThrowsLeakErrorWithTheReport) {
   DetectorOptions options = quietOptions(15, 3);
-  options.on_leak = LeakPolicy::kThrow;
+  options.on_leak = ReportPolicy::kThrow;
   try {
     check(examples::exampleLoop("unbounded-cache").make(), options);
     FAIL() << "expected LeakError";
@@ -138,7 +138,7 @@ TEST(LeakDetector, ThrowPolicyThrowsLeakErrorWithTheReport) {
 TEST(LeakDetector, CallbackPolicyCallsBackOnlyOnALeak) {
   int calls = 0;
   DetectorOptions options = quietOptions(15, 3);
-  options.on_leak = LeakPolicy::kCallback;
+  options.on_leak = ReportPolicy::kCallback;
   options.on_leak_callback = [&](const LeakReport& report) {
     ++calls;
     EXPECT_TRUE(report.leak);
@@ -151,7 +151,7 @@ TEST(LeakDetector, CallbackPolicyCallsBackOnlyOnALeak) {
 
 TEST(LeakDetector, WarnPolicyPrintsTheReportToStderr) {
   DetectorOptions options = quietOptions(15, 3);
-  options.on_leak = LeakPolicy::kWarn;
+  options.on_leak = ReportPolicy::kWarn;
   ::testing::internal::CaptureStderr();
   check(examples::exampleLoop("unbounded-cache").make(), options);
   std::string printed = ::testing::internal::GetCapturedStderr();
@@ -189,7 +189,7 @@ TEST(LeakDetector, JsonReportFollowsItsSchema) {
 TEST(LeakDetector, RejectsMisuse) {
   EXPECT_THROW(check([](int) {}, quietOptions(8, 5)), std::invalid_argument);
   DetectorOptions callback_without_function = quietOptions();
-  callback_without_function.on_leak = LeakPolicy::kCallback;
+  callback_without_function.on_leak = ReportPolicy::kCallback;
   EXPECT_THROW(LeakDetector detector(callback_without_function), std::invalid_argument);
   LeakDetector detector(quietOptions());
   detector.step();

@@ -20,7 +20,7 @@ namespace {
 DetectorOptions programOptions(std::uint32_t warmup = 3) {
   DetectorOptions options;
   options.warmup = warmup;
-  options.on_leak = LeakPolicy::kNone;
+  options.on_leak = ReportPolicy::kNone;
   return options;
 }
 

@@ -150,7 +150,7 @@ TEST(LifetimeScope, CloseThrowsWithTheSurvivorsByDefault) {
 TEST(LifetimeScope, CallbackPolicyAndMisuse) {
   int calls = 0;
   ScopeOptions options;
-  options.on_survivors = ScopePolicy::kCallback;
+  options.on_survivors = ReportPolicy::kCallback;
   options.on_survivors_callback = [&](const ScopeReport&) { ++calls; };
   {
     LifetimeScope scope("callback", options);
@@ -161,7 +161,7 @@ TEST(LifetimeScope, CallbackPolicyAndMisuse) {
   EXPECT_EQ(calls, 1);
   g_global_container.clear();
   ScopeOptions no_callback;
-  no_callback.on_survivors = ScopePolicy::kCallback;
+  no_callback.on_survivors = ReportPolicy::kCallback;
   EXPECT_THROW(LifetimeScope("no callback", no_callback), std::invalid_argument);
 }
 

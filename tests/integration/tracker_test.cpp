@@ -145,9 +145,9 @@ TEST(Tracker, AttributesAllocationsToNestedUserScopes) {
   tracker.start();
   torch::Tensor kept;
   {
-    MEMSEAL_SCOPE("preprocess");
+    MEMSEAL_REGION("preprocess");
     {
-      MEMSEAL_SCOPE("normalize");
+      MEMSEAL_REGION("normalize");
       kept = torch::zeros({256});
     }
   }
@@ -334,7 +334,7 @@ TEST(Tracker, AStepThatAllocatesOtherwiseThanTheWatchedOneIsNotGuessed) {
   kept.push_back(torch::ones({10}));   // after a mismatch: not guessed either
   setStep(2);
   {
-    MEMSEAL_SCOPE("elsewhere");
+    MEMSEAL_REGION("elsewhere");
     kept.push_back(torch::ones({10}));  // the recorded size, in another scope
   }
   setStep(4);                          // watched again
@@ -498,7 +498,7 @@ TEST(TrackerOptions, TheEnvironmentReachesEveryEntryPoint) {
   }
   {
     DetectorOptions options;
-    options.on_leak = LeakPolicy::kNone;
+    options.on_leak = ReportPolicy::kNone;
     options.steps = 12;
     options.warmup = 2;
     std::vector<torch::Tensor> kept;

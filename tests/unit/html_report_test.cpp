@@ -289,7 +289,7 @@ Json explainDocument() {
           {"timeline", timeline},
           {"step_peaks", step_peaks},
           {"identified", {{"model", true}, {"optimizer", true}}},
-          {"notes", Json::array({"module paths come from `MEMSEAL_SCOPE` names"})}};
+          {"notes", Json::array({"module paths come from `MEMSEAL_REGION` names"})}};
 }
 
 Json fitDocument() {

@@ -40,13 +40,8 @@ FitModel fitModel(const ReadJson& fit) {
   return model;
 }
 
-// Peak against size: the measured points, the model through them (solid where measured, dashed
-// where extrapolated up to the predicted size), the budget and the share the margin leaves.
-std::string fitChart(const ReadJson& fit) {
-  constexpr int kWidth = 960;
-  constexpr int kHeight = 380;
-  const Plot plot{84, 24, kWidth - 30.0, kHeight - 48.0};
-  std::string svg = svgOpen("fit-chart", kWidth, kHeight, "Peak bytes against size");
+// The fit's measured points, by size.
+std::vector<Point> measuredPoints(const ReadJson& fit) {
   std::vector<Point> points;
   for (const ReadJson& point : arrayAt(fit, "points")) {
     std::optional<double> size = numberAt(point, "size");
@@ -54,82 +49,58 @@ std::string fitChart(const ReadJson& fit) {
     if (size && bytes) points.emplace_back(clampForChart(*size), clampForChart(*bytes));
   }
   std::sort(points.begin(), points.end());
-  std::optional<double> budget = numberAt(fit, "budget_bytes");
-  double margin = std::clamp(numberOr(fit, "margin", 0), 0.0, 1.0);
+  return points;
+}
+
+// The model through the measured sizes (solid) and beyond them up to `curve_end` (dashed), sampled
+// densely enough for a quadratic to look smooth.
+struct ModelCurves {
+  std::vector<Point> measured, extrapolated;
+};
+
+ModelCurves modelCurves(const FitModel& model, const std::vector<Point>& points, double curve_end) {
+  ModelCurves curves;
+  if (model.kind == FitModel::Kind::kNone || points.empty()) return curves;
+  double start = points.front().first;
+  double max_size = points.back().first;
+  constexpr int kSamples = 48;
+  for (int i = 0; i <= kSamples; ++i) {
+    double size = start + (max_size - start) * i / kSamples;
+    curves.measured.emplace_back(size, clampForChart(model(size)));
+  }
+  if (curve_end > max_size) {
+    for (int i = 0; i <= kSamples; ++i) {
+      double size = max_size + (curve_end - max_size) * i / kSamples;
+      curves.extrapolated.emplace_back(size, clampForChart(model(size)));
+    }
+  }
+  return curves;
+}
+
+// The budget, and the budget less the margin, across the plot.
+void drawBudget(std::string& svg, const Plot& plot, const Scale& y, double budget, double margin) {
+  double at = y(budget);
+  svg += "<g class=\"budget\"><title>budget " + bytesText(budget) + "</title>" +
+         svgLine(plot.left, at, plot.right, at, "budget-line") +
+         svgText(plot.left + 6, at - 6, "budget " + bytesText(budget), "budget-label") + "</g>";
+  if (margin <= 0) return;
+  double usable = budget * (1 - margin);
+  double usable_at = y(usable);
+  svg += "<g class=\"usable\"><title>budget less the " + ratioPercentText(margin) +
+         " margin: " + bytesText(usable) + "</title>" +
+         svgLine(plot.left, usable_at, plot.right, usable_at, "usable-line") +
+         svgText(plot.left + 6, usable_at + 15,
+                 "budget less " + ratioPercentText(margin) + " margin " + bytesText(usable),
+                 "usable-label") +
+         "</g>";
+}
+
+// The predicted largest size (a diamond on the curve, its size by the axis) and the verification
+// run's measured peak (a square).
+void drawPredictionAndVerification(std::string& svg, const ReadJson& fit, const Plot& plot,
+                                   const Scale& x, const Scale& y) {
   std::optional<double> predicted_size = numberAt(fit, "predicted_max_size");
   std::optional<double> predicted_peak = numberAt(fit, "predicted_peak_bytes");
-  const ReadJson& verify = member(fit, "verify");
-  std::optional<double> verify_size = numberAt(verify, "size");
-  std::optional<double> verify_measured = numberAt(verify, "measured_peak_bytes");
-  if (points.empty() && !budget) {
-    return svg + svgEmpty(plot, "no measured sizes in this report") + "</svg>";
-  }
-
-  FitModel model = fitModel(fit);
-  double max_size = points.empty() ? 1 : points.back().first;
-  double curve_end = max_size;
-  if (predicted_size) curve_end = std::max(curve_end, clampForChart(*predicted_size));
-  double x_hi = curve_end;
-  if (verify_size) x_hi = std::max(x_hi, clampForChart(*verify_size));
-  double y_hi = 0;
-  for (const Point& point : points) y_hi = std::max(y_hi, point.second);
-  if (budget) y_hi = std::max(y_hi, clampForChart(*budget));
-  if (predicted_peak) y_hi = std::max(y_hi, clampForChart(*predicted_peak));
-  if (verify_measured) y_hi = std::max(y_hi, clampForChart(*verify_measured));
-
-  // The curve is sampled densely enough for a quadratic to look smooth.
-  std::vector<Point> measured_curve, extrapolated_curve;
-  if (model.kind != FitModel::Kind::kNone && !points.empty()) {
-    double start = points.front().first;
-    constexpr int kSamples = 48;
-    for (int i = 0; i <= kSamples; ++i) {
-      double size = start + (max_size - start) * i / kSamples;
-      measured_curve.emplace_back(size, clampForChart(model(size)));
-    }
-    if (curve_end > max_size) {
-      for (int i = 0; i <= kSamples; ++i) {
-        double size = max_size + (curve_end - max_size) * i / kSamples;
-        extrapolated_curve.emplace_back(size, clampForChart(model(size)));
-      }
-    }
-    for (const auto* curve : {&measured_curve, &extrapolated_curve}) {
-      for (const Point& point : *curve) y_hi = std::max(y_hi, point.second);
-    }
-  }
-
-  Ticks x_ticks = niceTicks(0, std::max(x_hi * 1.04, 1.0), 10);
-  ByteTicks y_ticks = byteTicks(0, std::max(y_hi * 1.06, 1024.0), 6);
-  Scale x{x_ticks.lo, x_ticks.hi, plot.left, plot.right};
-  Scale y{y_ticks.ticks.lo, y_ticks.ticks.hi, plot.bottom, plot.top};
-  drawXAxis(svg, plot, x, x_ticks, compactNumber, "size");
-  drawYAxis(
-      svg, plot, y, y_ticks.ticks, [&](double value) { return byteTickLabel(value, y_ticks); },
-      "peak tracked bytes", false, "tick");
-
-  if (budget) {
-    double at = y(*budget);
-    svg += "<g class=\"budget\"><title>budget " + bytesText(*budget) + "</title>" +
-           svgLine(plot.left, at, plot.right, at, "budget-line") +
-           svgText(plot.left + 6, at - 6, "budget " + bytesText(*budget), "budget-label") + "</g>";
-    if (margin > 0) {
-      double usable = *budget * (1 - margin);
-      double usable_at = y(usable);
-      svg += "<g class=\"usable\"><title>budget less the " + ratioPercentText(margin) +
-             " margin: " + bytesText(usable) + "</title>" +
-             svgLine(plot.left, usable_at, plot.right, usable_at, "usable-line") +
-             svgText(plot.left + 6, usable_at + 15,
-                     "budget less " + ratioPercentText(margin) + " margin " + bytesText(usable),
-                     "usable-label") +
-             "</g>";
-    }
-  }
-  if (!measured_curve.empty()) svg += polyline(measured_curve, x, y, "model");
-  if (!extrapolated_curve.empty()) svg += polyline(extrapolated_curve, x, y, "model extrapolated");
-  for (const Point& point : points) {
-    svg += "<circle class=\"point\" cx=\"" + px(x(point.first)) + "\" cy=\"" + px(y(point.second)) +
-           "\" r=\"5\"><title>size " + countText(point.first) + ": peak " +
-           bytesText(point.second) + "</title></circle>";
-  }
   if (predicted_size && predicted_peak) {
     double cx = x(*predicted_size);
     double cy = y(*predicted_peak);
@@ -143,6 +114,9 @@ std::string fitChart(const ReadJson& fit) {
                    "prediction-label", "end") +
            "</g>";
   }
+  const ReadJson& verify = member(fit, "verify");
+  std::optional<double> verify_size = numberAt(verify, "size");
+  std::optional<double> verify_measured = numberAt(verify, "measured_peak_bytes");
   if (verify_size && verify_measured) {
     double cx = x(*verify_size);
     double cy = y(*verify_measured);
@@ -150,13 +124,65 @@ std::string fitChart(const ReadJson& fit) {
            ": measured " + bytesText(*verify_measured) + "</title>" +
            svgRect(cx - 6, cy - 6, 12, 12, "verify-mark") + "</g>";
   }
+}
+
+// Peak against size: the measured points, the model through them (solid where measured, dashed
+// where extrapolated up to the predicted size), the budget and the share the margin leaves.
+std::string fitChart(const ReadJson& fit) {
+  constexpr int kWidth = 960;
+  constexpr int kHeight = 380;
+  const Plot plot{84, 24, kWidth - 30.0, kHeight - 48.0};
+  std::string svg = svgOpen("fit-chart", kWidth, kHeight, "Peak bytes against size");
+  std::vector<Point> points = measuredPoints(fit);
+  std::optional<double> budget = numberAt(fit, "budget_bytes");
+  if (points.empty() && !budget) {
+    return svg + svgEmpty(plot, "no measured sizes in this report") + "</svg>";
+  }
+  std::optional<double> predicted_size = numberAt(fit, "predicted_max_size");
+  std::optional<double> predicted_peak = numberAt(fit, "predicted_peak_bytes");
+  const ReadJson& verify = member(fit, "verify");
+  std::optional<double> verify_size = numberAt(verify, "size");
+  std::optional<double> verify_measured = numberAt(verify, "measured_peak_bytes");
+
+  double curve_end = points.empty() ? 1 : points.back().first;
+  if (predicted_size) curve_end = std::max(curve_end, clampForChart(*predicted_size));
+  ModelCurves curves = modelCurves(fitModel(fit), points, curve_end);
+  double x_hi = curve_end;
+  if (verify_size) x_hi = std::max(x_hi, clampForChart(*verify_size));
+  double y_hi = 0;
+  for (const auto* series : {&points, &curves.measured, &curves.extrapolated}) {
+    for (const Point& point : *series) y_hi = std::max(y_hi, point.second);
+  }
+  for (const std::optional<double>& value : {budget, predicted_peak, verify_measured}) {
+    if (value) y_hi = std::max(y_hi, clampForChart(*value));
+  }
+
+  Ticks x_ticks = niceTicks(0, std::max(x_hi * 1.04, 1.0), 10);
+  ByteTicks y_ticks = byteTicks(0, std::max(y_hi * 1.06, 1024.0), 6);
+  Scale x{x_ticks.lo, x_ticks.hi, plot.left, plot.right};
+  Scale y{y_ticks.ticks.lo, y_ticks.ticks.hi, plot.bottom, plot.top};
+  drawXAxis(svg, plot, x, x_ticks, compactNumber, "size");
+  drawYAxis(
+      svg, plot, y, y_ticks.ticks, [&](double value) { return byteTickLabel(value, y_ticks); },
+      "peak tracked bytes", false, "tick");
+  if (budget) {
+    drawBudget(svg, plot, y, *budget, std::clamp(numberOr(fit, "margin", 0), 0.0, 1.0));
+  }
+  if (!curves.measured.empty()) svg += polyline(curves.measured, x, y, "model");
+  if (!curves.extrapolated.empty())
+    svg += polyline(curves.extrapolated, x, y, "model extrapolated");
+  for (const Point& point : points) {
+    svg += "<circle class=\"point\" cx=\"" + px(x(point.first)) + "\" cy=\"" + px(y(point.second)) +
+           "\" r=\"5\"><title>size " + countText(point.first) + ": peak " +
+           bytesText(point.second) + "</title></circle>";
+  }
+  drawPredictionAndVerification(svg, fit, plot, x, y);
   return svg + "</svg>";
 }
 
-}  // namespace
-
-std::string fitSection(const ReadJson& fit) {
-  std::string out = "<section id=\"fit\"><h2>How far the size can grow</h2><div class=\"tiles\">";
+// The tiles above the chart: the model, the largest size that fits, the budget, the verification.
+std::string fitTiles(const ReadJson& fit) {
+  std::string out = "<div class=\"tiles\">";
   std::string model = textAt(fit, "model");
   std::optional<bool> is_linear = flagAt(fit, "is_linear");
   std::string model_note;
@@ -166,9 +192,8 @@ std::string fitSection(const ReadJson& fit) {
         (model_note.empty() ? "" : ", ") + std::string("tolerance ") + ratioPercentText(tolerance);
   }
   out += tile("model", model.empty() ? kDash : escapeHtml(model), model_note);
-  std::optional<double> predicted_size = numberAt(fit, "predicted_max_size");
   std::string refusal = textAt(fit, "refusal");
-  if (predicted_size) {
+  if (std::optional<double> predicted_size = numberAt(fit, "predicted_max_size")) {
     out += tile("largest size that fits", countText(*predicted_size),
                 "predicted peak " + bytesText(numberAt(fit, "predicted_peak_bytes")));
   } else {
@@ -192,20 +217,11 @@ std::string fitSection(const ReadJson& fit) {
                     bytesText(numberAt(verify, "predicted_peak_bytes")) + ", error " +
                     ratioPercentText(numberAt(verify, "relative_error")));
   }
-  out += "</div>";
-  if (!predicted_size && !refusal.empty()) {
-    out += "<div class=\"card refusal\"><strong>No prediction:</strong> " + richText(refusal) +
-           "</div>";
-  }
-  out += "<div class=\"card\"><h3>Peak against size</h3>" + fitChart(fit) +
-         legend({{"point", "measured peak"},
-                 {"model", "fitted model (dashed: extrapolated)"},
-                 {"budget", "budget"},
-                 {"dashed usable", "budget less the margin"},
-                 {"prediction", "largest size predicted to fit"},
-                 {"verify", "verification run"}}) +
-         "</div>";
+  return out + "</div>";
+}
 
+// The measured sizes against the model, and the models' formulas.
+std::string fitPointsCard(const ReadJson& fit) {
   FitModel fitted = fitModel(fit);
   std::string rows;
   for (const ReadJson& point : arrayAt(fit, "points")) {
@@ -222,7 +238,7 @@ std::string fitSection(const ReadJson& fit) {
     rows += "<tr>" + numCell(countText(*size)) + numCell(bytesText(bytes)) + numCell(predicted) +
             numCell(residual) + "</tr>";
   }
-  out += "<div class=\"card\"><h3>Measured sizes and the model</h3>";
+  std::string out = "<div class=\"card\"><h3>Measured sizes and the model</h3>";
   if (!rows.empty()) {
     out +=
         "<div class=\"table-wrap\"><table class=\"fit-points compact\"><thead><tr><th "
@@ -247,7 +263,27 @@ std::string fitSection(const ReadJson& fit) {
                  ratioPercentText(numberAt(quadratic, "max_relative_residual")) + ")") +
            "</p>";
   }
-  return out + "</div></section>";
+  return out + "</div>";
+}
+
+}  // namespace
+
+std::string fitSection(const ReadJson& fit) {
+  std::string out = "<section id=\"fit\"><h2>How far the size can grow</h2>" + fitTiles(fit);
+  std::string refusal = textAt(fit, "refusal");
+  if (!numberAt(fit, "predicted_max_size") && !refusal.empty()) {
+    out += "<div class=\"card refusal\"><strong>No prediction:</strong> " + richText(refusal) +
+           "</div>";
+  }
+  out += "<div class=\"card\"><h3>Peak against size</h3>" + fitChart(fit) +
+         legend({{"point", "measured peak"},
+                 {"model", "fitted model (dashed: extrapolated)"},
+                 {"budget", "budget"},
+                 {"dashed usable", "budget less the margin"},
+                 {"prediction", "largest size predicted to fit"},
+                 {"verify", "verification run"}}) +
+         "</div>";
+  return out + fitPointsCard(fit) + "</section>";
 }
 
 }  // namespace memseal::report::html

@@ -8,7 +8,7 @@ std::vector<torch::Tensor> kept;
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) void step(int) {
-  MEMSEAL_SCOPE(
+  MEMSEAL_REGION(
       "<script>document.title='pwned';document.body.dataset.pwned='1'</script><img src=x "
       "onerror=\"document.title='pwned'\">");
   kept.push_back(torch::randn({64, 64}));

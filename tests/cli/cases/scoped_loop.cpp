@@ -1,4 +1,4 @@
-// A program linked to libmemseal that marks its iterations with MEMSEAL_SCOPE("request") and never
+// A program linked to libmemseal that marks its iterations with MEMSEAL_REGION("request") and never
 // starts a tracker itself: `memseal run --step-on request` takes a step at each scope. Each
 // iteration keeps its output (a leak, tensors-retained).
 #include <torch/torch.h>
@@ -13,7 +13,7 @@ int main() {
   torch::Tensor weight = torch::randn({128, 128});
   std::vector<torch::Tensor> kept;
   for (int i = 0; i < 20000; ++i) {
-    MEMSEAL_SCOPE("request");
+    MEMSEAL_REGION("request");
     torch::Tensor input = torch::randn({4, 128});
     kept.push_back(torch::relu(torch::mm(input, weight)).sum(1));
   }

@@ -12,7 +12,7 @@
 int main() {
   std::vector<at::Tensor> kept;
   memseal::DetectorOptions options;
-  options.on_leak = memseal::LeakPolicy::kNone;
+  options.on_leak = memseal::ReportPolicy::kNone;
   options.steps = 12;
   options.warmup = 2;
   memseal::LeakReport report =

@@ -11,7 +11,7 @@
 
 namespace memseal::track {
 
-class DeviceCounters {
+class MemoryCounters {
  public:
   // Threads beyond this share one slot, counted with atomic read-modify-writes.
   static constexpr std::uint32_t kThreadSlots = 1024;
@@ -55,6 +55,6 @@ class DeviceCounters {
   ThreadSlot slots_[kThreadSlots + 1];  // the last one is shared
 };
 
-DeviceCounters& cpuCounters();
+MemoryCounters& cpuCounters();
 
 }  // namespace memseal::track

@@ -1,6 +1,6 @@
 // A thread's slot is only ever written by that thread, so `x.store(x.load() + 1)` is exact there;
 // readers on other threads see each slot's latest value, possibly one allocation behind.
-#include "track/device_counters.h"
+#include "track/memory_counters.h"
 
 namespace memseal::track {
 
@@ -12,17 +12,17 @@ void addOwned(std::atomic<std::int64_t>& counter, std::int64_t amount) {
 
 }  // namespace
 
-DeviceCounters& cpuCounters() {
-  static auto* counters = new DeviceCounters();  // never destroyed, see session.h
+MemoryCounters& cpuCounters() {
+  static auto* counters = new MemoryCounters();  // never destroyed, see session.h
   return *counters;
 }
 
-DeviceCounters::ThreadSlot& DeviceCounters::slotOf(ThreadState& state) {
+MemoryCounters::ThreadSlot& MemoryCounters::slotOf(ThreadState& state) {
   std::uint32_t slot = threadSlot(state);
   return slots_[slot <= kThreadSlots ? slot - 1 : kThreadSlots];
 }
 
-void DeviceCounters::onAllocate(ThreadState& state, std::int64_t bytes) {
+void MemoryCounters::onAllocate(ThreadState& state, std::int64_t bytes) {
   std::int64_t live = live_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   std::int64_t peak = peak_bytes_.load(std::memory_order_relaxed);
   while (live > peak && !peak_bytes_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
@@ -37,7 +37,7 @@ void DeviceCounters::onAllocate(ThreadState& state, std::int64_t bytes) {
   }
 }
 
-void DeviceCounters::onFree(ThreadState& state, std::int64_t bytes) {
+void MemoryCounters::onFree(ThreadState& state, std::int64_t bytes) {
   live_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   ThreadSlot& slot = slotOf(state);
   if (state.slot <= kThreadSlots) {
@@ -47,7 +47,7 @@ void DeviceCounters::onFree(ThreadState& state, std::int64_t bytes) {
   }
 }
 
-DeviceCounters::Totals DeviceCounters::sum() const {
+MemoryCounters::Totals MemoryCounters::sum() const {
   Totals totals;
   std::uint32_t used = next_slot_.load(std::memory_order_relaxed);
   std::uint32_t slots = used < kThreadSlots ? used : kThreadSlots + 1;
@@ -59,7 +59,7 @@ DeviceCounters::Totals DeviceCounters::sum() const {
   return totals;
 }
 
-void DeviceCounters::beginSession() {
+void MemoryCounters::beginSession() {
   live_bytes_.store(0);
   peak_bytes_.store(0);
   Totals totals = sum();
@@ -68,7 +68,7 @@ void DeviceCounters::beginSession() {
   baseline_frees_.store(totals.frees);
 }
 
-DeviceStats DeviceCounters::read(const char* device) const {
+DeviceStats MemoryCounters::read(const char* device) const {
   Totals totals = sum();
   DeviceStats stats;
   stats.device = device;

@@ -1,0 +1,128 @@
+"""The sample of live Python tensors that the holder search starts from: for each finding, a bounded
+number of tensors on its retained storages and of tensors whose autograd graph has the type of the
+finding's root, found on the garbage collector's heap (gc.get_objects) only when a report with a
+leak is made.
+"""
+
+import functools
+import gc
+import os
+
+_TENSORS_PER_FINDING = 8
+
+def _graph_walk(grad_fn, limit=5000):
+    """(autograd nodes reachable from grad_fn, up to `limit`; their type names). Python makes a
+    new wrapper for a node on every access: the wrappers met are kept, so ids stay unique."""
+    kept = []
+    seen = set()
+    names = set()
+    stack = [grad_fn]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        kept.append(node)
+        seen.add(id(node))
+        names.add(type(node).__name__)
+        stack.extend(next_fn for next_fn, _ in getattr(node, "next_functions", ()))
+    return len(seen), names
+
+
+# Tensors with autograd history of another type than a graph finding's root, kept for the findings
+# whose graph no tensor of the root's type names (a buffer written in place every step, whose
+# CopySlices chains each step's graph to the last).
+_OTHER_GRAPH_TENSORS = 64
+_STORAGES_PER_FINDING = 8
+_TENSORS_PER_STORAGE = 3
+
+
+class LiveSample:
+    """What live_tensors() found on the heap for the findings (a bounded sample): `tensors`
+    {finding: [Python tensors on its retained storage]}, `graphs` {finding: [tensors whose grad_fn
+    has the type of the finding's graph root]}, `other_graphs` [tensors with history of other
+    types], `lru_caches` [functools.lru_cache wrappers holding entries]."""
+
+    def __init__(self):
+        self.tensors = {}
+        self.graphs = {}
+        self.other_graphs = []
+        self.lru_caches = []
+
+    def clear(self):
+        self.tensors.clear()
+        self.graphs.clear()
+        self.other_graphs.clear()
+        self.lru_caches.clear()
+
+
+def live_tensors(findings):
+    """The LiveSample of the findings."""
+    import torch
+
+    wanted = {}
+    for index, finding in enumerate(findings):
+        for part in finding.parts:
+            for address in part.storage_addresses:
+                wanted.setdefault(address, index)
+    graph_findings = {
+        index: finding.tensor.grad_fn
+        for index, finding in enumerate(findings)
+        if finding.category in ("autograd-graph-retained", "grad-enabled-inference", "create-graph-cycle")
+        and finding.tensor.grad_fn
+        # What was freed before the report has no holder left (unless it is building up again).
+        and (finding.freed is None or finding.freed.building_up)
+    }
+    graph_names = set(graph_findings.values())
+    functions = set()
+    for finding in findings:
+        functions |= _python_functions(finding)
+    sample = LiveSample()
+    per_storage = {}  # finding -> {storage address: tensors sampled}
+    lru_type = type(functools.lru_cache(maxsize=1)(len))
+    for obj in gc.get_objects():
+        # type(), not isinstance(): isinstance reads __class__, which lazy module proxies answer
+        # with deprecation warnings.
+        if type(obj) is lru_type:
+            # Only the caches of functions that made the findings' tensors (libraries have many).
+            code = getattr(getattr(obj, "__wrapped__", None), "__code__", None)
+            if code is not None and \
+                    (os.path.basename(code.co_filename), code.co_name) in functions and \
+                    obj.cache_info().currsize > 0:
+                sample.lru_caches.append(obj)
+            continue
+        if not issubclass(type(obj), torch.Tensor):
+            continue
+        try:
+            address = obj.untyped_storage().data_ptr()
+        except Exception:  # noqa: BLE001 (sparse, meta, subclasses without storage)
+            continue
+        index = wanted.get(address)
+        if index is not None:
+            # Every Python tensor on a storage (a view kept in a cache, the base it was made from)
+            # up to a few: the one a root names may be any of them.
+            storages = per_storage.setdefault(index, {})
+            if address in storages or len(storages) < _STORAGES_PER_FINDING:
+                if storages.get(address, 0) < _TENSORS_PER_STORAGE:
+                    storages[address] = storages.get(address, 0) + 1
+                    sample.tensors.setdefault(index, []).append(obj)
+        grad_fn = obj.grad_fn
+        if grad_fn is not None and graph_findings:
+            name = type(grad_fn).__name__
+            for index, wanted_name in graph_findings.items():
+                candidates = sample.graphs.setdefault(index, [])
+                if name == wanted_name and len(candidates) < _TENSORS_PER_FINDING:
+                    candidates.append(obj)
+            if name not in graph_names and len(sample.other_graphs) < _OTHER_GRAPH_TENSORS:
+                sample.other_graphs.append(obj)
+    return sample
+
+
+def _python_functions(finding):
+    """{(file name, function name)} of the Python frames where the finding's tensors were made."""
+    functions = set()
+    sites = [finding.site] + [part.site for part in finding.parts]
+    for site in sites:
+        for frame in site.frames:
+            if frame.file.endswith(".py") and not frame.is_internal:
+                functions.add((os.path.basename(frame.file), frame.function.rsplit(".", 1)[-1]))
+    return functions
