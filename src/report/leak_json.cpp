@@ -300,19 +300,21 @@ std::string LeakReport::toJson() const {
   return json.dump(2) + "\n";
 }
 
-LeakReport LeakReport::fromJson(const std::string& text) {
+namespace {
+
+// The document, checked to be a memseal.check report this memseal can read.
+Json parseCheckDocument(const std::string& text) {
   Json json;
   try {
     json = Json::parse(text);
   } catch (const nlohmann::json::parse_error& error) {
     fail(std::string("not valid JSON (") + error.what() + ")");
   }
+  std::string reads = std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion);
   if (!json.is_object() || !json.contains("schema") || !json["schema"].is_string()) {
-    fail("not a memseal report: no \"schema\" (this memseal reads " +
-         std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion) + ")");
+    fail("not a memseal report: no \"schema\" (this memseal reads " + reads + ")");
   }
   std::string schema = json["schema"].get<std::string>();
-  std::string reads = std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion);
   std::size_t slash = schema.rfind('/');
   std::string name = slash == std::string::npos ? schema : schema.substr(0, slash);
   std::string version_text = slash == std::string::npos ? "" : schema.substr(slash + 1);
@@ -328,6 +330,57 @@ LeakReport LeakReport::fromJson(const std::string& text) {
     fail("the file was written by a newer memseal (" + schema + "); this memseal reads " + reads +
          " and older");
   }
+  return json;
+}
+
+// One finding; `observed_steps` is what older writers counted every finding over.
+LeakFinding readFinding(const Json& item, const std::string& where, std::uint32_t observed_steps) {
+  LeakFinding finding;
+  finding.category = categoryFromId(read<std::string>(item, "category", where), where);
+  readGrowthFields(item, where, observed_steps, finding);
+  finding.explained_bytes_per_step = readOr<double>(item, "explained_bytes_per_step", where, 0);
+  if (item.contains("parts")) {
+    if (!item["parts"].is_array()) fail(where + ".parts is not an array");
+    for (std::size_t p = 0; p < item["parts"].size(); ++p) {
+      finding.parts.push_back(
+          readPart(item["parts"][p], where + ".parts[" + std::to_string(p) + "]"));
+    }
+  }
+  finding.hint = read<std::string>(item, "hint", where);
+  if (item.contains("freed") && !item["freed"].is_null()) {
+    finding.freed = readFreed(item["freed"], where + ".freed");
+  }
+  return finding;
+}
+
+StepSample readStepSample(const Json& item, const std::string& where) {
+  StepSample sample;
+  sample.step = read<std::uint32_t>(item, "step", where);
+  sample.live_bytes = read<std::int64_t>(item, "live_bytes", where);
+  sample.live_count = read<std::int64_t>(item, "live_count", where);
+  sample.resident_bytes = read<std::int64_t>(item, "resident_bytes", where);
+  sample.graph_nodes_alive = readOr<std::int64_t>(item, "graph_nodes_alive", where, 0);
+  sample.phase = readOr<std::uint32_t>(item, "phase", where, 0);
+  return sample;
+}
+
+// An optional array of the report (absent or null: empty), each item read by `read_item`.
+template <typename Item, typename ReadItem>
+std::vector<Item> readOptionalArray(const Json& json, const char* key, ReadItem read_item) {
+  std::vector<Item> items;
+  if (!json.contains(key) || json[key].is_null()) return items;
+  const Json& array = json[key];
+  if (!array.is_array()) fail(std::string("report.") + key + " is not an array");
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    items.push_back(read_item(array[i], std::string(key) + "[" + std::to_string(i) + "]"));
+  }
+  return items;
+}
+
+}  // namespace
+
+LeakReport LeakReport::fromJson(const std::string& text) {
+  Json json = parseCheckDocument(text);
   LeakReport report;
   std::string verdict = read<std::string>(json, "verdict", "report");
   if (verdict != "leak" && verdict != "no_leak")
@@ -342,27 +395,10 @@ LeakReport LeakReport::fromJson(const std::string& text) {
   report.notes = readOr<std::vector<std::string>>(json, "notes", "report", {});
   const Json& findings = field(json, "findings", "report");
   if (!findings.is_array()) fail("report.findings is not an array");
+  std::uint32_t observed = report.steps > report.warmup ? report.steps - report.warmup : 0;
   for (std::size_t i = 0; i < findings.size(); ++i) {
-    std::string where = "findings[" + std::to_string(i) + "]";
-    const Json& item = findings[i];
-    LeakFinding finding;
-    finding.category = categoryFromId(read<std::string>(item, "category", where), where);
-    // Older writers counted every finding over the steps after warm-up.
-    readGrowthFields(item, where, report.steps > report.warmup ? report.steps - report.warmup : 0,
-                     finding);
-    finding.explained_bytes_per_step = readOr<double>(item, "explained_bytes_per_step", where, 0);
-    if (item.contains("parts")) {
-      if (!item["parts"].is_array()) fail(where + ".parts is not an array");
-      for (std::size_t p = 0; p < item["parts"].size(); ++p) {
-        finding.parts.push_back(
-            readPart(item["parts"][p], where + ".parts[" + std::to_string(p) + "]"));
-      }
-    }
-    finding.hint = read<std::string>(item, "hint", where);
-    if (item.contains("freed") && !item["freed"].is_null()) {
-      finding.freed = readFreed(item["freed"], where + ".freed");
-    }
-    report.findings.push_back(std::move(finding));
+    report.findings.push_back(
+        readFinding(findings[i], "findings[" + std::to_string(i) + "]", observed));
   }
   if (report.leak != !report.findings.empty()) {
     fail("verdict '" + verdict + "' disagrees with " + std::to_string(report.findings.size()) +
@@ -371,37 +407,18 @@ LeakReport LeakReport::fromJson(const std::string& text) {
   const Json& per_step = field(json, "per_step", "report");
   if (!per_step.is_array()) fail("report.per_step is not an array");
   for (std::size_t i = 0; i < per_step.size(); ++i) {
-    std::string where = "per_step[" + std::to_string(i) + "]";
-    StepSample sample;
-    sample.step = read<std::uint32_t>(per_step[i], "step", where);
-    sample.live_bytes = read<std::int64_t>(per_step[i], "live_bytes", where);
-    sample.live_count = read<std::int64_t>(per_step[i], "live_count", where);
-    sample.resident_bytes = read<std::int64_t>(per_step[i], "resident_bytes", where);
-    sample.graph_nodes_alive = readOr<std::int64_t>(per_step[i], "graph_nodes_alive", where, 0);
-    sample.phase = readOr<std::uint32_t>(per_step[i], "phase", where, 0);
-    report.per_step.push_back(sample);
+    report.per_step.push_back(readStepSample(per_step[i], "per_step[" + std::to_string(i) + "]"));
   }
-  if (json.contains("phases") && !json["phases"].is_null()) {
-    const Json& phases = json["phases"];
-    if (!phases.is_array()) fail("report.phases is not an array");
-    for (std::size_t i = 0; i < phases.size(); ++i) {
-      report.phases.push_back(readPhase(phases[i], "phases[" + std::to_string(i) + "]"));
-    }
-    for (const StepSample& sample : report.per_step) {
-      if (sample.phase >= report.phases.size()) {
-        fail("per_step step " + std::to_string(sample.step) + " names phase " +
-             std::to_string(sample.phase) + " of " + std::to_string(report.phases.size()));
-      }
+  report.phases = readOptionalArray<PhaseSummary>(json, "phases", readPhase);
+  bool has_phases = json.contains("phases") && !json["phases"].is_null();
+  for (const StepSample& sample : report.per_step) {
+    if (has_phases && sample.phase >= report.phases.size()) {
+      fail("per_step step " + std::to_string(sample.step) + " names phase " +
+           std::to_string(sample.phase) + " of " + std::to_string(report.phases.size()));
     }
   }
   // Optional: written only where CUDA events were seen, and absent from older files.
-  if (json.contains("devices") && !json["devices"].is_null()) {
-    const Json& devices = json["devices"];
-    if (!devices.is_array()) fail("report.devices is not an array");
-    for (std::size_t i = 0; i < devices.size(); ++i) {
-      report.devices.push_back(readDevice(devices[i], "devices[" + std::to_string(i) + "]"));
-    }
-  }
+  report.devices = readOptionalArray<DeviceMemorySummary>(json, "devices", readDevice);
   return report;
 }
 

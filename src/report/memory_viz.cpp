@@ -371,82 +371,85 @@ std::string writePickle(const IValue& value) {
   return out;
 }
 
-}  // namespace
-
-std::string memoryVizPickle(const std::vector<VizDevice>& devices) {
+// Shared by every device: the interned strings, the one empty frame list and the pool id.
+struct PickleContext {
   const Names names;
   // Shared like the stacks: every frameless block and event refers to this one list.
   const GenericList empty_frames = newList();
   // Every segment is in the default pool, (0, 0) as torch writes it; one tuple, memoized.
   const IValue pool_id =
       c10::ivalue::Tuple::create(IValue(std::int64_t{0}), IValue(std::int64_t{0}));
+};
 
-  GenericList segments = newList();
-  GenericList device_traces = newList();
-  GenericList device_names = newList();
-  for (std::size_t index = 0; index < devices.size(); ++index) {
-    const VizDevice& device = devices[index];
-    const std::string label = deviceLabel(device, index);
-    const auto device_index = static_cast<std::int64_t>(index);
-    DeviceStacks stacks(device, names, empty_frames);
-    device_names.push_back(validUtf8(device.name));
-
-    if (device.caching_allocator) {
-      std::vector<std::size_t> by_address(device.segments.size());
-      std::iota(by_address.begin(), by_address.end(), std::size_t{0});
-      std::stable_sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) {
-        return device.segments[a].address < device.segments[b].address;
-      });
-      for (std::size_t segment_index : by_address) {
-        const Where where{label, "segment", segment_index};
-        segments.push_back(cachingSegmentOf(device.segments[segment_index], device_index, stacks,
-                                            empty_frames, pool_id, names, where));
-      }
-      GenericList trace = newList();
-      trace.reserve(device.trace.size());
-      for (std::size_t event_index = 0; event_index < device.trace.size(); ++event_index) {
-        const VizEvent& event = device.trace[event_index];
-        const Where where{label, "event", event_index};
-        trace.push_back(eventOf(actionName(names, event.action), event,
-                                stacks.at(event.stack, where), names, where));
-      }
-      device_traces.push_back(std::move(trace));
-      continue;
-    }
-
-    // By address, as the CUDA allocator lists its segments.
-    std::vector<std::size_t> order(device.live.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return device.live[a].address < device.live[b].address;
-    });
-    for (std::size_t live_index : order) {
-      const VizBlock& block = device.live[live_index];
-      const Where where{label, "live block", live_index};
-      segments.push_back(
-          segmentOf(block, device_index, stacks.at(block.stack, where), pool_id, names, where));
-    }
-
-    GenericList trace = newList();
-    for (std::size_t event_index = 0; event_index < device.trace.size(); ++event_index) {
-      const VizEvent& event = device.trace[event_index];
-      const Where where{label, "event", event_index};
-      const GenericList& frames = stacks.at(event.stack, where);
-      if (event.action == VizEvent::Action::kAlloc) {
-        trace.push_back(eventOf(names.segment_alloc, event, frames, names, where));
-      }
-      trace.push_back(eventOf(actionName(names, event.action), event, frames, names, where));
-      if (event.action == VizEvent::Action::kFreeCompleted) {
-        trace.push_back(eventOf(names.segment_free, event, frames, names, where));
-      }
-    }
-    device_traces.push_back(std::move(trace));
+// A device with the CUDA caching allocator: its segments by address, and its trace as recorded.
+void addCachingDevice(const PickleContext& context, const VizDevice& device, std::size_t index,
+                      GenericList& segments, GenericList& device_traces) {
+  const std::string label = deviceLabel(device, index);
+  const auto device_index = static_cast<std::int64_t>(index);
+  DeviceStacks stacks(device, context.names, context.empty_frames);
+  std::vector<std::size_t> by_address(device.segments.size());
+  std::iota(by_address.begin(), by_address.end(), std::size_t{0});
+  std::stable_sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) {
+    return device.segments[a].address < device.segments[b].address;
+  });
+  for (std::size_t segment_index : by_address) {
+    const Where where{label, "segment", segment_index};
+    segments.push_back(cachingSegmentOf(device.segments[segment_index], device_index, stacks,
+                                        context.empty_frames, context.pool_id, context.names,
+                                        where));
   }
+  GenericList trace = newList();
+  trace.reserve(device.trace.size());
+  for (std::size_t event_index = 0; event_index < device.trace.size(); ++event_index) {
+    const VizEvent& event = device.trace[event_index];
+    const Where where{label, "event", event_index};
+    trace.push_back(eventOf(actionName(context.names, event.action), event,
+                            stacks.at(event.stack, where), context.names, where));
+  }
+  device_traces.push_back(std::move(trace));
+}
 
-  // What memseal wrote, first in the file. It also names the event fields and actions before
-  // anything else: the Pickler gives each string the next memo id when first written and refers to
-  // it by id after, in 2 bytes below id 256 and 5 above, so strings first met after thousands of
-  // stack frames would cost every event some 12 bytes more.
+// A device without one (the CPU): each live block a segment of its own, by address, and each
+// allocation and free wrapped in the segment events the viewer expects around it.
+void addBlockDevice(const PickleContext& context, const VizDevice& device, std::size_t index,
+                    GenericList& segments, GenericList& device_traces) {
+  const std::string label = deviceLabel(device, index);
+  const auto device_index = static_cast<std::int64_t>(index);
+  const Names& names = context.names;
+  DeviceStacks stacks(device, names, context.empty_frames);
+  // By address, as the CUDA allocator lists its segments.
+  std::vector<std::size_t> order(device.live.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return device.live[a].address < device.live[b].address;
+  });
+  for (std::size_t live_index : order) {
+    const VizBlock& block = device.live[live_index];
+    const Where where{label, "live block", live_index};
+    segments.push_back(segmentOf(block, device_index, stacks.at(block.stack, where),
+                                 context.pool_id, names, where));
+  }
+  GenericList trace = newList();
+  for (std::size_t event_index = 0; event_index < device.trace.size(); ++event_index) {
+    const VizEvent& event = device.trace[event_index];
+    const Where where{label, "event", event_index};
+    const GenericList& frames = stacks.at(event.stack, where);
+    if (event.action == VizEvent::Action::kAlloc) {
+      trace.push_back(eventOf(names.segment_alloc, event, frames, names, where));
+    }
+    trace.push_back(eventOf(actionName(names, event.action), event, frames, names, where));
+    if (event.action == VizEvent::Action::kFreeCompleted) {
+      trace.push_back(eventOf(names.segment_free, event, frames, names, where));
+    }
+  }
+  device_traces.push_back(std::move(trace));
+}
+
+// What memseal wrote, first in the file. It also names the event fields and actions before
+// anything else: the Pickler gives each string the next memo id when first written and refers to
+// it by id after, in 2 bytes below id 256 and 5 above, so strings first met after thousands of
+// stack frames would cost every event some 12 bytes more.
+GenericDict aboutTheFile(const Names& names, GenericList device_names) {
   GenericList event_fields = newList();
   for (const IValue* key :
        {&names.action, &names.addr, &names.size, &names.stream, &names.time_us, &names.frames}) {
@@ -464,9 +467,27 @@ std::string memoryVizPickle(const std::vector<VizDevice>& devices) {
   about.insert("devices", std::move(device_names));
   about.insert("event_fields", std::move(event_fields));
   about.insert("event_actions", std::move(event_actions));
+  return about;
+}
 
+}  // namespace
+
+std::string memoryVizPickle(const std::vector<VizDevice>& devices) {
+  const PickleContext context;
+  GenericList segments = newList();
+  GenericList device_traces = newList();
+  GenericList device_names = newList();
+  for (std::size_t index = 0; index < devices.size(); ++index) {
+    const VizDevice& device = devices[index];
+    device_names.push_back(validUtf8(device.name));
+    if (device.caching_allocator) {
+      addCachingDevice(context, device, index, segments, device_traces);
+    } else {
+      addBlockDevice(context, device, index, segments, device_traces);
+    }
+  }
   GenericDict snapshot = newDict();
-  snapshot.insert("memseal", std::move(about));
+  snapshot.insert("memseal", aboutTheFile(context.names, std::move(device_names)));
   snapshot.insert("segments", std::move(segments));
   snapshot.insert("device_traces", std::move(device_traces));
   return writePickle(snapshot);
