@@ -147,6 +147,88 @@ std::string fragmentationHint(const DeviceMemoryDiagnosis& d,
 
 }  // namespace
 
+namespace {
+
+// The last observed sample's numbers, and the trend of allocated and reserved over the samples.
+void describeSamples(const std::vector<DeviceStepSample>& observed, DeviceMemoryDiagnosis& d) {
+  const DeviceStepSample& first = observed.front();
+  const DeviceStepSample& last = observed.back();
+  d.first_step = first.step;
+  d.last_step = last.step;
+  d.allocated = last.allocated;
+  d.peak_allocated = stepNeed(last);
+  d.reserved = last.reserved;
+  d.reserved_minus_allocated = minusOrZero(last.reserved, last.allocated);
+  d.reserved_above_peak = reservedAboveNeed(last);
+  d.inactive_split_blocks = last.inactive_split_blocks;
+  d.inactive_split_bytes = last.inactive_split_bytes;
+  d.free_segment_bytes = last.free_segment_bytes;
+  d.largest_free_extent = last.largest_free_extent;
+  d.reserved_to_allocated = static_cast<double>(last.reserved) /
+                            static_cast<double>(std::max<std::uint64_t>(1, last.allocated));
+  std::vector<std::uint32_t> steps;
+  std::vector<std::int64_t> allocated;
+  std::vector<std::int64_t> reserved;
+  for (const DeviceStepSample& sample : observed) {
+    steps.push_back(sample.step);
+    allocated.push_back(static_cast<std::int64_t>(sample.allocated));
+    reserved.push_back(static_cast<std::int64_t>(sample.reserved));
+  }
+  d.allocated_slope_per_step = slopeOf(steps, allocated);
+  d.reserved_slope_per_step = slopeOf(steps, reserved);
+  double growth = steadyTensorGrowthPerStep(steps, allocated);
+  d.leak_bytes_per_step = growth >= kMinLeakBytesPerStep ? growth : 0;
+}
+
+// What the most recent quarter of the samples (at least one), where the run has settled, says of
+// the cache: fragmented, grown beyond the step's need, or held high.
+struct RecentCache {
+  bool fragmented = false;
+  bool grew = false;
+  bool high = false;
+};
+
+RecentCache recentCache(const std::vector<DeviceStepSample>& observed, DeviceMemoryDiagnosis& d) {
+  std::size_t recent_begin = observed.size() - std::max<std::size_t>(1, observed.size() / 4);
+  std::uint64_t recent_reserved = 0;
+  std::uint64_t recent_need = 0;
+  std::size_t recent_fragmented = 0;
+  for (std::size_t i = recent_begin; i < observed.size(); ++i) {
+    recent_reserved = std::max(recent_reserved, observed[i].reserved);
+    recent_need = std::max(recent_need, stepNeed(observed[i]));
+    recent_fragmented += looksFragmented(observed[i]) ? 1 : 0;
+  }
+  std::size_t recent = observed.size() - recent_begin;
+  const DeviceStepSample& first = observed.front();
+  d.reserved_growth = minusOrZero(recent_reserved, first.reserved);
+  std::uint64_t need_growth = minusOrZero(recent_need, stepNeed(first));
+  RecentCache cache;
+  cache.fragmented = looksFragmented(observed.back()) &&
+                     static_cast<double>(recent_fragmented) >=
+                         kMinFragmentedShareOfRecent * static_cast<double>(recent);
+  cache.grew = d.reserved_growth >= kMinUnusedReservedBytes &&
+               static_cast<double>(need_growth) <
+                   kMaxPeakGrowthShareOfReservedGrowth * static_cast<double>(d.reserved_growth);
+  cache.high = muchReservedAboveNeed(observed.back());
+  return cache;
+}
+
+std::string steadyHint(const DeviceMemoryDiagnosis& d, std::size_t observed_samples) {
+  std::string hint = "Allocated memory does not keep growing after warm-up (" +
+                     unsignedBytesText(d.allocated) + " at step " + std::to_string(d.last_step) +
+                     ") and reserved memory (" + unsignedBytesText(d.reserved) +
+                     ") stays close to what the step needs (" +
+                     unsignedBytesText(d.peak_allocated) + "): nothing to fix.";
+  if (observed_samples < kMinSamplesForGrowth) {
+    hint += " Only " + std::to_string(observed_samples) +
+            " steps were observed after warm-up; growth is judged from " +
+            std::to_string(kMinSamplesForGrowth) + " on.";
+  }
+  return hint;
+}
+
+}  // namespace
+
 DeviceMemoryDiagnosis diagnoseDevice(const std::vector<DeviceStepSample>& samples,
                                      std::uint32_t warmup,
                                      const std::optional<OomRecord>& last_oom) {
@@ -164,82 +246,23 @@ DeviceMemoryDiagnosis diagnoseDevice(const std::vector<DeviceStepSample>& sample
     if (d.oom_from_fragmentation) d.hint += oomFragmentationSentence(*last_oom);
     return d;
   }
-
-  const DeviceStepSample& first = observed.front();
-  const DeviceStepSample& last = observed.back();
-  d.first_step = first.step;
-  d.last_step = last.step;
-  d.allocated = last.allocated;
-  d.peak_allocated = stepNeed(last);
-  d.reserved = last.reserved;
-  d.reserved_minus_allocated = minusOrZero(last.reserved, last.allocated);
-  d.reserved_above_peak = reservedAboveNeed(last);
-  d.inactive_split_blocks = last.inactive_split_blocks;
-  d.inactive_split_bytes = last.inactive_split_bytes;
-  d.free_segment_bytes = last.free_segment_bytes;
-  d.largest_free_extent = last.largest_free_extent;
-  d.reserved_to_allocated = static_cast<double>(last.reserved) /
-                            static_cast<double>(std::max<std::uint64_t>(1, last.allocated));
-
-  std::vector<std::uint32_t> steps;
-  std::vector<std::int64_t> allocated;
-  std::vector<std::int64_t> reserved;
-  for (const DeviceStepSample& sample : observed) {
-    steps.push_back(sample.step);
-    allocated.push_back(static_cast<std::int64_t>(sample.allocated));
-    reserved.push_back(static_cast<std::int64_t>(sample.reserved));
-  }
-  d.allocated_slope_per_step = slopeOf(steps, allocated);
-  d.reserved_slope_per_step = slopeOf(steps, reserved);
-  double growth = steadyTensorGrowthPerStep(steps, allocated);
-  d.leak_bytes_per_step = growth >= kMinLeakBytesPerStep ? growth : 0;
-
-  // The most recent quarter of the samples (at least one): where the run has settled.
-  std::size_t recent_begin = observed.size() - std::max<std::size_t>(1, observed.size() / 4);
-  std::uint64_t recent_reserved = 0;
-  std::uint64_t recent_need = 0;
-  std::size_t recent_fragmented = 0;
-  for (std::size_t i = recent_begin; i < observed.size(); ++i) {
-    recent_reserved = std::max(recent_reserved, observed[i].reserved);
-    recent_need = std::max(recent_need, stepNeed(observed[i]));
-    recent_fragmented += looksFragmented(observed[i]) ? 1 : 0;
-  }
-  std::size_t recent = observed.size() - recent_begin;
-  d.reserved_growth = minusOrZero(recent_reserved, first.reserved);
-  std::uint64_t need_growth = minusOrZero(recent_need, stepNeed(first));
-
-  bool fragmented =
-      looksFragmented(last) && static_cast<double>(recent_fragmented) >=
-                                   kMinFragmentedShareOfRecent * static_cast<double>(recent);
-  bool cache_grew = d.reserved_growth >= kMinUnusedReservedBytes &&
-                    static_cast<double>(need_growth) < kMaxPeakGrowthShareOfReservedGrowth *
-                                                           static_cast<double>(d.reserved_growth);
-  bool cache_high = muchReservedAboveNeed(last);
-
+  describeSamples(observed, d);
+  RecentCache cache = recentCache(observed, d);
   if (d.leak_bytes_per_step > 0) {
     d.verdict = DeviceVerdict::kLeak;
-    d.hint = leakHint(d, first);
+    d.hint = leakHint(d, observed.front());
     if (d.oom_from_fragmentation) {
       d.hint += " Fragmentation made it worse." + oomFragmentationSentence(*last_oom);
     }
-  } else if (fragmented || d.oom_from_fragmentation) {
+  } else if (cache.fragmented || d.oom_from_fragmentation) {
     d.verdict = DeviceVerdict::kFragmentation;
     d.hint = fragmentationHint(d, last_oom);
-  } else if (cache_grew || cache_high) {
+  } else if (cache.grew || cache.high) {
     d.verdict = DeviceVerdict::kCaching;
-    d.hint = cachingHint(d, cache_grew);
+    d.hint = cachingHint(d, cache.grew);
   } else {
     d.verdict = DeviceVerdict::kSteady;
-    d.hint = "Allocated memory does not keep growing after warm-up (" +
-             unsignedBytesText(d.allocated) + " at step " + std::to_string(d.last_step) +
-             ") and reserved memory (" + unsignedBytesText(d.reserved) +
-             ") stays close to what the step needs (" + unsignedBytesText(d.peak_allocated) +
-             "): nothing to fix.";
-    if (observed.size() < kMinSamplesForGrowth) {
-      d.hint += " Only " + std::to_string(observed.size()) +
-                " steps were observed after warm-up; growth is judged from " +
-                std::to_string(kMinSamplesForGrowth) + " on.";
-    }
+    d.hint = steadyHint(d, observed.size());
   }
   return d;
 }
