@@ -91,55 +91,62 @@ Judgement judge(const EvidenceInputs& inputs, const GroupId& id,
   return judgement;
 }
 
-}  // namespace
-
-LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
-  LeakEvidence evidence;
-  if (inputs.current_step <= inputs.warmup) return evidence;
-  evidence.first_step = inputs.warmup;
-  evidence.last_step = inputs.current_step - 1;
-  evidence.observed = evidence.last_step - evidence.first_step + 1;
-  evidence.backward_ran = inputs.backward_ran;
-  // The observed samples, thinned to kMaxRunSamples for the whole-run rules; the most recent
-  // kResidentWindow of them, all kept, for the fast resident rule.
-  // Samples are in step order: the observed ones are a contiguous range.
-  const std::vector<StepSample>& samples = *inputs.per_step;
-  auto begin = std::lower_bound(
-      samples.begin(), samples.end(), evidence.first_step,
-      [](const StepSample& sample, std::uint32_t step) { return sample.step < step; });
-  auto end = std::upper_bound(
-      begin, samples.end(), evidence.last_step,
-      [](std::uint32_t step, const StepSample& sample) { return step < sample.step; });
-  std::size_t count = static_cast<std::size_t>(end - begin);
-  std::size_t stride = std::max<std::size_t>(1, (count + kMaxRunSamples - 1) / kMaxRunSamples);
+// The observed samples (a contiguous range: samples are in step order), thinned to
+// kMaxRunSamples for the whole-run rules; the range itself, all kept, for the recent window of the
+// fast resident rule.
+struct RunSeries {
+  std::vector<StepSample>::const_iterator begin;
+  std::size_t count = 0;
   std::vector<std::uint32_t> steps;
   std::vector<std::int64_t> live;
   std::vector<std::int64_t> resident;
-  for (std::size_t i = (count - 1) % stride; i < count; i += stride) {
-    const StepSample& sample = begin[static_cast<std::ptrdiff_t>(i)];
-    steps.push_back(sample.step);
-    live.push_back(sample.live_bytes);
-    resident.push_back(sample.resident_bytes);
-  }
+};
 
-  // Tensor storage: groups whose survivors keep coming; while tracked memory as a whole grows
-  // steadily, also groups that retain on some steps only. Each group is judged over the steps of
-  // its own phases, from the step after its last build-up was freed.
-  double tensor_growth = steadyTensorGrowthPerStep(steps, live);
+RunSeries runSeries(const std::vector<StepSample>& samples, std::uint32_t first_step,
+                    std::uint32_t last_step) {
+  RunSeries series;
+  series.begin = std::lower_bound(
+      samples.begin(), samples.end(), first_step,
+      [](const StepSample& sample, std::uint32_t step) { return sample.step < step; });
+  auto end = std::upper_bound(
+      series.begin, samples.end(), last_step,
+      [](std::uint32_t step, const StepSample& sample) { return step < sample.step; });
+  series.count = static_cast<std::size_t>(end - series.begin);
+  std::size_t stride =
+      std::max<std::size_t>(1, (series.count + kMaxRunSamples - 1) / kMaxRunSamples);
+  for (std::size_t i = (series.count - 1) % stride; i < series.count; i += stride) {
+    const StepSample& sample = series.begin[static_cast<std::ptrdiff_t>(i)];
+    series.steps.push_back(sample.step);
+    series.live.push_back(sample.live_bytes);
+    series.resident.push_back(sample.resident_bytes);
+  }
+  return series;
+}
+
+// What every tensor made after warm-up and still alive holds, whether or not its group is judged
+// growing now (a loop's survivors at the program's exit, a cache's entries).
+struct CensusTotals {
+  std::int64_t bytes = 0;
+  std::int64_t count = 0;
+};
+
+// Tensor storage: groups whose survivors keep coming; while tracked memory as a whole grows
+// steadily, also groups that retain on some steps only. Each group is judged over the steps of
+// its own phases, from the step after its last build-up was freed.
+CensusTotals judgeStorage(const EvidenceInputs& inputs, const RunSeries& series,
+                          std::int64_t turnover_bytes, LeakEvidence& evidence) {
+  double tensor_growth = steadyTensorGrowthPerStep(series.steps, series.live);
   evidence.census = analyze::takeSurvivorCensus(evidence.first_step, evidence.last_step);
   // Growth of the whole that caches turning over can hold all of is their filling, not a leak: a
   // leak beside a full cache grows the whole beyond what the cache holds.
-  std::int64_t turnover_bytes = inputs.history != nullptr ? inputs.history->turnoverPeakBytes() : 0;
-  if (turnover_bytes > 0 && !live.empty() && live.back() - live.front() <= turnover_bytes) {
+  if (turnover_bytes > 0 && !series.live.empty() &&
+      series.live.back() - series.live.front() <= turnover_bytes) {
     tensor_growth = 0;
   }
-  // What every tensor made after warm-up and still alive holds, whether or not its group is
-  // judged growing now (a loop's survivors at the program's exit, a cache's entries).
-  std::int64_t census_bytes = 0;
-  std::int64_t census_count = 0;
+  CensusTotals totals;
   for (const auto& [key, group] : evidence.census.groups) {
-    census_bytes += group.bytes;
-    census_count += group.count;
+    totals.bytes += group.bytes;
+    totals.count += group.count;
   }
   for (auto& [key, group] : evidence.census.groups) {
     GroupAtBoundary at;
@@ -173,102 +180,124 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
     }
     if (!evidence.growth_contributors.empty()) evidence.unexplained_tensor_growth = tensor_growth;
   }
+  return totals;
+}
 
-  // Graph nodes, judged against the watched steps whose samples are kept (thinned on long runs),
-  // of the group's phases and segment.
-  if (inputs.nodes != nullptr) {
-    NodeEvidence nodes =
-        inputs.nodes->evidence(evidence.first_step, evidence.last_step, inputs.keep_graph_roots);
-    const std::vector<std::uint32_t>& sampled = nodes.sampled_steps;
-    evidence.graph_sampled_steps = static_cast<std::uint32_t>(sampled.size());
-    evidence.node_groups = std::move(nodes.groups_by_root_site);
-    for (auto& [site, group] : evidence.node_groups) {
-      GroupAtBoundary at;
-      at.id.graph = true;
-      at.id.key.site = site;
-      at.steps = &group.steps;
-      std::uint32_t start = segmentStartOf(inputs, at.id, group.steps, evidence.first_step);
-      auto alive_begin = std::lower_bound(group.steps.begin(), group.steps.end(), start);
-      std::vector<std::uint32_t> alive(alive_begin, group.steps.end());
-      PhaseSet phases = inputs.phases != nullptr ? inputs.phases->phasesOf(alive) : ~PhaseSet{0};
-      // The watched steps of those phases in the segment, and where the alive ones are among them.
-      std::vector<std::uint32_t> positions;
-      std::uint32_t judged = 0;
-      for (std::uint32_t step : sampled) {
-        if (step < start) continue;
-        if (inputs.phases != nullptr && inputs.phases->several() &&
-            (phaseBit(inputs.phases->phaseOf(step)) & phases) == 0) {
-          continue;
-        }
-        if (std::binary_search(alive.begin(), alive.end(), step)) positions.push_back(judged);
-        ++judged;
+// Graph nodes, judged against the watched steps whose samples are kept (thinned on long runs), of
+// the group's phases and segment.
+void judgeGraphs(const EvidenceInputs& inputs, LeakEvidence& evidence) {
+  NodeEvidence nodes =
+      inputs.nodes->evidence(evidence.first_step, evidence.last_step, inputs.keep_graph_roots);
+  const std::vector<std::uint32_t>& sampled = nodes.sampled_steps;
+  evidence.graph_sampled_steps = static_cast<std::uint32_t>(sampled.size());
+  evidence.node_groups = std::move(nodes.groups_by_root_site);
+  for (auto& [site, group] : evidence.node_groups) {
+    GroupAtBoundary at;
+    at.id.graph = true;
+    at.id.key.site = site;
+    at.steps = &group.steps;
+    std::uint32_t start = segmentStartOf(inputs, at.id, group.steps, evidence.first_step);
+    auto alive_begin = std::lower_bound(group.steps.begin(), group.steps.end(), start);
+    std::vector<std::uint32_t> alive(alive_begin, group.steps.end());
+    PhaseSet phases = inputs.phases != nullptr ? inputs.phases->phasesOf(alive) : ~PhaseSet{0};
+    // The watched steps of those phases in the segment, and where the alive ones are among them.
+    std::vector<std::uint32_t> positions;
+    std::uint32_t judged = 0;
+    for (std::uint32_t step : sampled) {
+      if (step < start) continue;
+      if (inputs.phases != nullptr && inputs.phases->several() &&
+          (phaseBit(inputs.phases->phaseOf(step)) & phases) == 0) {
+        continue;
       }
-      at.judged_steps = judged;
-      at.grows = judged > 0 && survivorsKeepGrowing(positions, 0, judged - 1);
-      if (positions.size() >= 2) evidence.graphs_suspected = true;
-      if (at.grows) {
-        bool backward = inputs.phases != nullptr && inputs.phases->several()
-                            ? backwardRanFor(inputs, alive)
-                            : inputs.backward_ran;
-        evidence.graph_roots.emplace(site, GraphEvidence{group, judged, backward});
-      }
-      evidence.groups.push_back(at);
+      if (std::binary_search(alive.begin(), alive.end(), step)) positions.push_back(judged);
+      ++judged;
     }
-    for (auto& [site, root] : nodes.roots) {
-      if (evidence.graph_roots.count(site) != 0) evidence.alive_roots.push_back(std::move(root));
+    at.judged_steps = judged;
+    at.grows = judged > 0 && survivorsKeepGrowing(positions, 0, judged - 1);
+    if (positions.size() >= 2) evidence.graphs_suspected = true;
+    if (at.grows) {
+      bool backward = inputs.phases != nullptr && inputs.phases->several()
+                          ? backwardRanFor(inputs, alive)
+                          : inputs.backward_ran;
+      evidence.graph_roots.emplace(site, GraphEvidence{group, judged, backward});
     }
-    evidence.nodes_per_step = inputs.nodes->nodesPerStep();
-    evidence.graph_samples_alive = nodes.alive_samples;
+    evidence.groups.push_back(at);
   }
+  for (auto& [site, root] : nodes.roots) {
+    if (evidence.graph_roots.count(site) != 0) evidence.alive_roots.push_back(std::move(root));
+  }
+  evidence.nodes_per_step = inputs.nodes->nodesPerStep();
+  evidence.graph_samples_alive = nodes.alive_samples;
+}
 
-  if (inputs.watch_resident_memory && kResidentMemoryMeaningful && !resident.empty()) {
-    evidence.resident_slope = std::max(0.0, slopeOf(steps, resident));
-    // Every surviving tensor costs its native memory.
-    double overhead =
-        kNativeBytesPerRetainedTensor * static_cast<double>(census_count) / evidence.observed;
-    if (!evidence.graph_roots.empty()) {
-      overhead += kNativeBytesPerGraphNode * static_cast<double>(evidence.nodes_per_step);
-    }
-    auto residualOf = [&](const StepSample& sample) {
-      return sample.resident_bytes - sample.live_bytes -
-             static_cast<std::int64_t>(overhead * (sample.step - evidence.first_step));
-    };
-    std::vector<std::int64_t> residual(resident.size());
-    for (std::size_t i = 0; i < resident.size(); ++i) {
-      residual[i] = resident[i] - live[i] -
-                    static_cast<std::int64_t>(overhead * (steps[i] - evidence.first_step));
-    }
-    std::vector<std::int64_t> recent;
-    for (std::size_t i = count > kResidentWindow ? count - kResidentWindow : 0; i < count; ++i) {
-      recent.push_back(residualOf(begin[static_cast<std::ptrdiff_t>(i)]));
-    }
-    double fast = steadyGrowthPerStep(recent, kMinFastResidentBytesPerStep);
-    bool other_findings = !evidence.storage.empty() || !evidence.graph_roots.empty() ||
-                          evidence.unexplained_tensor_growth > 0;
-    evidence.explained_growth = std::max(0.0, slopeOf(steps, live)) + overhead;
-    if (other_findings) {
-      // Their real native cost may exceed the estimate, by up to twice: only growth beyond it is
-      // another leak.
-      double noise = std::max(kMinFastResidentBytesPerStep, 2 * overhead);
-      evidence.untracked_growth = fast >= noise ? fast : 0;
-    } else {
-      evidence.untracked_growth =
-          std::max(fast, unboundedGrowthPerStep(steps, residual, kMinSlowResidentTotalBytes));
-    }
-    // Tensors kept between short-lived ones leave holes malloc cannot always fill: resident memory
-    // beside the tensors retained since warm-up grows by up to their own growth again
-    // (kUntrackedShareOfExplained).
-    double retained_growth = static_cast<double>(census_bytes) / evidence.observed + overhead;
-    if (evidence.untracked_growth < kUntrackedShareOfExplained * retained_growth) {
-      evidence.untracked_growth = 0;
-    }
-    // Entries of ever-new sizes replaced in a cache that turns over leave holes malloc cannot
-    // always reuse: resident growth up to what such caches hold is that fragmentation.
-    double span = static_cast<double>(evidence.last_step - evidence.first_step + 1);
-    if (evidence.untracked_growth > 0 &&
-        evidence.untracked_growth * span <= static_cast<double>(turnover_bytes)) {
-      evidence.untracked_growth = 0;
-    }
+// Resident memory beyond what tracked tensors, their native cost and graph nodes explain.
+void judgeResident(const RunSeries& series, const CensusTotals& census, std::int64_t turnover_bytes,
+                   LeakEvidence& evidence) {
+  evidence.resident_slope = std::max(0.0, slopeOf(series.steps, series.resident));
+  // Every surviving tensor costs its native memory.
+  double overhead =
+      kNativeBytesPerRetainedTensor * static_cast<double>(census.count) / evidence.observed;
+  if (!evidence.graph_roots.empty()) {
+    overhead += kNativeBytesPerGraphNode * static_cast<double>(evidence.nodes_per_step);
+  }
+  auto residualOf = [&](const StepSample& sample) {
+    return sample.resident_bytes - sample.live_bytes -
+           static_cast<std::int64_t>(overhead * (sample.step - evidence.first_step));
+  };
+  std::vector<std::int64_t> residual(series.resident.size());
+  for (std::size_t i = 0; i < series.resident.size(); ++i) {
+    residual[i] = series.resident[i] - series.live[i] -
+                  static_cast<std::int64_t>(overhead * (series.steps[i] - evidence.first_step));
+  }
+  std::vector<std::int64_t> recent;
+  for (std::size_t i = series.count > kResidentWindow ? series.count - kResidentWindow : 0;
+       i < series.count; ++i) {
+    recent.push_back(residualOf(series.begin[static_cast<std::ptrdiff_t>(i)]));
+  }
+  double fast = steadyGrowthPerStep(recent, kMinFastResidentBytesPerStep);
+  bool other_findings = !evidence.storage.empty() || !evidence.graph_roots.empty() ||
+                        evidence.unexplained_tensor_growth > 0;
+  evidence.explained_growth = std::max(0.0, slopeOf(series.steps, series.live)) + overhead;
+  if (other_findings) {
+    // Their real native cost may exceed the estimate, by up to twice: only growth beyond it is
+    // another leak.
+    double noise = std::max(kMinFastResidentBytesPerStep, 2 * overhead);
+    evidence.untracked_growth = fast >= noise ? fast : 0;
+  } else {
+    evidence.untracked_growth =
+        std::max(fast, unboundedGrowthPerStep(series.steps, residual, kMinSlowResidentTotalBytes));
+  }
+  // Tensors kept between short-lived ones leave holes malloc cannot always fill: resident memory
+  // beside the tensors retained since warm-up grows by up to their own growth again
+  // (kUntrackedShareOfExplained).
+  double retained_growth = static_cast<double>(census.bytes) / evidence.observed + overhead;
+  if (evidence.untracked_growth < kUntrackedShareOfExplained * retained_growth) {
+    evidence.untracked_growth = 0;
+  }
+  // Entries of ever-new sizes replaced in a cache that turns over leave holes malloc cannot
+  // always reuse: resident growth up to what such caches hold is that fragmentation.
+  double span = static_cast<double>(evidence.last_step - evidence.first_step + 1);
+  if (evidence.untracked_growth > 0 &&
+      evidence.untracked_growth * span <= static_cast<double>(turnover_bytes)) {
+    evidence.untracked_growth = 0;
+  }
+}
+
+}  // namespace
+
+LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
+  LeakEvidence evidence;
+  if (inputs.current_step <= inputs.warmup) return evidence;
+  evidence.first_step = inputs.warmup;
+  evidence.last_step = inputs.current_step - 1;
+  evidence.observed = evidence.last_step - evidence.first_step + 1;
+  evidence.backward_ran = inputs.backward_ran;
+  RunSeries series = runSeries(*inputs.per_step, evidence.first_step, evidence.last_step);
+  std::int64_t turnover_bytes = inputs.history != nullptr ? inputs.history->turnoverPeakBytes() : 0;
+  CensusTotals census = judgeStorage(inputs, series, turnover_bytes, evidence);
+  if (inputs.nodes != nullptr) judgeGraphs(inputs, evidence);
+  if (inputs.watch_resident_memory && kResidentMemoryMeaningful && !series.resident.empty()) {
+    judgeResident(series, census, turnover_bytes, evidence);
   }
   return evidence;
 }
