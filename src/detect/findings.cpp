@@ -291,25 +291,24 @@ std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
   return findings;
 }
 
-std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) {
-  std::vector<BuiltFinding> findings;
-  analyze::RetainedGraphs graphs =
-      analyze::inspectRetainedGraphs(evidence.alive_roots, kMaxGraphNodesWalked);
+namespace {
+
+// Tensor storage that the retained graphs explain joins their cause: a kept tensor of a line whose
+// graphs are retained, a tensor the graphs saved for backward, another layer's output made in the
+// same call as the graph's root.
+std::vector<Candidate> storageCandidates(const LeakEvidence& evidence,
+                                         const std::vector<Candidate>& graph_candidates,
+                                         const analyze::RetainedGraphs& graphs) {
   std::map<analyze::SurvivorKey, GroupSurvivors> survivors =
       groupSurvivors(evidence.storage, evidence.first_step, evidence.last_step);
-  std::vector<Candidate> candidates;
-  for (const auto& [site, graph] : evidence.graph_roots) {
-    candidates.push_back(graphCandidate(site, graph, evidence));
-  }
   // The lines whose graphs are retained: what else those lines retain, and what the graphs saved
   // for their backward (an input of the forward pass), belongs to the same cause.
   std::set<std::string> graph_lines;
-  const Candidate* first_graph = nullptr;
-  for (const Candidate& candidate : candidates) {
+  for (const Candidate& candidate : graph_candidates) {
     if (!candidate.cause.empty()) graph_lines.insert(candidate.cause);
-    if (first_graph == nullptr) first_graph = &candidate;
   }
-  std::vector<Candidate> storage_candidates;
+  const Candidate* first_graph = graph_candidates.empty() ? nullptr : &graph_candidates.front();
+  std::vector<Candidate> candidates;
   for (const StorageEvidence& storage : evidence.storage) {
     const GroupSurvivors& group = survivors[storage.key];
     Candidate candidate = storageCandidate(storage, group, evidence);
@@ -330,10 +329,14 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
       // where its node type does not say what it saved.
       candidate.cause = first_graph->cause;
     }
-    storage_candidates.push_back(std::move(candidate));
+    candidates.push_back(std::move(candidate));
   }
-  for (Candidate& candidate : storage_candidates) candidates.push_back(std::move(candidate));
-  // Group by cause. Retained tensors without a user line are each their own cause.
+  return candidates;
+}
+
+// One finding per cause. Retained tensors without a user line are each their own cause.
+std::vector<BuiltFinding> findingsByCause(std::vector<Candidate> candidates,
+                                          const LeakEvidence& evidence) {
   std::map<std::tuple<int, std::string, std::uint32_t>, std::vector<Candidate>> causes;
   for (Candidate& candidate : candidates) {
     std::uint32_t apart =
@@ -343,33 +346,67 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
     causes[{static_cast<int>(candidate.category), candidate.cause, apart}].push_back(
         std::move(candidate));
   }
+  std::vector<BuiltFinding> findings;
   for (auto& [cause, parts] : causes) {
     findings.push_back(
         findingOf(static_cast<LeakCategory>(std::get<0>(cause)), std::move(parts), evidence));
   }
   for (BuiltFinding& built : findings) built.finding.hint = hintFor(built.finding);
-  nameCreateGraphCycle(findings, graphs.leaves_with_grad_history);
+  return findings;
+}
 
-  if (evidence.unexplained_tensor_growth > 0 && !evidence.growth_contributors.empty()) {
-    std::map<analyze::SurvivorKey, GroupSurvivors> contributors =
-        groupSurvivors(evidence.growth_contributors, evidence.first_step, evidence.last_step);
-    std::vector<Candidate> parts;
-    for (const StorageEvidence& storage : evidence.growth_contributors) {
-      parts.push_back(storageCandidate(storage, contributors[storage.key], evidence));
-    }
-    LeakCategory category = parts.front().category;
-    BuiltFinding built = findingOf(category, std::move(parts), evidence);
-    LeakFinding& finding = built.finding;
-    finding.bytes_per_step = evidence.unexplained_tensor_growth;
-    finding.hint = "Tracked tensor memory grows steadily (+" +
-                   common::bytesText(static_cast<std::int64_t>(finding.bytes_per_step)) +
-                   "/step) without levelling off, but no single site retains tensors in most "
-                   "steps: the " +
-                   std::to_string(finding.parts.size()) +
-                   " sites listed hold most of what was kept after warm-up. " + hintFor(finding);
-    findings.push_back(std::move(built));
+// Tracked memory that grows while no single site retains in most steps: the sites holding most of
+// it, as one finding.
+BuiltFinding unexplainedGrowthFinding(const LeakEvidence& evidence) {
+  std::map<analyze::SurvivorKey, GroupSurvivors> contributors =
+      groupSurvivors(evidence.growth_contributors, evidence.first_step, evidence.last_step);
+  std::vector<Candidate> parts;
+  for (const StorageEvidence& storage : evidence.growth_contributors) {
+    parts.push_back(storageCandidate(storage, contributors[storage.key], evidence));
   }
+  LeakCategory category = parts.front().category;
+  BuiltFinding built = findingOf(category, std::move(parts), evidence);
+  LeakFinding& finding = built.finding;
+  finding.bytes_per_step = evidence.unexplained_tensor_growth;
+  finding.hint = "Tracked tensor memory grows steadily (+" +
+                 common::bytesText(static_cast<std::int64_t>(finding.bytes_per_step)) +
+                 "/step) without levelling off, but no single site retains tensors in most "
+                 "steps: the " +
+                 std::to_string(finding.parts.size()) +
+                 " sites listed hold most of what was kept after warm-up. " + hintFor(finding);
+  return built;
+}
 
+BuiltFinding untrackedGrowthFinding(const LeakEvidence& evidence) {
+  LeakFinding finding;
+  finding.category = LeakCategory::kUntrackedGrowth;
+  finding.retained = "resident memory";
+  finding.bytes_per_step = evidence.untracked_growth;
+  finding.explained_bytes_per_step = evidence.explained_growth;
+  finding.steps_with_survivors = evidence.observed;
+  finding.steps_observed = evidence.observed;
+  finding.site.op = "<outside tensor storage>";
+  finding.hint = hintFor(finding);
+  return BuiltFinding{std::move(finding), {}};
+}
+
+}  // namespace
+
+std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) {
+  analyze::RetainedGraphs graphs =
+      analyze::inspectRetainedGraphs(evidence.alive_roots, kMaxGraphNodesWalked);
+  std::vector<Candidate> candidates;
+  for (const auto& [site, graph] : evidence.graph_roots) {
+    candidates.push_back(graphCandidate(site, graph, evidence));
+  }
+  for (Candidate& candidate : storageCandidates(evidence, candidates, graphs)) {
+    candidates.push_back(std::move(candidate));
+  }
+  std::vector<BuiltFinding> findings = findingsByCause(std::move(candidates), evidence);
+  nameCreateGraphCycle(findings, graphs.leaves_with_grad_history);
+  if (evidence.unexplained_tensor_growth > 0 && !evidence.growth_contributors.empty()) {
+    findings.push_back(unexplainedGrowthFinding(evidence));
+  }
   bool graph_retained = std::any_of(findings.begin(), findings.end(), [](const BuiltFinding& b) {
     return graphCategory(b.finding.category) ||
            b.finding.category == LeakCategory::kCreateGraphCycle;
@@ -382,18 +419,7 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
           "(a graph keeps the inputs its backward needs): fix that finding first.";
     }
   }
-  if (evidence.untracked_growth > 0) {
-    LeakFinding finding;
-    finding.category = LeakCategory::kUntrackedGrowth;
-    finding.retained = "resident memory";
-    finding.bytes_per_step = evidence.untracked_growth;
-    finding.explained_bytes_per_step = evidence.explained_growth;
-    finding.steps_with_survivors = evidence.observed;
-    finding.steps_observed = evidence.observed;
-    finding.site.op = "<outside tensor storage>";
-    finding.hint = hintFor(finding);
-    findings.push_back(BuiltFinding{std::move(finding), {}});
-  }
+  if (evidence.untracked_growth > 0) findings.push_back(untrackedGrowthFinding(evidence));
   // Largest first; resident growth last, as the weakest evidence (it names no site).
   std::stable_sort(findings.begin(), findings.end(),
                    [](const BuiltFinding& a, const BuiltFinding& b) {
