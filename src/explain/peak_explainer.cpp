@@ -186,82 +186,75 @@ MemoryRole roleOf(const analyze::PeakAllocation& allocation, const MeasuredStep&
   return MemoryRole::kOther;
 }
 
-PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options) {
-  PeakReport report;
-  report.steps = options.steps;
-  report.warmup = options.warmup;
-  report.peak_step = measured.step;
-  report.peak_bytes = measured.peak.peak_bytes;
-  report.baseline_bytes = measured.peak.baseline_bytes;
-  report.end_bytes = measured.peak.end_bytes;
-  report.peak_live_count = static_cast<std::int64_t>(measured.peak.live_at_peak.size());
-  report.events_in_step = measured.peak.events;
-  report.peak_event = measured.peak.peak_event;
-  report.timeline = measured.peak.timeline;
-  report.model_identified = measured.named_model;
-  report.optimizer_identified = measured.named_optimizer;
-  for (int role = 0; role < kMemoryRoleCount; ++role) {
-    report.roles.push_back({static_cast<MemoryRole>(role), 0, 0});
-  }
-
-  std::map<std::uint32_t, PeakSite> by_site;
-  std::map<std::uint32_t, std::array<std::int64_t, kMemoryRoleCount>> site_roles;
-  std::map<std::string, ModuleBytes> by_module;
-  std::unordered_map<std::uint32_t, AllocationSite> sites;
-  auto siteOf = [&](std::uint32_t id) -> const AllocationSite& {
-    auto found = sites.find(id);
-    if (found == sites.end()) {
+// Sites described once each (a site may hold thousands of the peak's allocations).
+class SiteNames {
+ public:
+  const AllocationSite& of(std::uint32_t id) {
+    auto found = sites_.find(id);
+    if (found == sites_.end()) {
       AllocationSite site;
       if (id == 0) {
         site.op = "<made before tracking began>";
       } else {
         site = analyze::describeSite(id);
       }
-      found = sites.emplace(id, std::move(site)).first;
+      found = sites_.emplace(id, std::move(site)).first;
     }
     return found->second;
-  };
-  for (const analyze::PeakAllocation& allocation : measured.peak.live_at_peak) {
-    MemoryRole role = roleOf(allocation, measured);
-    int role_index = static_cast<int>(role);
-    RoleBytes& role_total = report.roles[static_cast<std::size_t>(role_index)];
-    role_total.bytes += allocation.bytes;
-    role_total.count += 1;
-
-    track::TensorSignature signature = allocation.signature;
-    bool has_signature = allocation.has_signature;
-    if (!has_signature) {
-      auto found = measured.end_signatures.find(allocation.data);
-      if (found != measured.end_signatures.end()) {
-        signature = found->second;
-        has_signature = true;
-      }
-    }
-    TensorInfo tensor = has_signature ? analyze::describeSignature(signature) : TensorInfo{};
-    const AllocationSite& site = siteOf(allocation.site);
-
-    PeakSite& site_total = by_site[allocation.site];
-    if (site_total.count == 0) {
-      site_total.site = site;
-      site_total.tensor = tensor;
-    }
-    site_total.bytes += allocation.bytes;
-    site_total.count += 1;
-    site_roles[allocation.site][static_cast<std::size_t>(role_index)] += allocation.bytes;
-
-    ModuleBytes& module = by_module[site.scope];
-    module.module = site.scope;
-    module.bytes += allocation.bytes;
-    module.count += 1;
-    module.role_bytes[role_index] += allocation.bytes;
-
-    if (report.tensors.size() < kMaxListed) {  // live_at_peak is largest first
-      report.tensors.push_back(
-          {allocation.bytes, role, site.op, site.scope, allocation.step, std::move(tensor)});
-    }
   }
-  for (auto& [id, site] : by_site) {
-    const auto& bytes = site_roles[id];
+
+ private:
+  std::unordered_map<std::uint32_t, AllocationSite> sites_;
+};
+
+// What the peak holds, added up by role, site and module as each allocation comes.
+struct PeakTotals {
+  std::map<std::uint32_t, PeakSite> by_site;
+  std::map<std::uint32_t, std::array<std::int64_t, kMemoryRoleCount>> site_roles;
+  std::map<std::string, ModuleBytes> by_module;
+};
+
+// The allocation's tensor: read when it was made, or at the step's end.
+TensorInfo tensorOf(const analyze::PeakAllocation& allocation, const MeasuredStep& measured) {
+  if (allocation.has_signature) return analyze::describeSignature(allocation.signature);
+  auto found = measured.end_signatures.find(allocation.data);
+  if (found != measured.end_signatures.end()) return analyze::describeSignature(found->second);
+  return TensorInfo{};
+}
+
+void addToPeak(const analyze::PeakAllocation& allocation, const MeasuredStep& measured,
+               SiteNames& names, PeakTotals& totals, PeakReport& report) {
+  MemoryRole role = roleOf(allocation, measured);
+  int role_index = static_cast<int>(role);
+  RoleBytes& role_total = report.roles[static_cast<std::size_t>(role_index)];
+  role_total.bytes += allocation.bytes;
+  role_total.count += 1;
+  TensorInfo tensor = tensorOf(allocation, measured);
+  const AllocationSite& site = names.of(allocation.site);
+  PeakSite& site_total = totals.by_site[allocation.site];
+  if (site_total.count == 0) {
+    site_total.site = site;
+    site_total.tensor = tensor;
+  }
+  site_total.bytes += allocation.bytes;
+  site_total.count += 1;
+  totals.site_roles[allocation.site][static_cast<std::size_t>(role_index)] += allocation.bytes;
+  ModuleBytes& module = totals.by_module[site.scope];
+  module.module = site.scope;
+  module.bytes += allocation.bytes;
+  module.count += 1;
+  module.role_bytes[role_index] += allocation.bytes;
+  if (report.tensors.size() < kMaxListed) {  // live_at_peak is largest first
+    report.tensors.push_back(
+        {allocation.bytes, role, site.op, site.scope, allocation.step, std::move(tensor)});
+  }
+}
+
+// The sites and modules, largest first, at most kMaxListed of each; a site's role is the one
+// holding most of its bytes.
+void listSitesAndModules(PeakTotals& totals, PeakReport& report) {
+  for (auto& [id, site] : totals.by_site) {
+    const auto& bytes = totals.site_roles[id];
     site.role =
         static_cast<MemoryRole>(std::max_element(bytes.begin(), bytes.end()) - bytes.begin());
     report.sites.push_back(std::move(site));
@@ -269,11 +262,14 @@ PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options)
   std::sort(report.sites.begin(), report.sites.end(),
             [](const PeakSite& a, const PeakSite& b) { return a.bytes > b.bytes; });
   if (report.sites.size() > kMaxListed) report.sites.resize(kMaxListed);
-  for (auto& [name, module] : by_module) report.modules.push_back(std::move(module));
+  for (auto& [name, module] : totals.by_module) report.modules.push_back(std::move(module));
   std::sort(report.modules.begin(), report.modules.end(),
             [](const ModuleBytes& a, const ModuleBytes& b) { return a.bytes > b.bytes; });
   if (report.modules.size() > kMaxListed) report.modules.resize(kMaxListed);
+}
 
+// What the breakdown could not tell, said in the report.
+void addNotes(const MeasuredStep& measured, const ExplainOptions& options, PeakReport& report) {
   if (!measured.backward_ran) {
     report.notes.push_back(
         "no backward ran in the step: nothing is counted as activations saved for backward");
@@ -292,6 +288,32 @@ PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options)
                            " allocations and frees (max_events_per_step): its peak is read from "
                            "the newest only, and roles told by backward may be missing");
   }
+}
+
+PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options) {
+  PeakReport report;
+  report.steps = options.steps;
+  report.warmup = options.warmup;
+  report.peak_step = measured.step;
+  report.peak_bytes = measured.peak.peak_bytes;
+  report.baseline_bytes = measured.peak.baseline_bytes;
+  report.end_bytes = measured.peak.end_bytes;
+  report.peak_live_count = static_cast<std::int64_t>(measured.peak.live_at_peak.size());
+  report.events_in_step = measured.peak.events;
+  report.peak_event = measured.peak.peak_event;
+  report.timeline = measured.peak.timeline;
+  report.model_identified = measured.named_model;
+  report.optimizer_identified = measured.named_optimizer;
+  for (int role = 0; role < kMemoryRoleCount; ++role) {
+    report.roles.push_back({static_cast<MemoryRole>(role), 0, 0});
+  }
+  SiteNames names;
+  PeakTotals totals;
+  for (const analyze::PeakAllocation& allocation : measured.peak.live_at_peak) {
+    addToPeak(allocation, measured, names, totals, report);
+  }
+  listSitesAndModules(totals, report);
+  addNotes(measured, options, report);
   return report;
 }
 
