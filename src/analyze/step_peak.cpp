@@ -5,20 +5,19 @@
 
 namespace memseal::analyze {
 
-StepPeakResult replayStepPeak(const std::vector<track::LiveRecord>& baseline,
-                              const std::vector<track::TraceEvent>& events,
-                              std::size_t max_points) {
-  StepPeakResult result;
-  result.events = static_cast<std::int64_t>(events.size());
+namespace {
+
+// First pass: the total after each event, its highest point (the first time it is reached) and
+// the timeline, at most `max_points` points, each the highest of its stretch of events.
+void findThePeak(const std::vector<track::LiveRecord>& baseline,
+                 const std::vector<track::TraceEvent>& events, std::size_t max_points,
+                 StepPeakResult& result) {
   std::unordered_map<const void*, std::int64_t> live_bytes_of;
   live_bytes_of.reserve(baseline.size() + events.size());
   for (const track::LiveRecord& record : baseline) {
     live_bytes_of[record.data] = static_cast<std::int64_t>(record.bytes);
     result.baseline_bytes += static_cast<std::int64_t>(record.bytes);
   }
-
-  // First pass: the total after each event, its highest point (the first time it is reached) and
-  // the timeline.
   std::int64_t live = result.baseline_bytes;
   result.peak_bytes = live;
   std::size_t points = std::max<std::size_t>(1, max_points);
@@ -46,9 +45,12 @@ StepPeakResult replayStepPeak(const std::vector<track::LiveRecord>& baseline,
     }
   }
   result.end_bytes = live;
+}
 
-  // Second pass: what was live right after the peak event, then which of it the rest of the step
-  // freed (with the tensor as last seen).
+// Second pass: what was live right after the peak event.
+std::unordered_map<const void*, PeakAllocation> liveAfter(
+    const std::vector<track::LiveRecord>& baseline, const std::vector<track::TraceEvent>& events,
+    std::int64_t peak_event) {
   std::unordered_map<const void*, PeakAllocation> live_now;
   live_now.reserve(baseline.size() + events.size());
   for (const track::LiveRecord& record : baseline) {
@@ -61,7 +63,6 @@ StepPeakResult replayStepPeak(const std::vector<track::LiveRecord>& baseline,
     allocation.signature = record.signature;
     live_now[record.data] = allocation;
   }
-  std::int64_t peak_event = result.peak_event;
   for (std::int64_t i = 0; i <= peak_event; ++i) {
     const track::TraceEvent& event = events[static_cast<std::size_t>(i)];
     if (event.kind == track::TraceEvent::kAllocation) {
@@ -77,6 +78,12 @@ StepPeakResult replayStepPeak(const std::vector<track::LiveRecord>& baseline,
       live_now.erase(event.data);
     }
   }
+  return live_now;
+}
+
+// Which of what was live at the peak the rest of the step freed (with the tensor as last seen).
+void markFreedAfter(const std::vector<track::TraceEvent>& events, std::int64_t peak_event,
+                    std::unordered_map<const void*, PeakAllocation>& live_now) {
   for (std::size_t i = static_cast<std::size_t>(peak_event + 1); i < events.size(); ++i) {
     const track::TraceEvent& event = events[i];
     if (event.kind != track::TraceEvent::kFree) continue;
@@ -90,6 +97,19 @@ StepPeakResult replayStepPeak(const std::vector<track::LiveRecord>& baseline,
       found->second.has_signature = true;
     }
   }
+}
+
+}  // namespace
+
+StepPeakResult replayStepPeak(const std::vector<track::LiveRecord>& baseline,
+                              const std::vector<track::TraceEvent>& events,
+                              std::size_t max_points) {
+  StepPeakResult result;
+  result.events = static_cast<std::int64_t>(events.size());
+  findThePeak(baseline, events, max_points, result);
+  std::unordered_map<const void*, PeakAllocation> live_now =
+      liveAfter(baseline, events, result.peak_event);
+  markFreedAfter(events, result.peak_event, live_now);
   result.live_at_peak.reserve(live_now.size());
   for (auto& [data, allocation] : live_now) result.live_at_peak.push_back(allocation);
   std::sort(result.live_at_peak.begin(), result.live_at_peak.end(),
