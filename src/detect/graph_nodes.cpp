@@ -71,40 +71,33 @@ void GraphNodeSampler::thin() {
   steps_.swap(kept);
 }
 
-NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last, bool keep_roots) {
-  NodeEvidence evidence;
-  std::lock_guard<std::mutex> lock(mutex_);
-  // The alive samples of each step, held while they are looked at, and which step made each node.
-  struct Alive {
-    StepSamples* samples;
-    std::vector<std::pair<const Sample*, std::shared_ptr<torch::autograd::Node>>>
-        nodes;  // old..new
-    std::shared_ptr<torch::autograd::Node> link;
-  };
-  std::vector<Alive> alive_steps;
-  std::unordered_map<const torch::autograd::Node*, std::uint32_t> step_of;
+std::vector<GraphNodeSampler::AliveStep> GraphNodeSampler::aliveSteps(std::uint32_t first,
+                                                                      std::uint32_t last,
+                                                                      NodeEvidence& evidence,
+                                                                      StepOfNode& step_of) {
+  std::vector<AliveStep> alive_steps;
   for (StepSamples& samples : steps_) {
     if (samples.step < first || samples.step > last) continue;
     evidence.sampled_steps.push_back(samples.step);
     if (samples.dead) continue;
-    Alive alive{&samples, {}, nullptr};
+    AliveStep alive;
+    alive.samples = &samples;
     for (int i = 0; i < samples.count; ++i) {
       // From oldest to newest.
       int index = (samples.next - samples.count + i + kSamplesPerStep) % kSamplesPerStep;
       const Sample& sample = samples.samples[index];
-      if (std::shared_ptr<torch::autograd::Node> node = sample.node.lock()) {
+      if (NodeRef node = sample.node.lock()) {
         step_of.emplace(node.get(), samples.step);
         alive.nodes.emplace_back(&sample, std::move(node));
         ++evidence.alive_samples;
       }
     }
-    std::shared_ptr<torch::autograd::Node> link = samples.link.node.lock();
-    if (link) alive.link = std::move(link);
+    if (NodeRef link = samples.link.node.lock()) alive.link = std::move(link);
     if (alive.nodes.empty() && !alive.link) {
       // A node that died never comes back: release the step's samples.
       samples.dead = true;
       for (Sample& sample : samples.samples) sample.node.reset();
-      for (std::weak_ptr<torch::autograd::Node>& first : samples.first) first.reset();
+      for (std::weak_ptr<torch::autograd::Node>& first_node : samples.first) first_node.reset();
       samples.link.node.reset();
       samples.count = 0;
       samples.last_node = nullptr;
@@ -112,46 +105,48 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
     }
     alive_steps.push_back(std::move(alive));
   }
-  // What keeps each step's graph alive: its link to an earlier step's graph when one is alive
-  // (`total_loss += loss`: the add that chains every step's loss to the last), else the newest
-  // of its nodes that links to an earlier step's sampled node, else its newest node. The link
-  // names the mistake however the steps are cut.
-  std::vector<std::pair<const Sample*, const std::shared_ptr<torch::autograd::Node>*>> roots;
-  for (Alive& alive : alive_steps) {
-    const Sample* root = nullptr;
-    const std::shared_ptr<torch::autograd::Node>* root_node = nullptr;
-    if (alive.link) {
-      root = &alive.samples->link;
-      root_node = &alive.link;
-    }
-    for (auto it = alive.nodes.rbegin(); it != alive.nodes.rend() && root == nullptr; ++it) {
-      for (const torch::autograd::Edge& edge : it->second->next_edges()) {
-        auto earlier = step_of.find(edge.function.get());
-        if (earlier != step_of.end() && earlier->second < alive.samples->step) {
-          root = it->first;
-          root_node = &it->second;
-          break;
-        }
+  return alive_steps;
+}
+
+// What keeps a step's graph alive: its link to an earlier step's graph when one is alive
+// (`total_loss += loss`: the add that chains every step's loss to the last), else the newest of
+// its nodes that links to an earlier step's sampled node, else its newest node. The link names the
+// mistake however the steps are cut.
+std::pair<const GraphNodeSampler::Sample*, const GraphNodeSampler::NodeRef*>
+GraphNodeSampler::rootOf(const AliveStep& alive, const StepOfNode& step_of) {
+  if (alive.link) return {&alive.samples->link, &alive.link};
+  for (auto it = alive.nodes.rbegin(); it != alive.nodes.rend(); ++it) {
+    for (const torch::autograd::Edge& edge : it->second->next_edges()) {
+      auto earlier = step_of.find(edge.function.get());
+      if (earlier != step_of.end() && earlier->second < alive.samples->step) {
+        return {it->first, &it->second};
       }
     }
-    roots.emplace_back(root, root_node);
   }
+  return {alive.nodes.back().first, &alive.nodes.back().second};
+}
+
+NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last, bool keep_roots) {
+  NodeEvidence evidence;
+  std::lock_guard<std::mutex> lock(mutex_);
+  StepOfNode step_of;
+  std::vector<AliveStep> alive_steps = aliveSteps(first, last, evidence, step_of);
+  // Every step's root is found before any is used: the nodes of all alive steps are needed to
+  // tell a link to an earlier step.
+  std::vector<std::pair<const Sample*, const NodeRef*>> roots;
+  for (const AliveStep& alive : alive_steps) roots.push_back(rootOf(alive, step_of));
   for (std::size_t i = 0; i < alive_steps.size(); ++i) {
-    Alive& alive = alive_steps[i];
-    auto& [root, root_node] = roots[i];
-    if (root == nullptr) {
-      root = alive.nodes.back().first;
-      root_node = &alive.nodes.back().second;
-    }
+    const AliveStep& alive = alive_steps[i];
+    const auto& [root, root_node] = roots[i];
     if (keep_roots) {
       // The root first; then the step's other alive nodes, which the walk also starts from (a kept
       // output's own node, made after the step's boundary, is not behind the step's root).
       evidence.roots.emplace_back(root->site, *root_node);
-      for (auto& [sample, node] : alive.nodes) {
+      for (const auto& [sample, node] : alive.nodes) {
         if (sample != root) evidence.roots.emplace_back(root->site, node);
       }
-      for (int first = 0; first < alive.samples->first_count; ++first) {
-        if (auto node = alive.samples->first[first].lock()) {
+      for (int index = 0; index < alive.samples->first_count; ++index) {
+        if (auto node = alive.samples->first[index].lock()) {
           evidence.roots.emplace_back(root->site, std::move(node));
         }
       }

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -82,6 +83,22 @@ class GraphNodeSampler final : public track::GradFnObserver {
     bool dead = false;      // every sample died: never alive again, samples released
     const torch::autograd::Node* last_node = nullptr;
   };
+  // A step's alive samples, held while they are looked at, old to new, and its link to an earlier
+  // step's graph.
+  using NodeRef = std::shared_ptr<torch::autograd::Node>;
+  struct AliveStep {
+    StepSamples* samples = nullptr;
+    std::vector<std::pair<const Sample*, NodeRef>> nodes;
+    NodeRef link;
+  };
+  using StepOfNode = std::unordered_map<const torch::autograd::Node*, std::uint32_t>;
+  // With mutex_ held: the steps of [first, last] whose samples are alive (a step whose samples all
+  // died is released), which step made each alive node; every sampled step goes into `evidence`.
+  std::vector<AliveStep> aliveSteps(std::uint32_t first, std::uint32_t last, NodeEvidence& evidence,
+                                    StepOfNode& step_of);
+  // What keeps the step's graph alive (see evidence()): its root sample and node.
+  static std::pair<const Sample*, const NodeRef*> rootOf(const AliveStep& alive,
+                                                         const StepOfNode& step_of);
   void thin();  // with mutex_ held
   // With mutex_ held: a step's sampled nodes become "earlier" nodes for the steps after it.
   void rememberAsEarlier(const StepSamples& samples);
