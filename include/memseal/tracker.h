@@ -73,6 +73,9 @@ struct MEMSEAL_API TrackerOptions {
   void set(const std::string& name, const std::string& value);
   // The values `name` accepts, in words ("off, on or sample:N"); empty for an unknown name.
   static std::string expectedValues(const std::string& name);
+  // The environment variable of option `name` ("MEMSEAL_STACKS" for "stacks"); empty for an
+  // unknown name.
+  static std::string environmentVariable(const std::string& name);
   // The options the environment sets (only those). Throws std::invalid_argument naming the
   // variable when a value is not understood.
   static TrackerOptions fromEnvironment();

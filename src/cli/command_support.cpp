@@ -24,17 +24,19 @@ void setTrackerOption(TrackerOptions& tracker, const char* name, const char* fla
 }  // namespace
 
 void TrackerFlags::addTo(CLI::App* command, const char* observe_ops_default) {
-  command->add_option("--stacks", stacks,
-                      "Native stacks: on, off or sample:N (default on; env MEMSEAL_STACKS)");
+  auto variable = [](const char* name) { return TrackerOptions::environmentVariable(name); };
+  command->add_option(
+      "--stacks", stacks,
+      "Native stacks: on, off or sample:N (default on; env " + variable("stacks") + ")");
   if (observe_ops_default != nullptr) {
     command->add_option("--observe-ops", observe_ops,
                         std::string("Steps whose ops are watched: all, off, every:N or auto "
                                     "(default: ") +
-                            observe_ops_default + "; env MEMSEAL_OBSERVE_OPS)");
+                            observe_ops_default + "; env " + variable("observe_ops") + ")");
   }
   command->add_option("--tensor-metadata", tensor_metadata,
-                      "Read shape, dtype and grad_fn of new tensors: on or off (default on; env "
-                      "MEMSEAL_TENSOR_METADATA)");
+                      "Read shape, dtype and grad_fn of new tensors: on or off (default on; env " +
+                          variable("tensor_metadata") + ")");
 }
 
 void TrackerFlags::applyTo(TrackerOptions& tracker) const {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command_list.h"
@@ -329,9 +330,11 @@ struct Launch {
   if (!options.output_path.empty()) setenv(inject::kEnvOutput, options.output_path.c_str(), 1);
   // The program reads the flags as its environment (TrackerOptions::fromEnvironment).
   const TrackerFlags& flags = options.tracker;
-  if (flags.stacks) setenv("MEMSEAL_STACKS", flags.stacks->c_str(), 1);
-  if (flags.observe_ops) setenv("MEMSEAL_OBSERVE_OPS", flags.observe_ops->c_str(), 1);
-  if (flags.tensor_metadata) setenv("MEMSEAL_TENSOR_METADATA", flags.tensor_metadata->c_str(), 1);
+  for (const auto& [name, value] :
+       {std::pair{"stacks", &flags.stacks}, std::pair{"observe_ops", &flags.observe_ops},
+        std::pair{"tensor_metadata", &flags.tensor_metadata}}) {
+    if (*value) setenv(TrackerOptions::environmentVariable(name).c_str(), (*value)->c_str(), 1);
+  }
   std::vector<char*> argv;
   for (const std::string& argument : options.command) {
     argv.push_back(const_cast<char*>(argument.c_str()));

@@ -438,7 +438,7 @@ int activate() {
   // Steps found by the runtime are not one per iteration in every mode (time windows), so the
   // one-step-in-N replay of op names would not match: ops are watched on every step unless the
   // user asks otherwise.
-  if (std::getenv("MEMSEAL_OBSERVE_OPS") == nullptr) {
+  if (std::getenv(TrackerOptions::environmentVariable("observe_ops").c_str()) == nullptr) {
     options.tracker.observe_ops = OpWatching::everyStep();
   }
   try {

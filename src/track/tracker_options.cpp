@@ -118,6 +118,11 @@ std::string TrackerOptions::expectedValues(const std::string& name) {
   return option != nullptr ? option->expected : "";
 }
 
+std::string TrackerOptions::environmentVariable(const std::string& name) {
+  const OptionName* option = findOption(name);
+  return option != nullptr ? option->variable : "";
+}
+
 TrackerOptions TrackerOptions::fromEnvironment() {
   TrackerOptions options;
   for (const OptionName& option : kOptions) {
