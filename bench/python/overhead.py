@@ -1,6 +1,12 @@
-"""memseal.watch on Python loops, as a ratio to the plain loop, beside tracemalloc and memray.
+"""memseal.watch on Python loops, as a ratio to the plain loop, beside tracemalloc and memray, and
+on a GPU beside PyTorch's own allocator recorder.
 
-    <venv>/bin/python bench/python/overhead.py [--rounds 7] [--steps 200]
+    <venv>/bin/python bench/python/overhead.py [--rounds 7] [--steps 200] [--device cpu|cuda]
+
+On the CPU the loops are a small MLP's training and a small CNN's inference (one intra-op thread).
+With --device cuda they are a ResNet-like network's training and inference at batch 64, and
+torch.cuda.memory._record_memory_history(stacks="python") is one more mode; each timed loop ends
+with torch.cuda.synchronize(), so the GPU's work is in the time.
 
 Every round runs each mode once on the same loop, in a rotating order (interleaved, so a noisy
 machine slows all modes alike); the ratio of a round is the mode's time over the plain loop's in
@@ -42,6 +48,62 @@ def mlp_training():
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+
+    return step
+
+
+class BasicBlock(torch.nn.Module):
+    def __init__(self, inputs, outputs, stride):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(inputs, outputs, 3, stride, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(outputs)
+        self.conv2 = torch.nn.Conv2d(outputs, outputs, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(outputs)
+        self.shortcut = torch.nn.Sequential()
+        if stride != 1 or inputs != outputs:
+            self.shortcut = torch.nn.Sequential(
+                torch.nn.Conv2d(inputs, outputs, 1, stride, bias=False), torch.nn.BatchNorm2d(outputs))
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+def resnet_like():
+    """ResNet-18's shape for 32x32 images: a stem, four stages of two basic blocks, a linear head."""
+    layers = [torch.nn.Conv2d(3, 64, 3, 1, 1, bias=False), torch.nn.BatchNorm2d(64), torch.nn.ReLU()]
+    channels = 64
+    for outputs, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [BasicBlock(channels, outputs, stride), BasicBlock(outputs, outputs, 1)]
+        channels = outputs
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(512, 10)]
+    return torch.nn.Sequential(*layers).cuda()
+
+
+def resnet_training():
+    torch.manual_seed(0)
+    model = resnet_like()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    images = torch.randn(64, 3, 32, 32, device="cuda")
+    labels = torch.randint(0, 10, (64,), device="cuda")
+
+    def step(i):
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def resnet_inference():
+    torch.manual_seed(0)
+    model = resnet_like().eval()
+    images = torch.randn(64, 3, 32, 32, device="cuda")
+
+    def step(i):
+        with torch.inference_mode():
+            model(images)
 
     return step
 
@@ -109,7 +171,18 @@ class Memray(Plain):
         os.remove(self.path)
 
 
-def modes():
+class TorchRecorder(Plain):
+    """PyTorch's own allocator history, as its memory snapshots record it."""
+
+    def __enter__(self):
+        torch.cuda.memory._record_memory_history(stacks="python")
+        return self
+
+    def finish(self):
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def modes(device):
     result = {
         "plain": Plain,
         "memseal.watch, Python frames off": lambda: MemsealWatch(False),
@@ -118,17 +191,26 @@ def modes():
     }
     if memray is not None:
         result["memray"] = Memray
+    if device == "cuda":
+        result["torch recorder, stacks=python"] = TorchRecorder
     return result
 
 
-def run(step, make, steps):
+def synchronize(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(step, make, steps, device):
     gc.collect()
     context = make()
     with context as watcher:
+        synchronize(device)
         start = time.perf_counter()
         for i in range(steps):
             step(i)
             watcher.step()
+        synchronize(device)
         elapsed = time.perf_counter() - start
     if hasattr(context, "finish"):
         context.finish()
@@ -139,20 +221,32 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            print("overhead.py: no CUDA device here; nothing measured")
+            return
+        loops = (("ResNet-like training, batch 64", resnet_training),
+                 ("ResNet-like inference, batch 64", resnet_inference))
+        where = torch.cuda.get_device_name(0)
+    else:
+        torch.set_num_threads(1)
+        loops = (("MLP + Adam training", mlp_training), ("CNN inference", cnn_inference))
+        where = "CPU, 1 intra-op thread"
     print(f"# torch {torch.__version__}, memseal {memseal.__version__}, {args.rounds} rounds of "
-          f"{args.steps} steps, 1 intra-op thread; median ratio to the plain loop (min..max)")
-    for loop_name, make_loop in (("MLP + Adam training", mlp_training), ("CNN inference", cnn_inference)):
+          f"{args.steps} steps, {where}; median ratio to the plain loop (min..max)")
+    for loop_name, make_loop in loops:
         step = make_loop()
         for i in range(20):  # warm the loop itself up
             step(i)
-        names = list(modes())
+        synchronize(args.device)
+        names = list(modes(args.device))
         times = {name: [] for name in names}
         for round_index in range(args.rounds):
             order = names[round_index % len(names):] + names[:round_index % len(names)]
             for name in order:
-                times[name].append(run(step, modes()[name], args.steps))
+                times[name].append(run(step, modes(args.device)[name], args.steps, args.device))
         print(f"\n{loop_name}: plain {statistics.median(times['plain']) / args.steps * 1e6:.0f} us/step")
         for name in names[1:]:
             ratios = [t / p for t, p in zip(times[name], times["plain"])]

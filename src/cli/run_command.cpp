@@ -43,6 +43,8 @@ struct RunOptions {
   std::vector<std::string> command;
   std::string output_path;
   OutputFlags output;
+  std::string memory_viz_path;
+  std::size_t memory_viz_events = 40000;
   std::optional<std::string> interval;
   std::optional<std::string> step_on;
   std::uint32_t warmup = 5;
@@ -275,7 +277,12 @@ bool optionsHold(const RunOptions& options) {
     fail(error.what());
     return false;
   }
-  return checkOutputPath("run", "--output", options.output_path) && options.output.check("run");
+  if (!options.memory_viz_path.empty() && options.memory_viz_events == 0) {
+    fail("--memory-viz-events must be at least 1");
+    return false;
+  }
+  return checkOutputPath("run", "--output", options.output_path) && options.output.check("run") &&
+         checkOutputPath("run", "--memory-viz", options.memory_viz_path);
 }
 
 // The program's path when memseal can start and trace it, or empty after saying why not.
@@ -328,6 +335,9 @@ struct Launch {
   setenv(inject::kEnvStep, launch.step_rule.c_str(), 1);
   setenv(inject::kEnvWarmup, std::to_string(options.warmup).c_str(), 1);
   if (!options.output_path.empty()) setenv(inject::kEnvOutput, options.output_path.c_str(), 1);
+  if (!options.memory_viz_path.empty()) {
+    setenv(inject::kEnvMemoryVizEvents, std::to_string(options.memory_viz_events).c_str(), 1);
+  }
   // The program reads the flags as its environment (TrackerOptions::fromEnvironment).
   const TrackerFlags& flags = options.tracker;
   for (const auto& [name, value] :
@@ -383,6 +393,23 @@ Ending waitForTheProgram(pid_t child, int error_pipe) {
   return ending;
 }
 
+// --memory-viz: the trace the process wrote beside its report, to `path`; a line in `text` says
+// where it went, or that the process wrote none (killed before its exit handlers ran). False
+// only when `path` cannot be written.
+bool copyMemoryViz(const std::string& session, long pid, const std::string& path,
+                   std::ostringstream& text) {
+  std::string pickle = readFile(session + "/" + std::to_string(pid) + inject::kMemoryVizSuffix);
+  if (pickle.empty()) {
+    text << "memseal run: pid " << pid << " wrote no memory_viz trace (it ended before its exit "
+         << "handlers ran)\n";
+    return true;
+  }
+  if (!writeOutput("run", path, pickle)) return false;
+  text << "memseal run: memory_viz trace of pid " << pid << " -> " << path
+       << " (python -m torch.cuda._memory_viz trace_plot " << path << ", or pytorch.org/memory_viz)\n";
+  return true;
+}
+
 // The report of each traced process (the program, then its children) into `text`, and its
 // --json/--html (a child's as PATH.PID). False when an output could not be written.
 bool reportEachProcess(const RunOptions& options, const std::string& session, int status,
@@ -426,6 +453,13 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
                                 ? output.html_path
                                 : childPath(output.html_path, process.pid);
     if (!json_path.empty()) outputs_ok = writeOutput("run", json_path, json) && outputs_ok;
+    if (!options.memory_viz_path.empty() && process.kind != "fork") {
+      outputs_ok = copyMemoryViz(session, process.pid,
+                                 root ? options.memory_viz_path
+                                      : childPath(options.memory_viz_path, process.pid),
+                                 text) &&
+                   outputs_ok;
+    }
     if (!html_path.empty()) {
       std::string title = root ? name : name + " child " + std::to_string(process.pid);
       outputs_ok =
@@ -545,6 +579,11 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
                       "Write the text report here instead of stderr");
   options->output.addTo(
       command, "Write the program's report as JSON (memseal.check/1); a child's gets .PID");
+  command->add_option("--memory-viz", options->memory_viz_path,
+                      "Also write the program's allocations as PyTorch's memory snapshot "
+                      "(torch.cuda._memory_viz, pytorch.org/memory_viz); a child's gets .PID");
+  command->add_option("--memory-viz-events", options->memory_viz_events,
+                      "Allocation events the memory_viz trace keeps, the newest (default 40000)");
   command->add_option("--interval", options->interval,
                       "Steps are time windows of this length (250ms, 2s, 1m) instead of the loop "
                       "memseal finds itself; a window in which the program allocated and freed "

@@ -13,12 +13,17 @@ constexpr const char* kEnvFollowFork = "MEMSEAL_RUN_FOLLOW_FORK";  // "1": child
 constexpr const char* kEnvStep = "MEMSEAL_RUN_STEP";  // "auto", "interval:NANOSECONDS", "on:NAME"
 constexpr const char* kEnvWarmup = "MEMSEAL_RUN_WARMUP";  // warm-up steps, decimal
 constexpr const char* kEnvOutput = "MEMSEAL_RUN_OUTPUT";  // text on SIGUSR1: a file, or stderr
+// Set only with --memory-viz: the events a MemoryTrace keeps, decimal.
+constexpr const char* kEnvMemoryVizEvents = "MEMSEAL_RUN_MEMORY_VIZ_EVENTS";
 
 // Written by each traced process into the directory: "PID.status" once memseal is active in it
 // (lines "key=value": pid, ppid, kind = root | exec | fork, program), then "PID.json" (a
 // memseal.check report) when it exits or is stopped by a signal, and, for forked children, after
 // every time window (they may end in _exit, which runs no exit handler).
+// With kEnvMemoryVizEvents, a process with a detector (not a forked child) also writes
+// "PID.memory_viz.pickle" (torch.cuda.memory._snapshot()'s format) with its final report.
 constexpr const char* kStatusSuffix = ".status";
 constexpr const char* kReportSuffix = ".json";
+constexpr const char* kMemoryVizSuffix = ".memory_viz.pickle";
 
 }  // namespace memseal::inject

@@ -36,6 +36,7 @@
 #include "inject/run_protocol.h"
 #include "inject/step_boundary.h"
 #include "memseal/leak_detector.h"
+#include "memseal/memory_trace.h"
 #include "track/memory_counters.h"
 #include "track/python_frames.h"
 
@@ -62,6 +63,7 @@ struct RunConfig {
   std::string output;  // text report on SIGUSR1; empty: stderr
   bool follow_fork = false;
   std::uint32_t warmup = 5;
+  std::size_t memory_viz_events = 0;  // 0: no memory_viz trace
   StepRule rule;
 };
 
@@ -73,6 +75,7 @@ struct Runtime {
   ProcessKind kind = ProcessKind::kRoot;
   pid_t pid = 0;
   LeakDetector* detector = nullptr;  // never destroyed: the program may allocate until the end
+  MemoryTrace* memory_trace = nullptr;  // with --memory-viz; never destroyed, like the detector
   std::unique_ptr<StepBoundary> boundary;
   std::unique_ptr<ForkChildWatch> fork_watch;  // in a forked child, instead of the detector
   int wake_pipe[2] = {-1, -1};
@@ -240,11 +243,25 @@ void takeSignalsLeftAtDefault() {
   }
 }
 
+// The allocator's history up to now, for torch.cuda._memory_viz: written once, with the final
+// report (at exit, or before SIGINT/SIGTERM end the program), so an out-of-memory error that ends
+// the program is in it.
+void writeMemoryViz(Runtime& runtime) {
+  if (runtime.memory_trace == nullptr) return;
+  std::string path = runtime.config.directory + "/" + std::to_string(runtime.pid) + kMemoryVizSuffix;
+  try {
+    runtime.memory_trace->writeMemoryViz(path);
+  } catch (const std::exception& error) {
+    std::cerr << "memseal run: cannot write the memory_viz trace: " << error.what() << "\n";
+  }
+}
+
 void writeFinalReport(Runtime& runtime) {
   std::lock_guard<std::mutex> lock(runtime.report_mutex);
   if (runtime.final_written) return;
   runtime.final_written = true;
   writeReport(runtime, false);
+  writeMemoryViz(runtime);
 }
 
 // The runtime's own thread: time windows, the step rule's decisions, signals, and in a forked
@@ -359,6 +376,7 @@ void afterForkInChild() {
   new (&runtime->snapshot_mutex) std::mutex();
   runtime->snapshot.reset();
   runtime->snapshotting = false;
+  runtime->memory_trace = nullptr;  // the parent's history, not the child's
   runtime->fork_watch = std::make_unique<ForkChildWatch>(getppid());
   writeStatus(*runtime);
   startThread(*runtime);
@@ -373,6 +391,9 @@ bool readConfig(RunConfig& config) {
   config.follow_fork = follow != nullptr && std::strcmp(follow, "1") == 0;
   if (const char* warmup = std::getenv(kEnvWarmup)) {
     config.warmup = static_cast<std::uint32_t>(std::strtoul(warmup, nullptr, 10));
+  }
+  if (const char* events = std::getenv(kEnvMemoryVizEvents)) {
+    config.memory_viz_events = static_cast<std::size_t>(std::strtoull(events, nullptr, 10));
   }
   const char* step = std::getenv(kEnvStep);
   std::string error;
@@ -446,6 +467,15 @@ int activate() {
   } catch (const std::exception& error) {
     std::cerr << "memseal run: cannot start tracking: " << error.what() << "\n";
     return 1;
+  }
+  if (runtime->config.memory_viz_events > 0) {
+    try {
+      auto trace = std::make_unique<MemoryTrace>(runtime->config.memory_viz_events);
+      trace->start();
+      runtime->memory_trace = trace.release();
+    } catch (const std::exception& error) {
+      std::cerr << "memseal run: no memory_viz trace: " << error.what() << "\n";
+    }
   }
   Runtime* raw = runtime.get();
   runtime->boundary = std::make_unique<StepBoundary>(runtime->config.rule, *runtime->detector,

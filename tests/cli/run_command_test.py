@@ -188,6 +188,19 @@ class Python(unittest.TestCase):
         self.assertIn("autograd-graph-retained", err)
         self.assertRegex(err, r"train\.py:\d+")
 
+    def test_memory_viz_writes_the_runs_allocations_for_torchs_viewer(self):
+        with tempfile.TemporaryDirectory() as folder:
+            viz = os.path.join(folder, "train.pickle")
+            code, _, err = run("--memory-viz", viz, "--", ARGS.python,
+                               os.path.join(ARGS.scripts, "train.py"), "--steps", "100")
+            self.assertEqual(code, 0, err)
+            self.assertIn("memory_viz trace of pid ", err)
+            self.assertIn(f"-> {viz}", err)
+            # torch.cuda._memory_viz reads it: segsum, trace and the plots.
+            check = subprocess.run([ARGS.python, ARGS.memory_viz_check, viz],
+                                   capture_output=True, text=True, timeout=300)
+            self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+
     def test_the_fixed_script_is_not_flagged(self):
         code, _, err = run("--", ARGS.python, os.path.join(ARGS.scripts, "train.py"))
         self.assertEqual(code, 0, err)
@@ -305,6 +318,12 @@ class BadInput(unittest.TestCase):
             self.assert_refused("--interval 'soon'", "--interval", "soon", ARGS.server)
             self.assert_refused("--stacks", "--stacks", "sometimes", ARGS.server)
             self.assert_refused("is a directory", "--json", folder, ARGS.server)
+            self.assert_refused("is a directory", "--memory-viz", folder, ARGS.server)
+            self.assert_refused("no folder", "--memory-viz", os.path.join(folder, "no", "x.pickle"),
+                                ARGS.server)
+            self.assert_refused("--memory-viz-events must be at least 1", "--memory-viz",
+                                os.path.join(folder, "x.pickle"), "--memory-viz-events", "0",
+                                ARGS.server)
 
     def test_a_program_that_never_loads_libtorch_runs_and_says_so(self):
         code, out, err = run("--", "/bin/sh", "-c", "echo hello; exit 5")
@@ -326,5 +345,6 @@ if __name__ == "__main__":
     parser.add_argument("--scoped-loop", required=True)
     parser.add_argument("--scripts", required=True)
     parser.add_argument("--python", required=True)
+    parser.add_argument("--memory-viz-check", required=True)
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
