@@ -165,12 +165,23 @@ void snapshotAfterStep(Runtime& runtime) {
   runtime.snapshot_steps = steps;
 }
 
+// By the time exit handlers run, the program has freed its CUDA memory (or most of it): the
+// devices' totals are the last step boundary's, as the loop left them.
+void devicesAtTheLastStep(LeakReport& report) {
+  for (DeviceMemorySummary& device : report.devices) {
+    if (device.per_step.empty()) continue;
+    device.allocated = device.per_step.back().allocated;
+    device.reserved = device.per_step.back().reserved;
+  }
+}
+
 // At exit: the last report taken at a step boundary while the loop ran, when it saw a leak. By now
 // the program has freed what its loop kept (main's locals, Python's globals), so what a leak holds
 // can no longer be shown; the report now only adds the last steps.
 LeakReport finalReport(Runtime& runtime) {
   LeakReport now = currentReport(runtime);
   if (runtime.fork_watch) return now;
+  devicesAtTheLastStep(now);
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
   if (!runtime.snapshot || !runtime.snapshot->leak) return now;
   // The detector keeps what a phase held and freed (and what the program freed at once as it

@@ -132,6 +132,15 @@ void resetDeviceLedger() {
   ledger_state.last_oom_path.clear();
 }
 
+void seedDeviceLedger(const std::vector<track::DeviceSegmentSeed>& segments) {
+  if (segments.empty() || !sessionActive()) return;
+  DeviceLedgerState& ledger_state = state();
+  TrackerWork work;
+  std::lock_guard<std::mutex> lock(ledger_state.mutex);
+  for (const track::DeviceSegmentSeed& segment : segments) ledger_state.ledger.seed(segment);
+  ledger_state.seen.store(true, std::memory_order_release);
+}
+
 void startDeviceEventTrace(std::size_t capacity) {
   auto ring = std::make_unique<DeviceEventRing>(capacity);  // allocated outside the lock
   DeviceLedgerState& ledger_state = state();
@@ -159,8 +168,9 @@ DeviceTraceContents stopDeviceEventTrace() {
 }
 
 #if !defined(MEMSEAL_WITH_CUDA)
-void attachCudaAllocatorTrace() {}
+bool attachCudaAllocatorTrace() { return false; }
 bool cudaAllocatorTraceAttached() { return false; }
+void seedDeviceLedgerFromAllocator() {}
 #endif
 
 bool deviceEventsSeen() { return state().seen.load(std::memory_order_acquire); }

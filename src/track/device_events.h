@@ -37,8 +37,15 @@ void setOutOfMemoryWriter(OutOfMemoryWriter writer);
 // Attaches the CUDA caching allocator's trace hook once CUDA is initialised in this process (a
 // no-op before, after it is attached, and in builds without CUDA). Sessions call it when they start
 // and at every step boundary; it never initialises CUDA itself.
-void attachCudaAllocatorTrace();
+// True when this call attached it.
+bool attachCudaAllocatorTrace();
 bool cudaAllocatorTraceAttached();
+// Once the hook is attached: the segments and blocks the allocator holds now go into the ledger
+// (DeviceMemoryLedger::seed), so memory made before the session, or before CUDA's initialisation
+// was noticed, is known. Sessions call it when they start and when the hook gets attached.
+void seedDeviceLedgerFromAllocator();
+// The ledger's side of it: under its lock, while a session is active.
+void seedDeviceLedger(const std::vector<track::DeviceSegmentSeed>& segments);
 
 // What a device event trace (below) holds when it stops: the newest events, oldest first, and the
 // ledger's segments at that moment, taken under one lock so that the events end where the segments

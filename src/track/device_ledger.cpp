@@ -86,6 +86,38 @@ void DeviceMemoryLedger::apply(const DeviceMemoryEvent& event) {
   }
 }
 
+void DeviceMemoryLedger::seed(const DeviceSegmentSeed& segment) {
+  std::optional<std::uint64_t> end = rangeEnd(segment.address, segment.bytes);
+  if (!end) return;
+  Device& state = device(segment.device);
+  auto next = state.segments.lower_bound(segment.address);
+  bool known = next != state.segments.end() && next->first < *end;
+  if (next != state.segments.begin()) {
+    auto previous = std::prev(next);
+    known = known || previous->first + previous->second.bytes > segment.address;
+  }
+  if (known) return;
+  state.segments[segment.address] = Segment{segment.bytes, segment.stream, segment.expandable, 0};
+  state.totals.reserved += segment.bytes;
+  state.totals.segments = state.segments.size();
+  raisePeak(state.totals.peak_reserved, state.totals.reserved);
+  for (const auto& [address, bytes] : segment.allocated_blocks) {
+    std::optional<std::uint64_t> block_end = rangeEnd(address, bytes);
+    if (!block_end || address < segment.address || *block_end > *end) continue;
+    auto block = state.blocks.lower_bound(address);
+    bool overlaps = block != state.blocks.end() && block->first < *block_end;
+    if (block != state.blocks.begin()) {
+      auto previous = std::prev(block);
+      overlaps = overlaps || previous->first + previous->second.bytes > address;
+    }
+    if (overlaps) continue;  // its allocation's event came first
+    state.blocks.emplace(address, Block{bytes, segment.stream, 0, 0, false});
+    state.totals.allocated += bytes;
+    ++state.totals.live_blocks;
+    raisePeak(state.totals.peak_allocated, state.totals.allocated);
+  }
+}
+
 void DeviceMemoryLedger::addSegment(Device& device, const DeviceMemoryEvent& event,
                                     bool expandable) {
   std::optional<std::uint64_t> end = rangeEnd(event.address, event.bytes);

@@ -49,6 +49,18 @@ struct DeviceMemoryEvent {
   std::uint64_t device_free_bytes = 0;  // kOutOfMemory only: cudaMemGetInfo's free bytes
 };
 
+// A segment the allocator already had when its events started reaching the ledger (the hook
+// attached, or a session started, after CUDA had memory), from its snapshot: where it is and the
+// blocks in it that a tensor holds.
+struct DeviceSegmentSeed {
+  int device = 0;
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t stream = 0;
+  bool expandable = false;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> allocated_blocks;  // address, bytes
+};
+
 // Live blocks of one allocation site.
 struct LiveBlockGroup {
   std::uint32_t site = 0;
@@ -152,6 +164,10 @@ constexpr std::size_t kMaxDeviceStepSamples = 16384;
 class DeviceMemoryLedger {
  public:
   void apply(const DeviceMemoryEvent& event);
+  // Adds a segment the allocator had before its events came, with its allocated blocks, unless the
+  // ledger already knows memory in its range (its own events came first): no event is counted.
+  // Without it, blocks freed later would match nothing and reserved memory would read low.
+  void seed(const DeviceSegmentSeed& segment);
   // Appends one DeviceStepSample per device seen so far.
   void endStep(std::uint32_t step);
 

@@ -54,6 +54,7 @@ void startSession(const SessionOptions& options) {
   resetDeviceLedger();
   g_session.active.store(true, std::memory_order_release);
   attachCudaAllocatorTrace();
+  seedDeviceLedgerFromAllocator();  // what CUDA holds already: the ledger started empty
 }
 
 void stopSession() {
@@ -68,7 +69,9 @@ void stopSession() {
 void setSessionStep(std::uint32_t step) {
   if (sessionActive()) {
     endDeviceStep(currentStep());  // the step that ends now
-    attachCudaAllocatorTrace();    // CUDA may have been initialised during it
+    // CUDA may have been initialised during it: what it allocated before the hook was attached
+    // goes into the ledger from the allocator's snapshot.
+    if (attachCudaAllocatorTrace()) seedDeviceLedgerFromAllocator();
   }
   g_session.step.store(step, std::memory_order_relaxed);
   if (!opScheduleVaries()) return;

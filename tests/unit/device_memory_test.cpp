@@ -348,6 +348,34 @@ TEST(DeviceMemoryLedger, UnmatchedEventsAreCountedNeverNegative) {
   EXPECT_EQ(replay.ledger.stepSamples(0).back().allocated, 0u);
 }
 
+TEST(DeviceMemoryLedger, SegmentsTheAllocatorHadBeforeItsEventsAreSeededWithTheirBlocks) {
+  Replay replay;
+  // An event that came before the seeding: its segment is known, so the seed of it is skipped.
+  replay.segment(kBase + 8 * kMiB, 2 * kMiB);
+  replay.alloc(kBase + 8 * kMiB, 4096);
+  DeviceSegmentSeed made_before{0, kBase, 2 * kMiB, 0, false, {{kBase, 4096}, {kBase + kMiB, 8192}}};
+  DeviceSegmentSeed already_known{0, kBase + 8 * kMiB, 2 * kMiB, 0, false, {{kBase + 8 * kMiB, 4096}}};
+  DeviceSegmentSeed empty{0, 0, 0, 0, false, {}};
+  for (const DeviceSegmentSeed& seed : {made_before, already_known, empty}) replay.ledger.seed(seed);
+  DeviceMemoryTotals totals = replay.totals();
+  EXPECT_EQ(totals.reserved, 4 * kMiB);
+  EXPECT_EQ(totals.allocated, 4096u + 8192u + 4096u);
+  EXPECT_EQ(totals.segments, 2u);
+  EXPECT_EQ(totals.segment_allocs, 1u);  // seeding is no event
+  // The blocks made before the events came are freed like any other, and their segment goes.
+  replay.free(kBase);
+  replay.free(kBase + kMiB);
+  replay.releaseSegment(kBase);
+  totals = replay.totals();
+  EXPECT_EQ(totals.allocated, 4096u);
+  EXPECT_EQ(totals.reserved, 2 * kMiB);
+  EXPECT_EQ(totals.unmatched_events, 0u);
+  // The viewer's segments hold every block.
+  std::vector<LiveSegment> segments = replay.ledger.liveSegments(0);
+  ASSERT_EQ(segments.size(), 1u);
+  EXPECT_EQ(segments[0].address, kBase + 8 * kMiB);
+}
+
 TEST(DeviceMemoryLedger, ExpandableSegmentsMapAndUnmapChangeReserved) {
   Replay replay;
   replay.map(kBase, 2 * kMiB);

@@ -6,7 +6,9 @@
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "track/device_events.h"
 
@@ -64,23 +66,54 @@ void onTraceEntry(const c10::CachingDeviceAllocator::TraceEntry& entry) {
 
 }  // namespace
 
-void attachCudaAllocatorTrace() {
-  if (g_attached.load(std::memory_order_acquire)) return;
+bool attachCudaAllocatorTrace() {
+  if (g_attached.load(std::memory_order_acquire)) return false;
   static std::mutex attaching;
   std::lock_guard<std::mutex> lock(attaching);
-  if (g_attached.load(std::memory_order_relaxed)) return;
+  if (g_attached.load(std::memory_order_relaxed)) return false;
   try {
-    if (c10::cuda::device_count() == 0) return;
+    if (c10::cuda::device_count() == 0) return false;
     c10::cuda::CUDACachingAllocator::CUDAAllocator* allocator =
         c10::cuda::CUDACachingAllocator::get();
     // Trackers are handed to the per-device allocators that exist: attaching before CUDA is
     // initialised would attach to none. Sessions ask again at every step boundary.
-    if (allocator == nullptr || !allocator->initialized()) return;
+    if (allocator == nullptr || !allocator->initialized()) return false;
     c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(&onTraceEntry);
     g_attached.store(true, std::memory_order_release);
+    return true;
   } catch (...) {
-    // No usable CUDA here: device events stay off.
+    return false;  // no usable CUDA here: device events stay off
   }
+}
+
+void seedDeviceLedgerFromAllocator() {
+  if (!g_attached.load(std::memory_order_acquire)) return;
+  std::vector<track::DeviceSegmentSeed> seeds;
+  try {
+    // Taken outside the ledger's lock: the snapshot takes each device allocator's lock, under
+    // which the hook takes the ledger's. Events between the snapshot and the seeding are applied
+    // first, and seeding skips what they made known.
+    c10::cuda::CUDACachingAllocator::SnapshotInfo snapshot =
+        c10::cuda::CUDACachingAllocator::snapshot({0, 0}, /*include_traces=*/false);
+    seeds.reserve(snapshot.segments.size());
+    for (const c10::CachingDeviceAllocator::SegmentInfo& segment : snapshot.segments) {
+      track::DeviceSegmentSeed seed;
+      seed.device = segment.device;
+      seed.address = segment.address;
+      seed.bytes = segment.total_size;
+      seed.stream = reinterpret_cast<std::uintptr_t>(segment.stream);
+      seed.expandable = segment.is_expandable;
+      std::uint64_t address = segment.address;  // blocks tile their segment in address order
+      for (const c10::CachingDeviceAllocator::BlockInfo& block : segment.blocks) {
+        if (block.allocated) seed.allocated_blocks.emplace_back(address, block.size);
+        address += block.size;
+      }
+      seeds.push_back(std::move(seed));
+    }
+  } catch (...) {
+    return;  // no snapshot: the ledger learns from events alone
+  }
+  seedDeviceLedger(seeds);
 }
 
 bool cudaAllocatorTraceAttached() { return g_attached.load(std::memory_order_acquire); }
