@@ -64,8 +64,11 @@ for source in pool cuda_memory cuda_region device_memory; do
 done
 part "C++: pinned staging" cpp_tests.log "$tests/memseal_integration_tests" \
   --gtest_filter='HostStaging.*:TensorPool.Pinned*'
-part "pytest: CUDA loops" pytest.log "$PYTHON" -m pytest -p no:cacheprovider -v -n 8 \
-  tests/python/test_cuda.py tests/python/test_cuda_scripts.py
+# In-process tests in one process (a crash shows its Python stack), the scripts' in parallel.
+part "pytest: CUDA loops in-process" pytest.log "$PYTHON" -m pytest -p no:cacheprovider -v \
+  tests/python/test_cuda.py
+part "pytest: examples/cuda scripts" pytest.log "$PYTHON" -m pytest -p no:cacheprovider -v -n 8 \
+  tests/python/test_cuda_scripts.py
 
 # What a user sees: the reports of one leak and one healthy loop, and an out-of-memory error.
 report() { "$PYTHON" -m memseal "$@"; return 0; }
@@ -82,5 +85,5 @@ done
 
 part "bench: CudaRegion" bench.log build/release/bench/memseal_bench_cuda_region 5 500
 part "bench: watch on the GPU" bench.log "$PYTHON" bench/python/overhead.py --device cuda \
-  --rounds 5 --steps 100
+  --rounds "${MEMSEAL_GPU_BENCH_ROUNDS:-5}" --steps "${MEMSEAL_GPU_BENCH_STEPS:-100}"
 exit "$failed"

@@ -135,8 +135,8 @@ class Plain:
 
 
 class MemsealWatch:
-    def __init__(self, python_frames):
-        self.watch = memseal.Watch(5, on_leak="none", python_frames=python_frames,
+    def __init__(self, python_frames, stacks=None):
+        self.watch = memseal.Watch(5, on_leak="none", python_frames=python_frames, stacks=stacks,
                                    find_holders=False)
 
     def __enter__(self):
@@ -185,8 +185,9 @@ class TorchRecorder(Plain):
 def modes(device):
     result = {
         "plain": Plain,
+        "memseal.watch (default: Python lines)": lambda: MemsealWatch(True),
+        "memseal.watch, stacks=on (+ native)": lambda: MemsealWatch(True, "on"),
         "memseal.watch, Python frames off": lambda: MemsealWatch(False),
-        "memseal.watch, Python frames on": lambda: MemsealWatch(True),
         "tracemalloc": Tracemalloc,
     }
     if memray is not None:
@@ -250,7 +251,7 @@ def main():
         print(f"\n{loop_name}: plain {statistics.median(times['plain']) / args.steps * 1e6:.0f} us/step")
         for name in names[1:]:
             ratios = [t / p for t, p in zip(times[name], times["plain"])]
-            print(f"  {name:36s} {statistics.median(ratios):.2f}x  ({min(ratios):.2f}..{max(ratios):.2f})")
+            print(f"  {name:40s} {statistics.median(ratios):.2f}x  ({min(ratios):.2f}..{max(ratios):.2f})")
 
 
 if __name__ == "__main__":

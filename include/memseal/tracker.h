@@ -13,11 +13,15 @@
 
 namespace memseal {
 
-// How native call stacks are captured at allocation time.
+// How call stacks are captured at allocation time.
 enum class StackMode {
   kOff,      // no stacks: sites are told apart by operator and user scope only
-  kOn,       // a stack for every allocation
+  kOn,       // a stack for every allocation: native frames, and Python's where Python runs
   kSampled,  // a stack for every Nth allocation (TrackerOptions::stack_sample_every)
+  // The Python frames of every allocation and no native ones: the Python line, for a fraction of
+  // an unwind's cost (Python reports fold native frames anyway). Where no Python frames can be
+  // had (no Python, or Python frames off), sites are told apart as with kOff.
+  kPython,
 };
 
 // On which steps ATen ops are watched (at::RecordFunction) to name the op behind each allocation.

@@ -54,7 +54,8 @@ class Watch:
       warmup          steps whose allocations are never blamed (lazy state, workspaces)
       on_leak         'warn' (print the report to stderr), 'raise' (LeakError), 'callback'
                       (callback(report)) or 'none'; applied when the watch ends
-      stacks          'on', 'off' or 'sample:N' (True / False)
+      stacks          'on', 'off', 'python' or 'sample:N' (True / False); unset, 'python' with
+                      python_frames (each allocation's Python line, no native frames)
       observe_ops     'all', 'off', 'every:N' or 'auto'
       tensor_metadata 'on' or 'off' (True / False)
       python_frames   name the Python lines of allocations (True)
@@ -89,6 +90,7 @@ class Watch:
         self._on_leak = on_leak
         self._callback = callback
         self._options = tracker_options(
+            python_frames=python_frames,
             stacks=stacks, observe_ops=observe_ops, tensor_metadata=tensor_metadata
         )
         self._python_frames = python_frames

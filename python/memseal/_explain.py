@@ -161,7 +161,8 @@ def explain(step, *, steps=4, warmup=2, model=None, optimizer=None, stacks=None,
     _positive_int("warmup", warmup, minimum=0)
     if steps <= warmup:
         raise ValueError(f"memseal: steps ({steps}) must exceed warmup ({warmup})")
-    options = tracker_options(stacks=stacks, tensor_metadata=tensor_metadata)
+    options = tracker_options(python_frames=python_frames, stacks=stacks,
+                              tensor_metadata=tensor_metadata)
     configure_python_frames(python_frames)
     handles = _attribute_to_modules(model) if model is not None else []
     try:

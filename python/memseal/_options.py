@@ -19,9 +19,13 @@ _SWITCHES = {
 POLICIES = ("warn", "raise", "callback", "none")
 
 
-def tracker_options(**options):
+def tracker_options(python_frames=False, **options):
     """[(name, value), ...] for the core from keyword options; None leaves an option unset (the
-    environment's MEMSEAL_<NAME>, else the entry point's default)."""
+    environment's MEMSEAL_<NAME>, else the entry point's default). With `python_frames`, stacks left
+    unset everywhere are "python": each allocation's Python line without unwinding native frames,
+    which Python reports fold anyway (an unwind per tensor would double a GPU loop's step)."""
+    if python_frames and options.get("stacks") is None and not os.environ.get("MEMSEAL_STACKS"):
+        options["stacks"] = "python"
     pairs = []
     for name, value in options.items():
         if value is None:

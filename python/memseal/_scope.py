@@ -28,8 +28,8 @@ class Scope:
         self.report = None
         self._on_survivors = on_survivors
         self._callback = callback
-        self._options = tracker_options(stacks=stacks, observe_ops=observe_ops,
-                                        tensor_metadata=tensor_metadata)
+        self._options = tracker_options(python_frames=python_frames, stacks=stacks,
+                                        observe_ops=observe_ops, tensor_metadata=tensor_metadata)
         self._python_frames = python_frames
         self._scope = None
 

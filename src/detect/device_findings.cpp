@@ -6,6 +6,7 @@
 #include "analyze/live_view.h"
 #include "common/text.h"
 #include "detect/device_diagnosis.h"
+#include "memseal/tracker.h"
 #include "track/device_events.h"
 
 namespace memseal::detect {
@@ -34,8 +35,12 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
   struct DeviceView {
     int device = 0;
     detect::DeviceMemoryDiagnosis diagnosis;
-    std::vector<track::LiveBlockGroup> grown;  // sites of blocks made after warm-up
+    // Sites of blocks made after warm-up that outlived the step after their own: a step's
+    // boundary may fall inside an iteration (activations made before it are freed after it), so
+    // only blocks older than that are kept ones.
+    std::vector<track::LiveBlockGroup> kept;
   };
+  std::uint32_t now = memseal::currentStep();
   std::vector<DeviceView> views;
   track::readDeviceLedger([&](const track::DeviceMemoryLedger& ledger) {
     for (int device : ledger.devices()) {
@@ -43,7 +48,7 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
       view.device = device;
       view.diagnosis =
           detect::diagnoseDevice(ledger.stepSamples(device), warmup, ledger.lastOom(device));
-      view.grown = ledger.liveBlocksBySite(device, 4, warmup);
+      if (now >= warmup + 2) view.kept = ledger.liveBlocksBySite(device, 4, warmup, now - 2);
       views.push_back(std::move(view));
     }
   });
@@ -70,6 +75,18 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
                                  "/step (" + totals + "); the findings name the tensors kept");
           break;
         }
+        if (view.kept.empty()) {
+          // Each step needs more than the one before, and gives it back: a growing batch or
+          // sequence, not kept tensors. It still ends in an out-of-memory error.
+          report.notes.push_back(
+              name + ": memory allocated at step boundaries grows +" +
+              bytes(static_cast<std::uint64_t>(diagnosis.leak_bytes_per_step)) + "/step (" +
+              totals + "), yet no block outlives the step after the one that made it: each "
+              "step's work grows (a batch or a sequence that keeps growing), which is no leak but "
+              "will run out of memory; bound the input's size (memseal explain shows what the "
+              "peak holds)");
+          break;
+        }
         // Blocks the census could not name (made outside watched ops, or before tensors were
         // recorded): the allocator's own view is the finding.
         LeakFinding finding;
@@ -78,7 +95,7 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
         finding.bytes_per_step = diagnosis.leak_bytes_per_step;
         finding.steps_observed = static_cast<std::uint32_t>(diagnosis.observed_samples);
         finding.steps_with_survivors = finding.steps_observed;
-        for (const track::LiveBlockGroup& group : view.grown) {
+        for (const track::LiveBlockGroup& group : view.kept) {
           LeakPart part;
           part.retained = "CUDA memory";
           part.site = analyze::describeSite(group.site);

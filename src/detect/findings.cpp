@@ -144,6 +144,7 @@ Candidate graphCandidate(std::uint32_t root_site, const GraphEvidence& evidence,
   part.retained = "autograd graph nodes";
   part.site = analyze::describeSite(root_site);
   part.tensor = analyze::describeSignature(group.signature);
+  if (group.cuda_device >= 0) part.tensor.device = "cuda:" + std::to_string(group.cuda_device);
   part.count_per_step = static_cast<double>(group.count) / sampled;
   part.survivors = group.count;
   part.steps_with_survivors = static_cast<std::uint32_t>(group.steps.size());

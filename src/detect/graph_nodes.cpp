@@ -11,7 +11,7 @@
 
 namespace memseal::detect {
 
-void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
+void GraphNodeSampler::onGradFn(const track::TensorSignature& output, std::int8_t cuda_device,
                                 const std::shared_ptr<torch::autograd::Node>& node,
                                 std::uint32_t site) {
   std::uint32_t step = memseal::currentStep();
@@ -30,7 +30,7 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
   samples.last_node = node.get();
   for (const torch::autograd::Edge& edge : node->next_edges()) {
     if (edge.function && earlier_.count(edge.function.get()) != 0) {
-      samples.link = Sample{node, site, output, node.get()};
+      samples.link = Sample{node, site, output, cuda_device, node.get()};
       break;
     }
   }
@@ -41,6 +41,7 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output,
   slot.node = node;
   slot.site = site;
   slot.signature = output;
+  slot.cuda_device = cuda_device;
   slot.address = node.get();
   samples.next = (samples.next + 1) % kSamplesPerStep;
   if (samples.count < kSamplesPerStep) ++samples.count;
@@ -155,6 +156,7 @@ NodeEvidence GraphNodeSampler::evidence(std::uint32_t first, std::uint32_t last,
     group.steps.push_back(alive.samples->step);
     group.count += 1;
     group.signature = root->signature;
+    group.cuda_device = root->cuda_device;
   }
   return evidence;
 }

@@ -26,6 +26,7 @@ struct NodeGroup {
   std::vector<std::uint32_t> steps;  // steps whose root node was made at this site
   std::int64_t count = 0;
   track::TensorSignature signature;  // of the newest root's output
+  std::int8_t cuda_device = -1;      // its CUDA device, -1 for the CPU
 };
 
 struct NodeEvidence {
@@ -42,7 +43,7 @@ class GraphNodeSampler final : public track::GradFnObserver {
   // Nodes made before `first_step` (warm-up) are not sampled.
   explicit GraphNodeSampler(std::uint32_t first_step) : first_step_(first_step) {}
 
-  void onGradFn(const track::TensorSignature& output,
+  void onGradFn(const track::TensorSignature& output, std::int8_t cuda_device,
                 const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) override;
 
   // The steps in [first, last] (all completed) grouped by the site of their newest surviving node;
@@ -63,6 +64,7 @@ class GraphNodeSampler final : public track::GradFnObserver {
     std::weak_ptr<torch::autograd::Node> node;
     std::uint32_t site = 0;
     track::TensorSignature signature;
+    std::int8_t cuda_device = -1;
     // The node's address, compared only (see earlier_): never locked on the op's thread, where
     // dropping the last reference would destroy a graph under the sampler's lock.
     const torch::autograd::Node* address = nullptr;

@@ -420,11 +420,12 @@ void setPythonFrameProvider(const track::PythonFrameProvider* provider) {
 }
 
 // In a Python process: Python frames for every captured stack, from the plugin built for this
-// Python (run_python_frames.cpp); without it (another Python version), native frames only.
-void startPythonFrames() {
+// Python (run_python_frames.cpp); without it (another Python version), native frames only. True
+// when Python frames are on.
+bool startPythonFrames() {
   using IsInitialized = int (*)();
   auto is_initialized = reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-  if (is_initialized == nullptr || is_initialized() == 0) return;
+  if (is_initialized == nullptr || is_initialized() == 0) return false;
   std::string runtime = std::getenv(kEnvRuntime) == nullptr ? "" : std::getenv(kEnvRuntime);
   std::string plugin = runtime.substr(0, runtime.rfind('/') + 1) + "libmemseal_run_python.so";
   void* handle = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -432,14 +433,16 @@ void startPythonFrames() {
     const char* why = dlerror();
     std::cerr << "memseal run: Python frames are not available (" << (why ? why : plugin)
               << "); stacks show native frames only\n";
-    return;
+    return false;
   }
   using Start = int (*)(void (*)(const track::PythonFrameProvider*));
   auto start = reinterpret_cast<Start>(dlsym(handle, "memseal_run_python_start"));
   if (start == nullptr || start(&setPythonFrameProvider) != 0) {
     std::cerr << "memseal run: Python frames are not available for this Python (memseal was built "
                  "for another version); stacks show native frames only\n";
+    return false;
   }
+  return true;
 }
 
 void onScopeEntered(const char* name) {
@@ -473,6 +476,13 @@ int activate() {
   if (std::getenv(TrackerOptions::environmentVariable("observe_ops").c_str()) == nullptr) {
     options.tracker.observe_ops = OpWatching::everyStep();
   }
+  // A Python program's report shows its Python lines and folds native frames: unwinding those
+  // for every tensor would cost more than the op (a GPU loop's step doubled), so unless the user
+  // asks for native stacks, only the Python frames are taken.
+  const char* stacks = std::getenv(TrackerOptions::environmentVariable("stacks").c_str());
+  if (startPythonFrames() && (stacks == nullptr || *stacks == '\0')) {
+    options.tracker.stacks = StackMode::kPython;
+  }
   try {
     runtime->detector = new LeakDetector(options);
   } catch (const std::exception& error) {
@@ -491,7 +501,6 @@ int activate() {
   Runtime* raw = runtime.get();
   runtime->boundary = std::make_unique<StepBoundary>(runtime->config.rule, *runtime->detector,
                                                      [raw] { snapshotAfterStep(*raw); });
-  startPythonFrames();
   g_runtime = runtime.release();
   if (g_runtime->config.rule.kind == StepRule::Kind::kOn) listenToMemsealScopes();
   writeStatus(*g_runtime);

@@ -386,14 +386,15 @@ FreeSpace DeviceMemoryLedger::freeSpace(int device) const {
 }
 
 std::vector<LiveBlockGroup> DeviceMemoryLedger::liveBlocksBySite(int device, std::size_t limit,
-                                                                 std::uint32_t since_step) const {
+                                                                 std::uint32_t since_step,
+                                                                 std::uint32_t until_step) const {
   std::vector<LiveBlockGroup> groups;
   const Device* state = findDevice(device);
   if (state == nullptr) return groups;
   std::map<std::uint32_t, LiveBlockGroup> by_site;
   for (const auto& [address, block] : state->blocks) {
     if (block.free_requested) continue;  // no longer the program's
-    if (block.step < since_step) continue;
+    if (block.step < since_step || block.step > until_step) continue;
     LiveBlockGroup& group = by_site[block.site];
     group.site = block.site;
     ++group.blocks;
@@ -459,7 +460,23 @@ std::vector<LiveSegment> DeviceMemoryLedger::liveSegments(int device) const {
   std::stable_sort(
       segments.begin(), segments.end(),
       [](const LiveSegment& a, const LiveSegment& b) { return a.address < b.address; });
-  return segments;
+  // A block that lost events may reach past its segment (or span two): the viewers need segments
+  // that never overlap, so overlapping ones become one that covers them all.
+  std::vector<LiveSegment> merged;
+  for (LiveSegment& segment : segments) {
+    if (!merged.empty() && segment.address < merged.back().address + merged.back().bytes) {
+      LiveSegment& into = merged.back();
+      into.bytes = std::max(into.address + into.bytes, segment.address + segment.bytes) - into.address;
+      into.blocks.insert(into.blocks.end(), segment.blocks.begin(), segment.blocks.end());
+      std::sort(into.blocks.begin(), into.blocks.end(),
+                [](const LiveBlockSummary& a, const LiveBlockSummary& b) {
+                  return a.address < b.address;
+                });
+      continue;
+    }
+    merged.push_back(std::move(segment));
+  }
+  return merged;
 }
 
 const std::vector<DeviceStepSample>& DeviceMemoryLedger::stepSamples(int device) const {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -177,9 +178,10 @@ class DeviceMemoryLedger {
   // One pass over the device's segments and blocks.
   FreeSpace freeSpace(int device) const;
   // Live blocks grouped by site, largest bytes first (ties: lower site first); `limit` 0 = all.
-  // Only blocks allocated in `since_step` or later (0: all).
-  std::vector<LiveBlockGroup> liveBlocksBySite(int device, std::size_t limit = 0,
-                                               std::uint32_t since_step = 0) const;
+  // Only blocks allocated in `since_step` or later (0: all) and in `until_step` or earlier.
+  std::vector<LiveBlockGroup> liveBlocksBySite(
+      int device, std::size_t limit = 0, std::uint32_t since_step = 0,
+      std::uint32_t until_step = std::numeric_limits<std::uint32_t>::max()) const;
   std::vector<LiveBlockSummary> largestLiveBlocks(int device, std::size_t limit) const;
   // Every segment of the device by address, with its live and pending-free blocks. A block the
   // ledger keeps outside every segment (tracing started after its segment was made) comes as a

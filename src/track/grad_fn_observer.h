@@ -14,11 +14,12 @@ struct Node;
 namespace memseal::track {
 
 // Called on the thread that ran the op, from inside the op observer, for outputs with a grad_fn
-// made while grad mode is on and ops are watched. `site` is the op's allocation site.
+// made while grad mode is on and ops are watched. `site` is the op's allocation site;
+// `cuda_device` the output's CUDA device, -1 for the CPU.
 class GradFnObserver {
  public:
   virtual ~GradFnObserver() = default;
-  virtual void onGradFn(const TensorSignature& output,
+  virtual void onGradFn(const TensorSignature& output, std::int8_t cuda_device,
                         const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) = 0;
 };
 

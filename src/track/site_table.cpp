@@ -140,7 +140,12 @@ __attribute__((noinline)) std::uint32_t SiteTable::siteWithStack(ThreadState& st
   StackTable* stacks = stacks_.load(std::memory_order_acquire);
   StackMode mode = stack_mode_.load(std::memory_order_relaxed);
   std::uint32_t sampled_stack = 0;
-  if (mode != StackMode::kOff && stacks != nullptr) {
+  if (mode == StackMode::kPython && stacks != nullptr) {
+    CapturedStack captured;
+    captured.depth = 0;
+    captured.python_stack = capturePythonStack();
+    if (captured.python_stack != 0) key.stack = internStack(*stacks, captured);
+  } else if (mode != StackMode::kOff && stacks != nullptr) {
     bool capture =
         mode == StackMode::kOn ||
         state.sample_counter++ % stack_sample_every_.load(std::memory_order_relaxed) == 0;

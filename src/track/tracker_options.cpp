@@ -19,7 +19,7 @@ struct OptionName {
 };
 
 constexpr OptionName kOptions[] = {
-    {"stacks", "MEMSEAL_STACKS", "off, on or sample:N"},
+    {"stacks", "MEMSEAL_STACKS", "off, on, python or sample:N"},
     {"tensor_metadata", "MEMSEAL_TENSOR_METADATA", "on, off, 1 or 0"},
     {"observe_ops", "MEMSEAL_OBSERVE_OPS", "all, off, every:N or auto"},
 };
@@ -58,6 +58,8 @@ bool apply(TrackerOptions& options, const OptionName& option, const std::string&
       options.stacks = StackMode::kOff;
     } else if (value == "on") {
       options.stacks = StackMode::kOn;
+    } else if (value == "python") {
+      options.stacks = StackMode::kPython;
     } else if (std::optional<std::uint32_t> every = countAfterPrefix(value, "sample:")) {
       options.stacks = StackMode::kSampled;
       options.stack_sample_every = *every;

@@ -52,7 +52,7 @@ expect ops-one-step-in-4 1 "autograd-graph-retained" -- \
   "$memseal" check --steps 30 --warmup 3 --observe-ops every:4 "$cases/leaky_loss_case.so"
 expect bad-observe-ops 2 "--observe-ops: 'every:0': expected all, off, every:N or auto" -- \
   "$memseal" check --observe-ops every:0 "$cases/healthy_case.so"
-expect bad-stacks 2 "--stacks: 'sometimes': expected off, on or sample:N" -- \
+expect bad-stacks 2 "--stacks: 'sometimes': expected off, on, python or sample:N" -- \
   "$memseal" check --stacks sometimes "$cases/healthy_case.so"
 expect bad-tensor-metadata 2 "expected on, off, 1 or 0" -- \
   "$memseal" check --tensor-metadata maybe "$cases/healthy_case.so"

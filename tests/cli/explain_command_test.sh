@@ -35,7 +35,7 @@ expect explain-json-into-directory 2 "is a directory" -- \
   "$memseal" explain --json "$work" "$cases/training_case.so"
 expect explain-html-no-folder 2 "no folder" -- \
   "$memseal" explain --html "$work/nowhere/x.html" "$cases/training_case.so"
-expect explain-bad-stacks 2 "expected off, on or sample:N" -- \
+expect explain-bad-stacks 2 "expected off, on, python or sample:N" -- \
   "$memseal" explain --stacks sometimes "$cases/training_case.so"
 
 # fit: linear in the batch (where activations, not gradients, make the peak); a budget gives the

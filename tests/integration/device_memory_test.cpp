@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <cstdlib>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -148,6 +149,28 @@ TEST(DeviceMemory, ACacheLargerThanTheStepNeedsIsANoteNotALeak) {
   LeakReport report = detector.finish();
   EXPECT_FALSE(report.leak) << report.toText();
   EXPECT_TRUE(hasNote(report, "cuda:0: caching, not a leak")) << report.toText();
+}
+
+TEST(DeviceMemory, AStepThatNeedsMoreEachTimeButKeepsNothingIsNoLeak) {
+  LeakDetector detector(quietDetector());
+  track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x50000000, 1024 * kMiB));
+  for (std::uint64_t step = 0; step < 24; ++step) {
+    // A batch that grows every step: its activations are live at the boundary (which falls inside
+    // the iteration) and freed right after it.
+    std::uint64_t activations = 0x50000000 + (step % 2) * 512 * kMiB;
+    std::uint64_t bytes = (step + 1) * 4 * kMiB;
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, activations, bytes));
+    detector.step();
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, activations, bytes));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, activations, bytes));
+  }
+  LeakReport report = detector.finish();
+  EXPECT_FALSE(report.leak) << report.toText();
+  EXPECT_TRUE(hasNote(report, "cuda:0: memory allocated at step boundaries grows"))
+      << report.toText();
+  EXPECT_TRUE(std::any_of(report.notes.begin(), report.notes.end(), [](const std::string& note) {
+    return note.find("no block outlives the step after the one that made it") != std::string::npos;
+  })) << report.toText();
 }
 
 TEST(DeviceMemory, AnOutOfMemoryWritesItsForensicsAndTheReportNamesTheFile) {

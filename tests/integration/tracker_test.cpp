@@ -412,7 +412,7 @@ TEST(TrackerOptions, ReadsTheEnvironmentAndRejectsNonsense) {
       ADD_FAILURE() << nonsense;
     } catch (const std::invalid_argument& error) {
       EXPECT_NE(std::string(error.what()).find("MEMSEAL_STACKS="), std::string::npos);
-      EXPECT_NE(std::string(error.what()).find("off, on or sample:N"), std::string::npos);
+      EXPECT_NE(std::string(error.what()).find("off, on, python or sample:N"), std::string::npos);
     }
   }
   {
@@ -457,7 +457,9 @@ TEST(TrackerOptions, SetSharesTheGrammarOfTheEnvironment) {
   EXPECT_THROW(options.set("observe_ops", "every:0"), std::invalid_argument);
   EXPECT_THROW(options.set("stacks", "sometimes"), std::invalid_argument);
   EXPECT_THROW(options.set("colour", "on"), std::invalid_argument);
-  EXPECT_EQ(TrackerOptions::expectedValues("stacks"), "off, on or sample:N");
+  options.set("stacks", "python");
+  EXPECT_EQ(options.stacks, StackMode::kPython);
+  EXPECT_EQ(TrackerOptions::expectedValues("stacks"), "off, on, python or sample:N");
 }
 
 // Explicit settings win over the environment, the environment over the entry point's defaults.

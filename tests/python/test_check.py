@@ -82,6 +82,27 @@ def test_losses_in_a_list_are_found_with_the_line_and_the_list_that_holds_them()
     assert f"test_check.py:{user_frames[0].line}" in report.text()
 
 
+def test_python_lines_come_without_native_frames_unless_stacks_are_on():
+    kept = []
+
+    def step(i):
+        kept.append(torch.randn(64, 64))
+
+    by_default = memseal.check(step, steps=12, warmup=3, on_leak="none")
+    with_native = memseal.check(step, steps=12, warmup=3, on_leak="none", stacks="on")
+    kept.clear()
+    line = line_of(step, "kept.append")
+    for report in (by_default, with_native):
+        assert report.leak, report.text()
+        python = [f for f in report.findings[0].site.frames if f.library == "python"]
+        assert python and python[0].line == line, report.text()
+    # Python reports fold native frames: by default none is unwound; stacks="on" takes them too.
+    assert all(f.library.startswith("python") or f.library in ("torch", "memseal", "pytest")
+               for f in by_default.findings[0].site.frames), by_default.text()
+    assert any(f.library.endswith(".so") or ".so." in f.library
+               for f in with_native.findings[0].site.frames), with_native.text()
+
+
 def test_modules_built_every_step():
     heads = []
 

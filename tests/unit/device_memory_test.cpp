@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <random>
 #include <string>
 
 namespace memseal {
@@ -493,6 +494,64 @@ TEST(DeviceMemoryLedger, LiveSegmentsHoldTheirBlocksByAddress) {
   ASSERT_EQ(segments[2].blocks.size(), 1u);
 
   EXPECT_TRUE(replay.ledger.liveSegments(5).empty());
+}
+
+// Whatever order events come in (lost, repeated, overlapping, seeded late), every query stays
+// inside what the ledger holds and no total wraps below zero.
+TEST(DeviceMemoryLedger, RandomEventStreamsKeepItsInvariants) {
+  std::mt19937_64 random(20261126);
+  auto pick = [&](std::uint64_t n) { return random() % n; };
+  for (int stream_index = 0; stream_index < 20; ++stream_index) {
+    Replay replay;
+    std::uint64_t bytes_ever = 0;
+    for (int event = 0; event < 2000; ++event) {
+      // Addresses on a coarse grid of a small range, so events keep meeting earlier ones.
+      std::uint64_t address = kBase + pick(64) * (kMiB / 4);
+      std::uint64_t bytes = (1 + pick(16)) * (kMiB / 8);
+      bytes_ever += bytes;
+      switch (pick(10)) {
+        case 0: replay.segment(address, bytes * 4, pick(2)); break;
+        case 1: replay.releaseSegment(address); break;
+        case 2: replay.map(address, bytes); break;
+        case 3: replay.unmap(address, bytes); break;
+        case 4: replay.free(address); break;
+        case 5: replay.send(DeviceEventKind::kBlockFreeRequested, address, 0); break;
+        case 6: replay.oom(bytes, pick(3) * kMiB); break;
+        case 7: {
+          DeviceSegmentSeed seed{0, address, bytes * 2, pick(2), pick(2) == 0,
+                                 {{address, bytes / 2}, {address + bytes, bytes / 2}}};
+          replay.ledger.seed(seed);
+          bytes_ever += 2 * bytes;
+          break;
+        }
+        default: replay.alloc(address, bytes, static_cast<std::uint32_t>(pick(4)), pick(2)); break;
+      }
+      if (event % 50 == 0) replay.endStep();
+      DeviceMemoryTotals totals = replay.totals();
+      ASSERT_LE(totals.allocated + totals.pending_free_bytes, bytes_ever);
+      ASSERT_LE(totals.reserved, 8 * bytes_ever);
+      if (event % 25 != 0) continue;
+      std::uint64_t in_blocks = 0;
+      std::uint64_t previous_end = 0;
+      for (const LiveSegment& segment : replay.ledger.liveSegments(0)) {
+        ASSERT_GE(segment.address, previous_end);  // by address, never overlapping
+        previous_end = segment.address + segment.bytes;
+        for (const LiveBlockSummary& block : segment.blocks) {
+          ASSERT_GE(block.address, segment.address);
+          ASSERT_LE(block.address + block.bytes, previous_end);
+          in_blocks += block.bytes;
+        }
+      }
+      ASSERT_EQ(in_blocks, totals.allocated + totals.pending_free_bytes);
+      FreeSpace space = replay.ledger.freeSpace(0);
+      ASSERT_LE(space.largest_free_extent, totals.reserved);
+      ASSERT_LE(space.inactive_split_bytes, totals.reserved);
+      std::uint64_t by_site = 0;
+      for (const LiveBlockGroup& group : replay.ledger.liveBlocksBySite(0)) by_site += group.bytes;
+      ASSERT_LE(by_site, totals.allocated + totals.pending_free_bytes);
+      ASSERT_LE(replay.ledger.largestLiveBlocks(0, 5).size(), 5u);
+    }
+  }
 }
 
 TEST(DeviceEventRing, KeepsTheNewestAndCountsTheRest) {
