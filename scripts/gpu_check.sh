@@ -54,6 +54,20 @@ python_build=$!
 wait "$cpp_build" || failed=1
 wait "$python_build" || failed=1
 
+# Which compiler built the module and which libstdc++ the Python process runs with, and whether an
+# in-process report of a CPU loop formats: tells a fault of the build environment from one of CUDA.
+cpu_report_in_process() {
+  "${CXX:-c++}" --version | head -1
+  "$PYTHON" -X faulthandler - <<'PY'
+import torch, memseal
+kept = []
+report = memseal.check(lambda i: kept.append(torch.ones(256)), steps=10, warmup=2, on_leak="none")
+print("".join(line for line in open("/proc/self/maps") if "libstdc++" in line).splitlines()[:1])
+print(report.text())
+PY
+}
+part "in-process report, CPU loop" reports.log cpu_report_in_process
+
 tests=build/release/tests
 for source in pool cuda_memory cuda_region device_memory; do
   if [ "$source" = device_memory ]; then

@@ -279,12 +279,21 @@ const char* oomCauseName(OomCause cause) {
   return "unknown";
 }
 
+namespace {
+
+// Enough free memory inside the cache's segments for the request, in no piece large enough.
+bool splitTooFine(const OomRecord& record) {
+  return record.requested_bytes > record.largest_free_extent_on_stream &&
+         minusOrZero(record.reserved, record.allocated) >= record.requested_bytes;
+}
+
+}  // namespace
+
 OomCause oomCause(const OomRecord& record) {
-  if (record.requested_bytes > record.largest_free_extent_on_stream &&
-      minusOrZero(record.reserved, record.allocated) >= record.requested_bytes) {
-    return OomCause::kFragmentation;
-  }
+  // Where the device had room, the allocator would have made a new segment whatever its cache
+  // looked like: only a limit of the process's own stopped it.
   if (record.device_free_bytes >= record.requested_bytes) return OomCause::kProcessLimit;
+  if (splitTooFine(record)) return OomCause::kFragmentation;
   return OomCause::kDeviceFull;
 }
 
@@ -317,7 +326,15 @@ std::string oomExplanation(const OomRecord& record) {
              "(torch.cuda.set_per_process_memory_fraction, a MIG slice or a container limit). "
              "Allocated " +
              unsignedBytesText(record.allocated) + ", reserved " +
-             unsignedBytesText(record.reserved) + ".";
+             unsignedBytesText(record.reserved) + "." +
+             (splitTooFine(record)
+                  ? " Inside that limit, " +
+                        unsignedBytesText(minusOrZero(record.reserved, record.allocated)) +
+                        " of reserved memory were free but split into pieces smaller than the "
+                        "request (the largest " +
+                        unsignedBytesText(record.largest_free_extent_on_stream) +
+                        "): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets them serve it."
+                  : std::string());
     case OomCause::kDeviceFull: {
       double in_use = record.reserved == 0 ? 0
                                            : 100.0 * static_cast<double>(record.allocated) /

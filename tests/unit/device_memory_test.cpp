@@ -308,6 +308,20 @@ TEST(OomForensics, AFullDeviceIsAShortage) {
   capped.device_free_bytes = 2048 * kMiB;  // the device had room: this process hit a limit
   EXPECT_EQ(oomCause(capped), OomCause::kProcessLimit);
   EXPECT_TRUE(mentions(oomExplanation(capped), "set_per_process_memory_fraction"));
+  EXPECT_FALSE(mentions(oomExplanation(capped), "expandable_segments")) << oomExplanation(capped);
+}
+
+TEST(OomForensics, AFragmentedCacheUnderAProcessLimitIsTheLimitFirst) {
+  Replay replay;
+  buildFragmentedPool(replay);
+  replay.oom(12 * kMiB, /*device_free=*/100 * 1024 * kMiB);  // the device had room
+  const std::optional<OomRecord>& oom = replay.ledger.lastOom(0);
+  ASSERT_TRUE(oom.has_value());
+  EXPECT_EQ(oomCause(*oom), OomCause::kProcessLimit);
+  std::string explanation = oomExplanation(*oom);
+  EXPECT_TRUE(mentions(explanation, "set_per_process_memory_fraction")) << explanation;
+  EXPECT_TRUE(mentions(explanation, "split into pieces smaller than the request")) << explanation;
+  EXPECT_TRUE(mentions(explanation, "expandable_segments:True")) << explanation;
 }
 
 TEST(DeviceMemoryLedger, UnmatchedEventsAreCountedNeverNegative) {
