@@ -67,7 +67,7 @@ struct PeakTensor {
   std::int64_t bytes = 0;
   MemoryRole role = MemoryRole::kOther;
   std::string op;
-  std::string scope;
+  std::string scope;       // the enclosing MEMSEAL_REGION path, as AllocationSite::scope
   std::uint32_t step = 0;  // made in
   TensorInfo tensor;
 };

@@ -28,7 +28,7 @@ enum class StackMode {
 // Watching costs libtorch about 0.3 us on every op, which dominates loops of small ops. On a step
 // whose ops are not watched, each thread's allocations are attributed by replaying the last watched
 // step: the i-th allocation of the step gets the site (op, stack) and tensor signature of the i-th
-// allocation of that step when its size and MEMSEAL_SCOPE match; from the first mismatch on, the
+// allocation of that step when its size and MEMSEAL_REGION match; from the first mismatch on, the
 // rest of that thread's step goes to the site "<op not watched on this step>", never a guess.
 // Steps are numbered by setStep, which LeakDetector::step() calls.
 struct MEMSEAL_API OpWatching {
@@ -122,13 +122,15 @@ struct StackFrame {
   bool is_internal = false;  // inside libtorch, the C++ runtime or memseal itself
 };
 
-// Where allocations come from: the op being executed, the enclosing MEMSEAL_SCOPE and the stack.
+// Where allocations come from: the op being executed, the enclosing MEMSEAL_REGION and the stack.
 struct AllocationSite {
   std::uint32_t id = 0;
   std::string op;  // innermost ATen op, e.g. "aten::empty"; "<no op>" outside any op
   std::string
       outer_op;       // outermost op on the thread, the one user code called, e.g. "aten::linear"
-  std::string scope;  // MEMSEAL_SCOPE names joined with '/', empty when none
+  // The enclosing MEMSEAL_REGION names joined with '/', empty outside regions. (Named `scope` in
+  // reports and JSON since the first release; the accounting scopes are LifetimeScope's.)
+  std::string scope;
   std::vector<StackFrame> frames;  // symbolized, innermost first; empty when stacks were off
 };
 

@@ -30,16 +30,18 @@ bool namesTensorsOn(const std::vector<LeakFinding>& findings, const std::string&
 
 }  // namespace
 
-void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
-  if (!track::deviceEventsSeen()) return;
-  struct DeviceView {
-    int device = 0;
-    detect::DeviceMemoryDiagnosis diagnosis;
-    // Sites of blocks made after warm-up that outlived the step after their own: a step's
-    // boundary may fall inside an iteration (activations made before it are freed after it), so
-    // only blocks older than that are kept ones.
-    std::vector<track::LiveBlockGroup> kept;
-  };
+namespace {
+
+struct DeviceView {
+  int device = 0;
+  detect::DeviceMemoryDiagnosis diagnosis;
+  // Sites of blocks made after warm-up that outlived the step after their own: a step's boundary
+  // may fall inside an iteration (activations made before it are freed after it), so only blocks
+  // older than that are kept ones.
+  std::vector<track::LiveBlockGroup> kept;
+};
+
+std::vector<DeviceView> deviceViews(std::uint32_t warmup) {
   std::uint32_t now = memseal::currentStep();
   std::vector<DeviceView> views;
   track::readDeviceLedger([&](const track::DeviceMemoryLedger& ledger) {
@@ -52,6 +54,62 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
       views.push_back(std::move(view));
     }
   });
+  return views;
+}
+
+// A device whose allocated memory grows: a note beside the census's findings of its tensors, a
+// note when nothing outlives its step, else the allocator's own finding.
+void addDeviceGrowth(const DeviceView& view, const std::string& name, const std::string& totals,
+                     LeakReport& report) {
+  const detect::DeviceMemoryDiagnosis& diagnosis = view.diagnosis;
+  std::string growth = bytes(static_cast<std::uint64_t>(diagnosis.leak_bytes_per_step)) + "/step";
+  if (namesTensorsOn(report.findings, name)) {
+    // The census already found the kept CUDA tensors, with their category and fix.
+    report.notes.push_back(name + ": memory allocated to tensors grows +" + growth + " (" + totals +
+                           "); the findings name the tensors kept");
+    return;
+  }
+  if (view.kept.empty()) {
+    // Each step needs more than the one before, and gives it back: a growing batch or sequence,
+    // not kept tensors. It still ends in an out-of-memory error.
+    report.notes.push_back(
+        name + ": memory allocated at step boundaries grows +" + growth + " (" + totals +
+        "), yet no block outlives the step after the one that made it: each step's work grows (a "
+        "batch or a sequence that keeps growing), which is no leak but will run out of memory; "
+        "bound the input's size (memseal explain shows what the peak holds)");
+    return;
+  }
+  // Blocks the census could not name (made outside watched ops, or before tensors were recorded):
+  // the allocator's own view is the finding.
+  LeakFinding finding;
+  finding.category = LeakCategory::kTensorsRetained;
+  finding.retained = "CUDA memory";
+  finding.bytes_per_step = diagnosis.leak_bytes_per_step;
+  finding.steps_observed = static_cast<std::uint32_t>(diagnosis.observed_samples);
+  finding.steps_with_survivors = finding.steps_observed;
+  for (const track::LiveBlockGroup& group : view.kept) {
+    LeakPart part;
+    part.retained = "CUDA memory";
+    part.site = analyze::describeSite(group.site);
+    part.survivors = static_cast<std::int64_t>(group.blocks);
+    part.survivor_bytes = static_cast<std::int64_t>(group.bytes);
+    part.steps_observed = finding.steps_observed;
+    finding.survivors += part.survivors;
+    finding.survivor_bytes += part.survivor_bytes;
+    finding.parts.push_back(std::move(part));
+  }
+  if (!finding.parts.empty()) finding.site = finding.parts.front().site;
+  finding.hint = "On " + name + ", memory allocated to tensors grows +" + growth +
+                 " without levelling off (" + totals + "): tensors made after warm-up are kept. " +
+                 diagnosis.hint;
+  report.findings.push_back(std::move(finding));
+}
+
+}  // namespace
+
+void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
+  if (!track::deviceEventsSeen()) return;
+  std::vector<DeviceView> views = deviceViews(warmup);
   std::string oom_path = track::lastOomForensicsPath();
   for (const DeviceView& view : views) {
     const detect::DeviceMemoryDiagnosis& diagnosis = view.diagnosis;
@@ -67,53 +125,9 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
         report.notes.push_back(name + ": " + detect::deviceVerdictName(diagnosis.verdict) +
                                ", not a leak (" + totals + "). " + diagnosis.hint);
         break;
-      case detect::DeviceVerdict::kLeak: {
-        if (namesTensorsOn(report.findings, name)) {
-          // The census already found the kept CUDA tensors, with their category and fix.
-          report.notes.push_back(name + ": memory allocated to tensors grows +" +
-                                 bytes(static_cast<std::uint64_t>(diagnosis.leak_bytes_per_step)) +
-                                 "/step (" + totals + "); the findings name the tensors kept");
-          break;
-        }
-        if (view.kept.empty()) {
-          // Each step needs more than the one before, and gives it back: a growing batch or
-          // sequence, not kept tensors. It still ends in an out-of-memory error.
-          report.notes.push_back(
-              name + ": memory allocated at step boundaries grows +" +
-              bytes(static_cast<std::uint64_t>(diagnosis.leak_bytes_per_step)) + "/step (" +
-              totals + "), yet no block outlives the step after the one that made it: each "
-              "step's work grows (a batch or a sequence that keeps growing), which is no leak but "
-              "will run out of memory; bound the input's size (memseal explain shows what the "
-              "peak holds)");
-          break;
-        }
-        // Blocks the census could not name (made outside watched ops, or before tensors were
-        // recorded): the allocator's own view is the finding.
-        LeakFinding finding;
-        finding.category = LeakCategory::kTensorsRetained;
-        finding.retained = "CUDA memory";
-        finding.bytes_per_step = diagnosis.leak_bytes_per_step;
-        finding.steps_observed = static_cast<std::uint32_t>(diagnosis.observed_samples);
-        finding.steps_with_survivors = finding.steps_observed;
-        for (const track::LiveBlockGroup& group : view.kept) {
-          LeakPart part;
-          part.retained = "CUDA memory";
-          part.site = analyze::describeSite(group.site);
-          part.survivors = static_cast<std::int64_t>(group.blocks);
-          part.survivor_bytes = static_cast<std::int64_t>(group.bytes);
-          part.steps_observed = finding.steps_observed;
-          finding.survivors += part.survivors;
-          finding.survivor_bytes += part.survivor_bytes;
-          finding.parts.push_back(std::move(part));
-        }
-        if (!finding.parts.empty()) finding.site = finding.parts.front().site;
-        finding.hint = "On " + name + ", memory allocated to tensors grows +" +
-                       bytes(static_cast<std::uint64_t>(diagnosis.leak_bytes_per_step)) +
-                       "/step without levelling off (" + totals +
-                       "): tensors made after warm-up are kept. " + diagnosis.hint;
-        report.findings.push_back(std::move(finding));
+      case detect::DeviceVerdict::kLeak:
+        addDeviceGrowth(view, name, totals, report);
         break;
-      }
     }
   }
   if (!oom_path.empty()) {

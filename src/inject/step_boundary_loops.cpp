@@ -1,0 +1,301 @@
+// StepBoundary's loop finder: the ops seen while learning, the checkpoints that decide a loop,
+// entering a loop, checking iteration by iteration that it still repeats, leaving it, and giving
+// up for time windows. The rest of StepBoundary is in step_boundary.cpp.
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "analyze/repeating_ops.h"
+#include "inject/step_boundary.h"
+#include "inject/step_boundary_tuning.h"
+#include "track/memory_counters.h"
+
+namespace memseal::inject {
+
+std::uint32_t StepBoundary::opId(const char* name) {
+  // Looked up by the name's text without making a string: no allocation once a name was seen.
+  // (Not by address: the names of backward functions and record_function regions are made per
+  // call, and a freed name's address is soon another name's.)
+  auto known = op_ids_.find(std::string_view(name));
+  if (known != op_ids_.end()) return known->second;
+  // Bounded memory: names made per call (`ProfilerStep#N`, a region named after its batch) would
+  // add one each; past kMaxOpNames, new names share one id (iterations with them do not match).
+  if (op_names_.size() >= kMaxOpNames) return kOtherOps;
+  op_names_.emplace_back(name);
+  auto id = static_cast<std::uint32_t>(op_names_.size() - 1);
+  op_ids_.emplace(std::string_view(op_names_.back()), id);
+  return id;
+}
+
+void StepBoundary::resetLearning() {
+  ops_by_thread_.clear();
+  live_by_thread_.clear();
+  ops_seen_ = 0;
+  next_checkpoint_ = kFirstCheckpoint;
+  for (Loop& loop : loops_) {
+    loop.pending_started = false;
+    loop.matched_in_a_row = 0;
+  }
+}
+
+bool StepBoundary::learn(const char* name) {
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  if (phase_.load() != Phase::kLearning) return false;
+  if (ops_seen_++ == 0) first_op_ = Clock::now();
+  std::uint64_t thread = threadNumber();
+  std::uint32_t id = opId(name);
+  if (recogniseKnownLoop(id)) return true;
+  std::vector<std::uint32_t>& ops = ops_by_thread_[thread];
+  ops.push_back(id);
+  live_by_thread_[thread].push_back(track::cpuCounters().liveBytes());
+  std::size_t size = ops.size();
+  if (size < kFirstCheckpoint || size < next_checkpoint_) return false;
+  // Each half again as many, so a short phase (twenty iterations of a validation pass) is still
+  // judged before it ends.
+  next_checkpoint_ = size + size / 2;
+  return decideFromCheckpoint(ops, thread, size >= kLastCheckpoint);
+}
+
+bool StepBoundary::recogniseKnownLoop(std::uint32_t id) {
+  for (std::size_t index = 0; index < loops_.size(); ++index) {
+    Loop& loop = loops_[index];
+    if (loop.thread != threadNumber()) continue;
+    if (id == loop.anchor) {
+      bool matched = loop.pending_started && loop.pending_length == loop.period &&
+                     loop.pending_hash == loop.signature;
+      loop.matched_in_a_row = matched ? loop.matched_in_a_row + 1 : 0;
+      loop.pending_started = true;
+      loop.pending_hash = analyze::foldOp(analyze::kEmptyOpsHash, id);
+      loop.pending_length = 1;
+      if (loop.matched_in_a_row >= kRecognisedAfter) {
+        enterLoop(index);
+        return true;
+      }
+      continue;
+    }
+    if (!loop.pending_started) continue;
+    loop.pending_hash = analyze::foldOp(loop.pending_hash, id);
+    // Past the iteration's length it cannot match: wait for the anchor.
+    if (++loop.pending_length > loop.period) loop.pending_started = false;
+  }
+  return false;
+}
+
+bool StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, std::uint64_t thread,
+                                        bool time_is_up) {
+  std::optional<analyze::LoopShape> found = analyze::findLoop(ops, kMinRepeats);
+  bool agreed =
+      found && std::any_of(candidates_.begin(), candidates_.end(),
+                           [&](const std::pair<std::size_t, std::uint64_t>& seen) {
+                             return seen.first == found->period && seen.second == found->content;
+                           });
+  bool sure = found && found->repeats >= 2 * kMinRepeats && found->coverage >= kSureCoverage;
+  if (tracing()) {
+    trace("checkpoint at " + std::to_string(ops.size()) + " ops: " +
+          (found ? "loop of " + std::to_string(found->period) + " ops at " +
+                       op_names_[found->anchor] + ", " + std::to_string(found->repeats) +
+                       " iterations, coverage " + std::to_string(found->coverage) +
+                       (agreed ? ", agreed" : "") + (sure ? ", sure" : "")
+                 : std::string("no loop")));
+  }
+  if (found && !agreed) {
+    candidates_.emplace_back(found->period, found->content);
+    if (candidates_.size() > kRememberedCandidates) candidates_.pop_front();
+  }
+  if (agreed || sure) {
+    Loop loop;
+    startAtLeastLiveMemory(*found, ops, live_by_thread_[thread]);
+    loop.anchor = found->anchor;
+    loop.period = found->period;
+    loop.signature = found->signature;
+    loop.thread = thread;
+    loop.found_after = ops.size();
+    loop.name = "loop " + std::to_string(loops_.size() + 1) + " (" + op_names_[found->anchor] + ")";
+    loops_.push_back(std::move(loop));
+    verify_ops_ = ops;
+    verify_until_ = std::min(kLastCheckpoint, 8 * ops.size());
+    verify_period_ = 0;
+    candidates_.clear();
+    enterLoop(loops_.size() - 1);
+    return true;
+  }
+  if (!time_is_up) return false;
+  return startWindows(found ? "the loop's ops repeated, but changed between checks"
+                            : "the program's outermost ops did not repeat (" +
+                                  std::to_string(ops.size()) + " ops seen on its busiest thread)");
+}
+
+// Any op that runs once per iteration could end a step; the one chosen is where the least tensor
+// memory is live, between one iteration's last use of its tensors and the next iteration's first
+// (after zero_grad freed the gradients, before the forward pass): what the previous iteration did
+// last (`total_loss += loss` after optimizer.step()) then belongs to its own step.
+void StepBoundary::startAtLeastLiveMemory(analyze::LoopShape& loop,
+                                          const std::vector<std::uint32_t>& ops,
+                                          const std::vector<std::int64_t>& live) {
+  if (live.size() != ops.size() || loop.period == 0) return;
+  // The usual iterations in the window, newest first (up to 16).
+  std::vector<std::size_t> starts;
+  for (std::size_t i = ops.size(); i-- > 0 && starts.size() < 16;) {
+    if (ops[i] != loop.anchor || i + loop.period > ops.size()) continue;
+    std::uint64_t hash = analyze::kEmptyOpsHash;
+    for (std::size_t j = 0; j < loop.period; ++j) hash = analyze::foldOp(hash, ops[i + j]);
+    if (hash == loop.signature) starts.push_back(i);
+  }
+  if (starts.empty()) return;
+  const std::uint32_t* iteration = ops.data() + starts.front();
+  std::unordered_map<std::uint32_t, std::size_t> count;
+  for (std::size_t j = 0; j < loop.period; ++j) ++count[iteration[j]];
+  std::size_t best = 0;
+  std::optional<double> best_live;
+  for (std::size_t j = 0; j < loop.period; ++j) {
+    if (count[iteration[j]] != 1 || iteration[j] == kOtherOps) continue;
+    double sum = 0;
+    for (std::size_t start : starts) sum += static_cast<double>(live[start + j]);
+    double mean = sum / static_cast<double>(starts.size());
+    if (!best_live || mean < *best_live) {
+      best = j;
+      best_live = mean;
+    }
+  }
+  if (best == 0) return;
+  std::uint64_t hash = analyze::kEmptyOpsHash;
+  for (std::size_t j = 0; j < loop.period; ++j) {
+    hash = analyze::foldOp(hash, iteration[(best + j) % loop.period]);
+  }
+  loop.anchor = iteration[best];
+  loop.signature = hash;
+}
+
+void StepBoundary::enterLoop(std::size_t index) {
+  Loop& loop = loops_[index];
+  loop.runs += 1;
+  loop.pending_started = false;
+  loop.matched_in_a_row = 0;
+  segment_started_ = false;
+  segment_hash_ = analyze::kEmptyOpsHash;
+  segment_length_ = 0;
+  recent_matches_ = 0;
+  recent_judged_ = 0;
+  mismatching_ = false;
+  ops_since_anchor_ = 0;
+  ops_by_thread_.clear();
+  {
+    std::lock_guard<std::mutex> lock(anchor_mutex_);
+    anchor_ = op_names_[loop.anchor];
+  }
+  // What ran since the last step (learning, after another loop ended) is a step outside loops;
+  // the program's very first one (start-up) becomes part of the loop's first step.
+  trace("enter " + loop.name + " (period " + std::to_string(loop.period) + ", anchor " +
+        op_names_[loop.anchor] + ")");
+  change_ = PhaseChange{Phase::kOps, loop.name, true, false, index};
+  change_.loop_thread = loop.thread;
+  loops_size_ = loops_.size();
+  phase_.store(Phase::kSwitching, std::memory_order_release);
+}
+
+// Ops of the thread the loop was learned on, after the decision: each iteration (the ops from one
+// call of the anchor to the next) is compared with the loop's usual one. A loop with an occasional
+// other iteration (a log line, a checkpoint every N steps) goes on; one whose iterations mostly
+// differ, or whose anchor no longer runs, has ended: the program moved on to another loop.
+bool StepBoundary::checkLoopStillRepeats(const char* name) {
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  if (phase_.load() != Phase::kOps || current_ >= loops_.size()) return false;
+  Loop& loop = loops_[current_];
+  if (threadNumber() != loop.thread) return false;
+  std::uint32_t id = opId(name);
+  if (!verify_ops_.empty()) {
+    verify_ops_.push_back(id);
+    std::size_t size = verify_ops_.size();
+    if ((size & (size - 1)) == 0) {
+      // Judged again on more iterations: a loop of layers inside the iteration gives way to the
+      // iteration (same phase, another anchor).
+      std::optional<analyze::LoopShape> found = analyze::findLoop(verify_ops_, kMinRepeats);
+      if (found && found->anchor == kOtherOps) found.reset();
+      if (found && found->period != loop.period && found->period == verify_period_) {
+        trace("re-judged " + loop.name + ": period " + std::to_string(found->period) + " at " +
+              op_names_[found->anchor]);
+        loop.anchor = found->anchor;
+        loop.period = found->period;
+        loop.signature = found->signature;
+        segment_started_ = false;
+        std::lock_guard<std::mutex> anchor(anchor_mutex_);
+        anchor_ = op_names_[loop.anchor];
+      }
+      verify_period_ = found ? found->period : 0;
+    }
+    if (size >= verify_until_) verify_ops_ = {};
+  }
+  ++ops_since_anchor_;
+  if (id == loop.anchor) {
+    if (segment_started_) {
+      bool matched = segment_length_ == loop.period && segment_hash_ == loop.signature;
+      if (!matched && !mismatching_)
+        steps_at_mismatch_ = steps_seen_.load(std::memory_order_relaxed);
+      mismatching_ = !matched;
+      recent_matches_ =
+          ((recent_matches_ << 1) | (matched ? 1u : 0u)) & ((1u << kJudgedIterations) - 1);
+      recent_judged_ = std::min(recent_judged_ + 1, kJudgedIterations);
+    }
+    segment_started_ = true;
+    segment_hash_ = analyze::foldOp(analyze::kEmptyOpsHash, id);
+    segment_length_ = 1;
+    ops_since_anchor_ = 0;
+    int matched = __builtin_popcount(recent_matches_);
+    if (recent_judged_ >= kJudgedIterations && 2 * matched < static_cast<int>(kJudgedIterations)) {
+      leaveLoop();
+      return true;
+    }
+    return false;
+  }
+  if (segment_started_) {
+    segment_hash_ = analyze::foldOp(segment_hash_, id);
+    ++segment_length_;
+  }
+  // The anchor no longer runs: the program moved on to other work.
+  if (ops_since_anchor_ > kAbsentPeriods * loop.period + kAbsentSlack) {
+    leaveLoop();
+    return true;
+  }
+  return false;
+}
+
+void StepBoundary::leaveLoop() {
+  trace("leave " + loops_[current_].name + " after " + std::to_string(ops_since_anchor_) +
+        " ops since its anchor, " + std::to_string(__builtin_popcount(recent_matches_)) + " of " +
+        std::to_string(recent_judged_) + " recent iterations matched");
+  verify_ops_ = {};
+  ++relearned_;
+  // The loop's last iteration ends here, in its phase; what follows is outside loops until the
+  // next one is found.
+  // What ran since its last anchor (its last iteration, and what came after) is outside loops.
+  change_ = PhaseChange{Phase::kLearning, kOutsideLoops, true, true, 0};
+  // The iterations that no longer matched, up to now, were the next phase's: so are their steps.
+  if (mismatching_) {
+    change_.steps_back = steps_seen_.load(std::memory_order_relaxed) - steps_at_mismatch_;
+  }
+  phase_.store(Phase::kSwitching, std::memory_order_release);
+  resetLearning();
+  first_op_ = Clock::now();
+}
+
+bool StepBoundary::startWindows(std::string reason) {
+  if (phase_.load() != Phase::kLearning) return false;
+  decision_ = "time windows sized to the run (" + std::to_string(kShortestWindow.count()) +
+              " ms at first, then 1/" + std::to_string(kWindowsPerRun) +
+              " of the time since tracking started): " + reason;
+  ops_by_thread_.clear();
+  // Without a loop found, windows for good: the ops are no longer needed. With loops found
+  // before, their ops are still watched for, so they become steps again when they run.
+  if (loops_.empty() && callback_ != 0) {
+    at::removeCallback(callback_);
+    callback_ = 0;
+  }
+  change_ = PhaseChange{Phase::kWindows, loops_.empty() ? "" : kWindowsPhase, false, false, 0};
+  phase_.store(Phase::kSwitching, std::memory_order_release);
+  return true;
+}
+
+}  // namespace memseal::inject

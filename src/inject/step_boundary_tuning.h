@@ -1,0 +1,71 @@
+// The loop finder's numbers and its trace, shared by the two halves of StepBoundary:
+// step_boundary.cpp (ops, steps, phases, time windows) and step_boundary_loops.cpp (learning loops,
+// entering and leaving them). Internal to src/inject/.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace memseal::inject {
+
+// Learning looks at each thread's ops at checkpoints (128, 192, 288, 432, ... ops: each half again
+// as many); a loop is taken when a checkpoint finds one found at an earlier checkpoint (the same
+// iteration, from any of its ops: a short phase, a validation pass of twenty batches, is taken
+// when it runs again), or one repeated twice kMinRepeats times with nearly every iteration alike;
+// learning is given up (time windows go on) at kLastCheckpoint ops or kMaxLearning (see
+// kMinOpsBeforeTimeLimit). The decision is
+// then checked iteration by iteration (checkLoopStillRepeats).
+inline constexpr std::size_t kFirstCheckpoint = 128;
+inline constexpr std::size_t kLastCheckpoint = 1 << 16;
+inline constexpr std::size_t kMinRepeats = 8;
+inline constexpr double kSureCoverage = 0.9;
+inline constexpr auto kMaxLearning = std::chrono::seconds(10);
+// The time limit counts only once this many ops were seen (or after kMaxLearningWithFewOps): on a
+// loaded machine, or where the program prepares its data between loops, 10 s may pass before the
+// loop has run often enough to be recognised.
+inline constexpr std::size_t kMinOpsBeforeTimeLimit = 8192;
+inline constexpr auto kMaxLearningWithFewOps = std::chrono::seconds(60);
+inline constexpr auto kLearningTick = std::chrono::milliseconds(100);
+// Steps closer than a multiple of what a step costs in the detector (on average) are one step, so
+// a loop of microsecond iterations spends about a twentieth of its time there at most: never closer
+// than kMinStepGap, and always taken kMaxStepGap apart (a step that wrote down a finding costs far
+// more than the usual one).
+inline constexpr auto kMinStepGap = std::chrono::microseconds(50);
+inline constexpr auto kMaxStepGap = std::chrono::milliseconds(1);
+inline constexpr int kStepCostMultiple = 20;
+// A loop has ended when fewer than half of its last kJudgedIterations iterations matched, or when
+// its anchor has not run for kAbsentPeriods iterations' worth of ops and kAbsentSlack more.
+inline constexpr std::uint32_t kJudgedIterations = 8;
+inline constexpr std::size_t kAbsentPeriods = 2;
+inline constexpr std::size_t kAbsentSlack = 16;
+// Loops found at earlier checkpoints, remembered across learnings: one found again is taken.
+inline constexpr std::size_t kRememberedCandidates = 8;
+// A loop found before runs again after this many of its iterations in a row.
+inline constexpr int kRecognisedAfter = 2;
+inline constexpr const char* kOutsideLoops = "outside loops";
+inline constexpr std::size_t kMaxOpNames = 4096;
+inline constexpr std::uint32_t kOtherOps = std::numeric_limits<std::uint32_t>::max();
+
+// MEMSEAL_RUN_TRACE_STEPS=1: each decision of the loop finder on stderr, for memseal's developers.
+inline bool tracing() {
+  static const bool on = [] {
+    const char* value = std::getenv("MEMSEAL_RUN_TRACE_STEPS");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return on;
+}
+inline void trace(const std::string& text) {
+  if (tracing()) std::fprintf(stderr, "memseal run [steps]: %s\n", text.c_str());
+}
+inline constexpr const char* kWindowsPhase = "time windows";
+
+// The calling thread's number, from 1, given on its first call.
+std::uint64_t threadNumber();
+
+}  // namespace memseal::inject
