@@ -131,11 +131,11 @@ void uploadBenchmark(int rounds, int iterations) {
     times[2].push_back(timed(overlapped));
   }
   std::printf(
-      "\nuploads: %lld x %lld float batches (4 MiB, pageable host memory) into an MLP %lld-%lld-%lld, "
-      "%d rounds x %d batches\n| upload | us/batch (median) | vs pageable copy |\n|---|---|---|\n",
-      static_cast<long long>(kRows), static_cast<long long>(kWidth),
-      static_cast<long long>(kWidth), static_cast<long long>(4 * kWidth),
-      static_cast<long long>(kWidth), rounds, iterations);
+      "\nuploads: %lld x %lld float batches (4 MiB, pageable host memory) into an MLP "
+      "%lld-%lld-%lld, %d rounds x %d batches\n"
+      "| upload | us/batch (median) | vs pageable copy |\n|---|---|---|\n",
+      static_cast<long long>(kRows), static_cast<long long>(kWidth), static_cast<long long>(kWidth),
+      static_cast<long long>(4 * kWidth), static_cast<long long>(kWidth), rounds, iterations);
   const char* names[3] = {"pageable tensor, copy_ on the compute stream",
                           "HostStaging (pinned), the compute stream",
                           "HostStaging (pinned), own copy stream, overlapped"};

@@ -127,7 +127,7 @@ struct AllocationSite {
   std::uint32_t id = 0;
   std::string op;  // innermost ATen op, e.g. "aten::empty"; "<no op>" outside any op
   std::string
-      outer_op;       // outermost op on the thread, the one user code called, e.g. "aten::linear"
+      outer_op;  // outermost op on the thread, the one user code called, e.g. "aten::linear"
   // The enclosing MEMSEAL_REGION names joined with '/', empty outside regions. (Named `scope` in
   // reports and JSON since the first release; the accounting scopes are LifetimeScope's.)
   std::string scope;

@@ -301,7 +301,8 @@ bool copyMemoryViz(const std::string& session, long pid, const std::string& path
   }
   if (!writeOutput("run", path, pickle)) return false;
   text << "memseal run: memory_viz trace of pid " << pid << " -> " << path
-       << " (python -m torch.cuda._memory_viz trace_plot " << path << ", or pytorch.org/memory_viz)\n";
+       << " (python -m torch.cuda._memory_viz trace_plot " << path
+       << ", or pytorch.org/memory_viz)\n";
   return true;
 }
 

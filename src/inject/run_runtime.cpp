@@ -67,6 +67,10 @@ struct RunConfig {
   StepRule rule;
 };
 
+// Steps a snapshot's leak verdict must have held to be given at exit in place of a report that
+// has no leak (finalReport).
+constexpr std::uint32_t kSettledSteps = 8;
+
 // One byte per event on the self-pipe: a signal number, or these.
 constexpr unsigned char kWakeStop = 0;
 
@@ -74,7 +78,7 @@ struct Runtime {
   RunConfig config;
   ProcessKind kind = ProcessKind::kRoot;
   pid_t pid = 0;
-  LeakDetector* detector = nullptr;  // never destroyed: the program may allocate until the end
+  LeakDetector* detector = nullptr;     // never destroyed: the program may allocate until the end
   MemoryTrace* memory_trace = nullptr;  // with --memory-viz; never destroyed, like the detector
   std::unique_ptr<StepBoundary> boundary;
   std::unique_ptr<ForkChildWatch> fork_watch;  // in a forked child, instead of the detector
@@ -184,6 +188,14 @@ LeakReport finalReport(Runtime& runtime) {
   devicesAtTheLastStep(now);
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
   if (!runtime.snapshot || !runtime.snapshot->leak) return now;
+  // A verdict the snapshot reached only in its last few steps, which the report at exit does not
+  // hold, is the last requests still in flight on other threads as the loop ended (a server's
+  // workers), not what a loop kept: the report at exit is the one to give.
+  const LeakReport& earlier_leak = *runtime.snapshot;
+  if (!now.leak && earlier_leak.detected_at_step &&
+      earlier_leak.steps < *earlier_leak.detected_at_step + kSettledSteps) {
+    return now;
+  }
   // The detector keeps what a phase held and freed (and what the program freed at once as it
   // ended), so the report at exit is the one to give when it says so; otherwise unless it has
   // lost a finding of the earlier one: one the program freed a little at a time as it ended,
@@ -259,7 +271,8 @@ void takeSignalsLeftAtDefault() {
 // the program is in it.
 void writeMemoryViz(Runtime& runtime) {
   if (runtime.memory_trace == nullptr) return;
-  std::string path = runtime.config.directory + "/" + std::to_string(runtime.pid) + kMemoryVizSuffix;
+  std::string path =
+      runtime.config.directory + "/" + std::to_string(runtime.pid) + kMemoryVizSuffix;
   try {
     runtime.memory_trace->writeMemoryViz(path);
   } catch (const std::exception& error) {

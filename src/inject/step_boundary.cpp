@@ -11,15 +11,14 @@
 #include <unordered_map>
 
 #include "analyze/repeating_ops.h"
-#include "inject/step_boundary_tuning.h"
 #include "inject/python_lock.h"
-#include "track/memory_counters.h"
+#include "inject/step_boundary_tuning.h"
 #include "track/device_events.h"
+#include "track/memory_counters.h"
 
 namespace memseal::inject {
 
 namespace {
-
 
 std::atomic<StepBoundary*> g_boundary{nullptr};
 thread_local int t_op_depth = 0;

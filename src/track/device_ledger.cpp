@@ -466,7 +466,8 @@ std::vector<LiveSegment> DeviceMemoryLedger::liveSegments(int device) const {
   for (LiveSegment& segment : segments) {
     if (!merged.empty() && segment.address < merged.back().address + merged.back().bytes) {
       LiveSegment& into = merged.back();
-      into.bytes = std::max(into.address + into.bytes, segment.address + segment.bytes) - into.address;
+      into.bytes =
+          std::max(into.address + into.bytes, segment.address + segment.bytes) - into.address;
       into.blocks.insert(into.blocks.end(), segment.blocks.begin(), segment.blocks.end());
       std::sort(into.blocks.begin(), into.blocks.end(),
                 [](const LiveBlockSummary& a, const LiveBlockSummary& b) {

@@ -109,8 +109,9 @@ void onOpOutput(ThreadState& state, const at::TensorBase& tensor, const OpFrame&
   // Counted before the observer is loaded, so setGradFnObserver(nullptr) can wait for us.
   g_grad_fn_observer_calls.fetch_add(1, std::memory_order_seq_cst);
   if (GradFnObserver* observer = g_grad_fn_observer.load(std::memory_order_seq_cst)) {
-    std::int8_t cuda_device =
-        impl->device_type() == c10::DeviceType::CUDA ? static_cast<std::int8_t>(impl->device().index()) : -1;
+    std::int8_t cuda_device = impl->device_type() == c10::DeviceType::CUDA
+                                  ? static_cast<std::int8_t>(impl->device().index())
+                                  : -1;
     observer->onGradFn(signatureOf(tensor), cuda_device, grad_fn, grad_site);
   }
   g_grad_fn_observer_calls.fetch_sub(1, std::memory_order_seq_cst);

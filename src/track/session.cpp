@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "track/cpu_allocator_hook.h"
-#include "track/memory_counters.h"
 #include "track/device_events.h"
+#include "track/memory_counters.h"
 #include "track/op_observer.h"
 #include "track/op_sampling.h"
 #include "track/site_table.h"

@@ -368,10 +368,13 @@ TEST(DeviceMemoryLedger, SegmentsTheAllocatorHadBeforeItsEventsAreSeededWithThei
   // An event that came before the seeding: its segment is known, so the seed of it is skipped.
   replay.segment(kBase + 8 * kMiB, 2 * kMiB);
   replay.alloc(kBase + 8 * kMiB, 4096);
-  DeviceSegmentSeed made_before{0, kBase, 2 * kMiB, 0, false, {{kBase, 4096}, {kBase + kMiB, 8192}}};
-  DeviceSegmentSeed already_known{0, kBase + 8 * kMiB, 2 * kMiB, 0, false, {{kBase + 8 * kMiB, 4096}}};
+  DeviceSegmentSeed made_before{0, kBase, 2 * kMiB,
+                                0, false, {{kBase, 4096}, {kBase + kMiB, 8192}}};
+  DeviceSegmentSeed already_known{0,     kBase + 8 * kMiB,          2 * kMiB, 0,
+                                  false, {{kBase + 8 * kMiB, 4096}}};
   DeviceSegmentSeed empty{0, 0, 0, 0, false, {}};
-  for (const DeviceSegmentSeed& seed : {made_before, already_known, empty}) replay.ledger.seed(seed);
+  for (const DeviceSegmentSeed& seed : {made_before, already_known, empty})
+    replay.ledger.seed(seed);
   DeviceMemoryTotals totals = replay.totals();
   EXPECT_EQ(totals.reserved, 4 * kMiB);
   EXPECT_EQ(totals.allocated, 4096u + 8192u + 4096u);
@@ -524,21 +527,38 @@ TEST(DeviceMemoryLedger, RandomEventStreamsKeepItsInvariants) {
       std::uint64_t bytes = (1 + pick(16)) * (kMiB / 8);
       bytes_ever += bytes;
       switch (pick(10)) {
-        case 0: replay.segment(address, bytes * 4, pick(2)); break;
-        case 1: replay.releaseSegment(address); break;
-        case 2: replay.map(address, bytes); break;
-        case 3: replay.unmap(address, bytes); break;
-        case 4: replay.free(address); break;
-        case 5: replay.send(DeviceEventKind::kBlockFreeRequested, address, 0); break;
-        case 6: replay.oom(bytes, pick(3) * kMiB); break;
+        case 0:
+          replay.segment(address, bytes * 4, pick(2));
+          break;
+        case 1:
+          replay.releaseSegment(address);
+          break;
+        case 2:
+          replay.map(address, bytes);
+          break;
+        case 3:
+          replay.unmap(address, bytes);
+          break;
+        case 4:
+          replay.free(address);
+          break;
+        case 5:
+          replay.send(DeviceEventKind::kBlockFreeRequested, address, 0);
+          break;
+        case 6:
+          replay.oom(bytes, pick(3) * kMiB);
+          break;
         case 7: {
-          DeviceSegmentSeed seed{0, address, bytes * 2, pick(2), pick(2) == 0,
-                                 {{address, bytes / 2}, {address + bytes, bytes / 2}}};
+          DeviceSegmentSeed seed{
+              0,       address,      bytes * 2,
+              pick(2), pick(2) == 0, {{address, bytes / 2}, {address + bytes, bytes / 2}}};
           replay.ledger.seed(seed);
           bytes_ever += 2 * bytes;
           break;
         }
-        default: replay.alloc(address, bytes, static_cast<std::uint32_t>(pick(4)), pick(2)); break;
+        default:
+          replay.alloc(address, bytes, static_cast<std::uint32_t>(pick(4)), pick(2));
+          break;
       }
       if (event % 50 == 0) replay.endStep();
       DeviceMemoryTotals totals = replay.totals();
