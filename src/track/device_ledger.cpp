@@ -36,6 +36,25 @@ std::optional<std::uint64_t> rangeEnd(std::uint64_t begin, std::uint64_t bytes) 
 
 void raisePeak(std::uint64_t& peak, std::uint64_t value) { peak = std::max(peak, value); }
 
+// The first entry of `entries` (segments or blocks by start address, never overlapping) that ends
+// after `begin`: the one reaching into it from below, else the first starting at or after it.
+template <typename Entries>
+auto firstReaching(Entries& entries, std::uint64_t begin) {
+  auto entry = entries.lower_bound(begin);
+  if (entry != entries.begin() &&
+      std::prev(entry)->first + std::prev(entry)->second.bytes > begin) {
+    --entry;
+  }
+  return entry;
+}
+
+// Whether any entry lies in [begin, end).
+template <typename Entries>
+bool overlapsAny(const Entries& entries, std::uint64_t begin, std::uint64_t end) {
+  auto entry = firstReaching(entries, begin);
+  return entry != entries.end() && entry->first < end;
+}
+
 }  // namespace
 
 DeviceMemoryLedger::Device& DeviceMemoryLedger::device(int index) { return devices_[index]; }
@@ -90,13 +109,7 @@ void DeviceMemoryLedger::seed(const DeviceSegmentSeed& segment) {
   std::optional<std::uint64_t> end = rangeEnd(segment.address, segment.bytes);
   if (!end) return;
   Device& state = device(segment.device);
-  auto next = state.segments.lower_bound(segment.address);
-  bool known = next != state.segments.end() && next->first < *end;
-  if (next != state.segments.begin()) {
-    auto previous = std::prev(next);
-    known = known || previous->first + previous->second.bytes > segment.address;
-  }
-  if (known) return;
+  if (overlapsAny(state.segments, segment.address, *end)) return;  // its events came first
   state.segments[segment.address] = Segment{segment.bytes, segment.stream, segment.expandable, 0};
   state.totals.reserved += segment.bytes;
   state.totals.segments = state.segments.size();
@@ -104,13 +117,7 @@ void DeviceMemoryLedger::seed(const DeviceSegmentSeed& segment) {
   for (const auto& [address, bytes] : segment.allocated_blocks) {
     std::optional<std::uint64_t> block_end = rangeEnd(address, bytes);
     if (!block_end || address < segment.address || *block_end > *end) continue;
-    auto block = state.blocks.lower_bound(address);
-    bool overlaps = block != state.blocks.end() && block->first < *block_end;
-    if (block != state.blocks.begin()) {
-      auto previous = std::prev(block);
-      overlaps = overlaps || previous->first + previous->second.bytes > address;
-    }
-    if (overlaps) continue;  // its allocation's event came first
+    if (overlapsAny(state.blocks, address, *block_end)) continue;  // its event came first
     state.blocks.emplace(address, Block{bytes, segment.stream, 0, 0, false});
     state.totals.allocated += bytes;
     ++state.totals.live_blocks;
@@ -128,21 +135,11 @@ void DeviceMemoryLedger::addSegment(Device& device, const DeviceMemoryEvent& eve
   bool unmatched = false;
   // Fresh memory holds no segment and no block: whatever the ledger still has there was freed
   // while it was not looking.
-  auto next = device.segments.lower_bound(event.address);
-  bool overlaps = next != device.segments.end() && next->first < *end;
-  if (next != device.segments.begin()) {
-    auto previous = std::prev(next);
-    overlaps = overlaps || previous->first + previous->second.bytes > event.address;
-  }
-  if (overlaps) {
+  if (overlapsAny(device.segments, event.address, *end)) {
     removeSegmentRange(device, event.address, *end, unmatched);
     unmatched = true;
   }
-  auto block = device.blocks.lower_bound(event.address);
-  if (block != device.blocks.begin() &&
-      std::prev(block)->first + std::prev(block)->second.bytes > event.address) {
-    block = std::prev(block);
-  }
+  auto block = firstReaching(device.blocks, event.address);
   while (block != device.blocks.end() && block->first < *end) {
     releaseBlock(device, block++);
     unmatched = true;
@@ -183,11 +180,7 @@ void DeviceMemoryLedger::addSegment(Device& device, const DeviceMemoryEvent& eve
 void DeviceMemoryLedger::removeSegmentRange(Device& device, std::uint64_t begin, std::uint64_t end,
                                             bool& unmatched) {
   std::uint64_t removed = 0;
-  auto segment = device.segments.lower_bound(begin);
-  if (segment != device.segments.begin() &&
-      std::prev(segment)->first + std::prev(segment)->second.bytes > begin) {
-    segment = std::prev(segment);
-  }
+  auto segment = firstReaching(device.segments, begin);
   while (segment != device.segments.end() && segment->first < end) {
     std::uint64_t start = segment->first;
     Segment kept = segment->second;
@@ -210,11 +203,7 @@ void DeviceMemoryLedger::removeSegmentRange(Device& device, std::uint64_t begin,
   device.totals.segments = device.segments.size();
 
   // The allocator frees only unused memory: blocks still there were freed unseen.
-  auto block = device.blocks.lower_bound(begin);
-  if (block != device.blocks.begin() &&
-      std::prev(block)->first + std::prev(block)->second.bytes > begin) {
-    block = std::prev(block);
-  }
+  auto block = firstReaching(device.blocks, begin);
   while (block != device.blocks.end() && block->first < end) {
     releaseBlock(device, block++);
     unmatched = true;
@@ -241,11 +230,7 @@ void DeviceMemoryLedger::allocateBlock(Device& device, const DeviceMemoryEvent& 
     return;
   }
   bool unmatched = false;
-  auto block = device.blocks.lower_bound(event.address);
-  if (block != device.blocks.begin() &&
-      std::prev(block)->first + std::prev(block)->second.bytes > event.address) {
-    block = std::prev(block);
-  }
+  auto block = firstReaching(device.blocks, event.address);
   while (block != device.blocks.end() && block->first < *end) {
     releaseBlock(device, block++);  // a free we never saw
     unmatched = true;
@@ -298,11 +283,7 @@ FreeSpace DeviceMemoryLedger::freeSpaceOf(const Device& device, const std::uint6
   for (const auto& [start, segment] : device.segments) {
     if (only_stream != nullptr && segment.stream != *only_stream) continue;
     std::uint64_t end = start + segment.bytes;
-    auto block = device.blocks.lower_bound(start);
-    if (block != device.blocks.begin() &&
-        std::prev(block)->first + std::prev(block)->second.bytes > start) {
-      block = std::prev(block);
-    }
+    auto block = firstReaching(device.blocks, start);
     bool occupied = false;
     std::uint64_t cursor = start;
     std::uint64_t gaps = 0;
