@@ -54,16 +54,20 @@ python_build=$!
 wait "$cpp_build" || failed=1
 wait "$python_build" || failed=1
 
-# Which compiler built the module and which libstdc++ the Python process runs with, and whether an
-# in-process report of a CPU loop formats: tells a fault of the build environment from one of CUDA.
+# Which compiler built the module, that no libstdc++ of its own is linked into it (the module and
+# libtorch must share one: cmake/MemsealLibstdcxx.cmake), and that an in-process report formats.
 cpu_report_in_process() {
   "${CXX:-c++}" --version | head -1
   "$PYTHON" -X faulthandler - <<'PY'
-import torch, memseal
+import importlib, re, subprocess, torch, memseal
+module = importlib.import_module("memseal._memseal").__file__
+symbols = subprocess.run(["nm", "--defined-only", module], capture_output=True, text=True).stdout
+print(module, "holds libstdc++'s own code" if "_ZNSt6locale7classicEv" in symbols else "uses the shared libstdc++")
 kept = []
 report = memseal.check(lambda i: kept.append(torch.ones(256)), steps=10, warmup=2, on_leak="none")
-print("".join(line for line in open("/proc/self/maps") if "libstdc++" in line).splitlines()[:1])
-print(report.text())
+text = report.text()
+print(text)
+assert re.search(r"LEAK: \d+ findings? in 8 steps after 2 warm-up steps", text), "numbers missing"
 PY
 }
 part "in-process report, CPU loop" reports.log cpu_report_in_process

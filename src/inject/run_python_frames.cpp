@@ -17,6 +17,30 @@ namespace {
 
 using ProviderSetter = void (*)(const memseal::track::PythonFrameProvider*);
 ProviderSetter g_set_provider = nullptr;
+using ExitCallback = void (*)();
+ExitCallback g_at_python_exit = nullptr;
+
+PyObject* atPythonExit(PyObject*, PyObject*) {
+  if (g_at_python_exit != nullptr) g_at_python_exit();
+  Py_RETURN_NONE;
+}
+
+PyMethodDef g_at_python_exit_method = {"memseal_run_at_exit", &atPythonExit, METH_NOARGS,
+                                       "memseal run: the report's last snapshot"};
+
+// atexit.register(...) of the runtime's callback. Best effort: without it, the report at exit
+// falls back on the snapshots taken while the program ran.
+void registerAtPythonExit() {
+  PyObject* atexit_module = PyImport_ImportModule("atexit");
+  PyObject* function = PyCFunction_New(&g_at_python_exit_method, nullptr);
+  if (atexit_module != nullptr && function != nullptr) {
+    PyObject* result = PyObject_CallMethod(atexit_module, "register", "O", function);
+    Py_XDECREF(result);
+  }
+  Py_XDECREF(function);
+  Py_XDECREF(atexit_module);
+  PyErr_Clear();
+}
 
 std::string folderOf(PyObject* module) {
   if (module == nullptr) return "";
@@ -60,9 +84,9 @@ void setPythonFrameProvider(const PythonFrameProvider* provider) {
 }  // namespace memseal::track
 
 // Returns 0 when Python frames are on; 1 when this interpreter is not the one this was built for
-// or is not running.
+// or is not running. `at_python_exit` runs from Python's atexit, before the interpreter finalises.
 extern "C" __attribute__((visibility("default"))) int memseal_run_python_start(
-    ProviderSetter set_provider) {
+    ProviderSetter set_provider, ExitCallback at_python_exit) {
   char built_for[16];
   std::snprintf(built_for, sizeof(built_for), "%d.%d", PY_MAJOR_VERSION, PY_MINOR_VERSION);
   const char* running = Py_GetVersion();
@@ -74,6 +98,8 @@ extern "C" __attribute__((visibility("default"))) int memseal_run_python_start(
   g_set_provider = set_provider;
   PyGILState_STATE gil = PyGILState_Ensure();
   memseal::python::setInternalPaths(internalPaths());
+  g_at_python_exit = at_python_exit;
+  registerAtPythonExit();
   PyGILState_Release(gil);
   memseal::python::enablePythonFrames(true);
   return 0;

@@ -139,17 +139,56 @@ LeakReport currentReport(Runtime& runtime) {
   return report;
 }
 
-// Every so often, right after a step ends: a report to fall back on at exit, when main() has
-// returned (or Python has finalised) and what the loop kept is freed. The pause grows with what a
+std::string causeOf(const LeakFinding& finding) {
+  return std::string(categoryId(finding.category)) + "|" + finding.site.op;
+}
+
+bool namesPythonLines(const AllocationSite& site) {
+  return std::any_of(site.frames.begin(), site.frames.end(),
+                     [](const StackFrame& frame) { return frame.library == "python"; });
+}
+
+// Python has finalised by the time exit handlers run, so a report made then names no Python line.
+// An earlier snapshot, taken while the program ran, named them: a finding of the same cause in the
+// later report takes the snapshot's frames, and so does each of its parts made by the same ops.
+void framesFromTheSnapshot(LeakReport& now, const LeakReport& snapshot) {
+  for (LeakFinding& finding : now.findings) {
+    auto earlier =
+        std::find_if(snapshot.findings.begin(), snapshot.findings.end(),
+                     [&](const LeakFinding& f) { return causeOf(f) == causeOf(finding); });
+    if (earlier == snapshot.findings.end()) continue;
+    if (!namesPythonLines(finding.site) && namesPythonLines(earlier->site)) {
+      finding.site.frames = earlier->site.frames;
+    }
+    for (LeakPart& part : finding.parts) {
+      if (namesPythonLines(part.site)) continue;
+      for (const LeakPart& earlier_part : earlier->parts) {
+        if (earlier_part.site.op == part.site.op &&
+            earlier_part.site.outer_op == part.site.outer_op &&
+            namesPythonLines(earlier_part.site)) {
+          part.site.frames = earlier_part.site.frames;
+          break;
+        }
+      }
+    }
+  }
+}
+
+enum class SnapshotWhen { kAfterThePause, kNow };
+
+// A report to fall back on at exit, when main() has returned (or Python has finalised) and what
+// the loop kept is freed. Every so often, right after a step ends: the pause grows with what a
 // report costs (a twentieth of the time spent in reports at most). Taken on the thread that ended
 // the step, at the boundary, after the step lock is released (currentReport takes the GIL first).
-void snapshotAfterStep(Runtime& runtime) {
+// And once more as Python begins to finalise (kNow).
+void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point now = Clock::now();
   if (runtime.fork_watch || runtime.inert.load()) return;
   {
     std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
-    if (now < runtime.next_snapshot || runtime.snapshotting) return;
+    bool pausing = when == SnapshotWhen::kAfterThePause && now < runtime.next_snapshot;
+    if (pausing || runtime.snapshotting) return;
     runtime.snapshotting = true;
   }
   std::int64_t live = track::cpuCounters().read("cpu").live_bytes;
@@ -164,9 +203,22 @@ void snapshotAfterStep(Runtime& runtime) {
   // While the program tears down (its tensor memory mostly freed), its loop is over: keep the
   // report taken while it ran.
   if (runtime.snapshot && 2 * live < runtime.peak_snapshot_live) return;
+  // Taken as Python finalises (what the loop kept still there), it names no Python line.
+  if (runtime.snapshot) framesFromTheSnapshot(report, *runtime.snapshot);
   runtime.snapshot = std::move(report);
   runtime.snapshot_time = done;
   runtime.snapshot_steps = steps;
+}
+
+void snapshotAfterStep(Runtime& runtime) { takeSnapshot(runtime, SnapshotWhen::kAfterThePause); }
+
+// Called from Python's atexit (run_python_frames.cpp), before the interpreter finalises: the
+// program's own code has ended, its globals still hold what its loop kept, and Python lines can
+// still be read, which the report at exit (after finalisation) cannot.
+void onPythonExit() {
+  Runtime* runtime = g_runtime;
+  if (runtime == nullptr || runtime->pid != getpid() || runtime->inert.load()) return;
+  takeSnapshot(*runtime, SnapshotWhen::kNow);
 }
 
 // By the time exit handlers run, the program has freed its CUDA memory (or most of it): the
@@ -188,6 +240,7 @@ LeakReport finalReport(Runtime& runtime) {
   devicesAtTheLastStep(now);
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
   if (!runtime.snapshot || !runtime.snapshot->leak) return now;
+  framesFromTheSnapshot(now, *runtime.snapshot);
   // A verdict the snapshot reached only in its last few steps, which the report at exit does not
   // hold, is the last requests still in flight on other threads as the loop ended (a server's
   // workers), not what a loop kept: the report at exit is the one to give.
@@ -206,9 +259,6 @@ LeakReport finalReport(Runtime& runtime) {
                          return note.rfind(detect::kHeldNotLeakNote, 0) == 0;
                        });
   if (phases_judged) return now;
-  auto causeOf = [](const LeakFinding& finding) {
-    return std::string(categoryId(finding.category)) + "|" + finding.site.op;
-  };
   bool kept_every_cause = now.leak;
   for (const LeakFinding& earlier : runtime.snapshot->findings) {
     // Resident growth is the weakest evidence: a report at exit without it lost nothing.
@@ -448,9 +498,9 @@ bool startPythonFrames() {
               << "); stacks show native frames only\n";
     return false;
   }
-  using Start = int (*)(void (*)(const track::PythonFrameProvider*));
+  using Start = int (*)(void (*)(const track::PythonFrameProvider*), void (*)());
   auto start = reinterpret_cast<Start>(dlsym(handle, "memseal_run_python_start"));
-  if (start == nullptr || start(&setPythonFrameProvider) != 0) {
+  if (start == nullptr || start(&setPythonFrameProvider, &onPythonExit) != 0) {
     std::cerr << "memseal run: Python frames are not available for this Python (memseal was built "
                  "for another version); stacks show native frames only\n";
     return false;

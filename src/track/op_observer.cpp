@@ -63,11 +63,14 @@ void notifyBackwardObserver(ThreadState& state, const at::RecordFunction& fn, bo
 }
 
 // The site of the op now ending, with the stack as the mode asks: intern it while the op's frame is
-// still on the stack (onOpEnd has already popped it).
+// still on the stack (onOpEnd has already popped it). Once per op end: a training op's CUDA output
+// and its grad_fn would otherwise each capture the same (Python) stack.
 std::uint32_t siteOfEndingOp(ThreadState& state) {
+  if (state.ending_op_site != 0) return state.ending_op_site;
   ++state.op_depth;
   std::uint32_t site = siteTable().currentSite(state);
   --state.op_depth;
+  state.ending_op_site = site;
   return site;
 }
 
@@ -163,6 +166,7 @@ void onOpEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!allocated_inside && !watch_grad_fns) return;
   if (!fn.needsOutputs()) return;
   TrackerWork work(state);
+  state.ending_op_site = 0;
   try {
     std::uint32_t grad_site = 0;
     if (watch_grad_fns) grad_site = siteOfEndingOp(state);

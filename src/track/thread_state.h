@@ -27,6 +27,9 @@ struct ThreadState {
   std::uint32_t sample_counter;
   std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
   OpFrame ops[kMaxOpDepth];
+  // The site of the op whose end is being handled (track/op_observer.cpp), 0 until asked for:
+  // its outputs' CUDA blocks and their autograd history share one stack capture.
+  std::uint32_t ending_op_site;
   std::uint32_t scope_path;             // interned MEMSEAL_REGION path, 0 outside any scope
   std::uint32_t lifetime_scope;         // innermost LifetimeScope's id, 0 outside any
   std::uint64_t allocations_in_thread;  // every tracked allocation on this thread, ever

@@ -188,6 +188,22 @@ class Python(unittest.TestCase):
         self.assertIn("autograd-graph-retained", err)
         self.assertRegex(err, r"train\.py:\d+")
 
+    def test_tensors_still_kept_as_python_ends_are_reported_with_their_python_line(self):
+        # The kept list outlives the interpreter's teardown, so the report at exit, made after
+        # Python has finalised (no frame can be read then), still holds the leak.
+        with tempfile.TemporaryDirectory() as folder:
+            script = os.path.join(folder, "immortal.py")
+            with open(script, "w") as file:
+                file.write("import ctypes\nimport torch\nkept = []\n"
+                           "ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))\n"
+                           "w = torch.randn(64, 64)\n"
+                           "for i in range(300):\n"
+                           "    kept.append(torch.relu(torch.randn(16, 64) @ w))\n")
+            code, _, err = run("--", ARGS.python, script)
+        self.assertEqual(code, 0, err)
+        self.assertIn("tensors-retained", err)
+        self.assertRegex(err, r"immortal\.py:7\b")
+
     def test_memory_viz_writes_the_runs_allocations_for_torchs_viewer(self):
         with tempfile.TemporaryDirectory() as folder:
             viz = os.path.join(folder, "train.pickle")

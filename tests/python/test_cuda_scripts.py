@@ -54,7 +54,9 @@ def memseal(front_end, script, tmp_path, *extra):
 
 def line_of(script, text):
     with open(os.path.join(EXAMPLES, script)) as source:
-        return next(number for number, line in enumerate(source, 1) if text in line)
+        # The code's line, not a comment that shows the same code.
+        return next(number for number, line in enumerate(source, 1)
+                    if text in line and not line.lstrip().startswith("#"))
 
 
 def cuda_device(report, output):
