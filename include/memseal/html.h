@@ -8,6 +8,7 @@
 #include "memseal/export.h"
 #include "memseal/fit.h"
 #include "memseal/leak_detector.h"
+#include "memseal/merged_report.h"
 
 namespace memseal {
 
@@ -17,6 +18,7 @@ struct HtmlPage {
   const PeakReport* explain = nullptr;
   const FitReport* fit = nullptr;
   std::string check_json;  // used instead of `check` when set (e.g. the Python module's report)
+  const MergedReport* merged = nullptr;  // a distributed job's ranks side by side
 };
 
 // Writes a report file whole: beside `path`, then renamed, so a failed write never leaves half a

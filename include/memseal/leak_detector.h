@@ -153,6 +153,19 @@ struct DeviceMemorySummary {
 };
 constexpr std::size_t kMaxDeviceSummarySteps = 512;
 
+// Which process of a distributed job a report is of: the variables torchrun (and
+// torch.distributed's other launchers) set for each worker (RANK, LOCAL_RANK, WORLD_SIZE,
+// TORCHELASTIC_RUN_ID), or what torch.distributed says once initialised.
+struct RankIdentity {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  std::string run_id;  // the job's rendezvous id; empty when the launcher gave none
+};
+// The rank this process is, from its environment; empty outside a distributed job (RANK or
+// WORLD_SIZE unset or not numbers).
+MEMSEAL_API std::optional<RankIdentity> rankFromEnvironment();
+
 struct MEMSEAL_API LeakReport {
   bool leak = false;
   std::uint32_t steps = 0;  // steps observed, warm-up included
@@ -168,6 +181,8 @@ struct MEMSEAL_API LeakReport {
   std::vector<DeviceMemorySummary> devices;
   // The phases of the steps, by StepSample::phase; empty when the program named none (one phase).
   std::vector<PhaseSummary> phases;
+  // The rank of a distributed job the report is of; empty outside one.
+  std::optional<RankIdentity> rank;
 
   std::string toText() const;
   // Schema "memseal.check/1" (kCheckReportSchema), keys in a fixed order with "schema" first.

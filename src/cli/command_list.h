@@ -16,6 +16,7 @@ struct CommandEntry {
 void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addExplainCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addFitCommand(CLI::App& app, std::vector<CommandEntry>& entries);
+void addMergeCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addPlanCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addReportCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries);

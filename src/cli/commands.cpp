@@ -20,6 +20,7 @@ void registerCommands(CLI::App& app) {
   addCheckCommand(app, entries());
   addExplainCommand(app, entries());
   addFitCommand(app, entries());
+  addMergeCommand(app, entries());
   addPlanCommand(app, entries());
   addReportCommand(app, entries());
   addRunCommand(app, entries());

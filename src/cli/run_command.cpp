@@ -29,6 +29,7 @@
 #include "cli/command_list.h"
 #include "cli/command_support.h"
 #include "cli/commands.h"
+#include "cli/run_job.h"
 #include "cli/run_target.h"
 #include "inject/run_protocol.h"
 #include "memseal/leak_detector.h"
@@ -50,6 +51,7 @@ struct RunOptions {
   std::uint32_t warmup = 5;
   bool follow_fork = false;
   bool fail_on_leak = false;
+  std::string job_folder;  // a distributed job's reports; empty: defaultJobFolder
   TrackerFlags tracker;
 };
 
@@ -59,6 +61,7 @@ struct TracedProcess {
   long ppid = 0;
   std::string kind;
   std::string program;
+  std::optional<RankIdentity> rank;  // a distributed job's rank
 };
 
 void fail(const std::string& message) { std::cerr << "memseal run: " << message << "\n"; }
@@ -125,6 +128,10 @@ std::vector<TracedProcess> tracedProcesses(const std::string& folder) {
       if (key == "ppid") process.ppid = std::strtol(value.c_str(), nullptr, 10);
       if (key == "kind") process.kind = value;
       if (key == "program") process.program = value;
+      if (key == "rank") process.rank.emplace().rank = std::atoi(value.c_str());
+      if (key == "local_rank" && process.rank) process.rank->local_rank = std::atoi(value.c_str());
+      if (key == "world_size" && process.rank) process.rank->world_size = std::atoi(value.c_str());
+      if (key == "run_id" && process.rank) process.rank->run_id = value;
     }
     if (process.pid > 0) processes.push_back(process);
   }
@@ -200,6 +207,11 @@ bool optionsHold(const RunOptions& options) {
   }
   if (!options.memory_viz_path.empty() && options.memory_viz_events == 0) {
     fail("--memory-viz-events must be at least 1");
+    return false;
+  }
+  if (!options.job_folder.empty() && holdsReports(options.job_folder)) {
+    fail("--job-dir " + options.job_folder +
+         " holds another run's reports already: give an empty or new folder");
     return false;
   }
   return checkOutputPath("run", "--output", options.output_path) && options.output.check("run") &&
@@ -313,9 +325,18 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
   const std::string& name = options.command.front();
   bool outputs_ok = true;
   bool root_seen = false;
-  for (const TracedProcess& process : tracedProcesses(session)) {
+  std::vector<RankProcess> ranks;
+  std::vector<TracedProcess> processes = tracedProcesses(session);
+  for (const TracedProcess& process : processes) {
+    if (!process.rank || process.kind == "fork") continue;
+    ranks.push_back(
+        {process.pid, *process.rank,
+         readFile(session + "/" + std::to_string(process.pid) + inject::kReportSuffix)});
+  }
+  for (const TracedProcess& process : processes) {
     bool root = process.kind == "root";
     root_seen = root_seen || root;
+    if (process.rank && process.kind != "fork") continue;  // in the job's merged report
     if (root) {
       text << "memseal run: " << name << " (pid " << process.pid << "), " << exitText(status)
            << "\n";
@@ -339,13 +360,19 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
            << " cannot be read: " << error.what() << "\n";
       continue;
     }
+    if (root && !ranks.empty() && report.steps == 0 && !report.leak) {
+      text << "memseal run: the job's launcher; it ran no steps of its own\n";
+      continue;
+    }
     *any_leak = *any_leak || report.leak;
     text << report.toText();
     const OutputFlags& output = options.output;
-    std::string json_path = root || output.json_path.empty()
+    // In a distributed job, --json and --html are the merged report's.
+    bool own_paths = root && ranks.empty();
+    std::string json_path = own_paths || output.json_path.empty()
                                 ? output.json_path
                                 : childPath(output.json_path, process.pid);
-    std::string html_path = root || output.html_path.empty()
+    std::string html_path = own_paths || output.html_path.empty()
                                 ? output.html_path
                                 : childPath(output.html_path, process.pid);
     if (!json_path.empty()) outputs_ok = writeOutput("run", json_path, json) && outputs_ok;
@@ -366,6 +393,11 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
   if (!root_seen) {
     text << "memseal run: " << name << " never loaded libtorch: nothing was tracked in it ("
          << exitText(status) << ")\n";
+  }
+  if (!ranks.empty()) {
+    text << "\n";
+    std::string folder = options.job_folder.empty() ? defaultJobFolder(ranks) : options.job_folder;
+    outputs_ok = reportJob(ranks, folder, options.output, text, any_leak) && outputs_ok;
   }
   return outputs_ok;
 }
@@ -488,6 +520,9 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
                       "TorchScript function (forward) or named region (RECORD_USER_SCOPE, "
                       "record_function), or at each MEMSEAL_REGION of this name");
   command->add_option("--warmup", options->warmup, "Warm-up steps never blamed (default 5)");
+  command->add_option("--job-dir", options->job_folder,
+                      "A distributed job's reports (each rank's and the merged one) go here "
+                      "(default: memseal-RUN_ID, or memseal-job-PID, in the current folder)");
   command->add_flag("--follow-fork", options->follow_fork,
                     "Trace the program's children too (forked and exec'd); each gets a report");
   command->add_flag("--fail-on-leak", options->fail_on_leak,

@@ -33,14 +33,23 @@ DlopenFunction realDlopen() {
   return real;
 }
 
-// Whether this process is one memseal run traces: the program itself, or any process when
-// children are followed.
+// A rank of a distributed job: torchrun starts each with RANK and WORLD_SIZE set. A process the
+// rank starts inherits them, but also the rank's pid its runtime set (kEnvRankPid): not a rank
+// itself.
+bool distributedRank() {
+  if (std::getenv("RANK") == nullptr || std::getenv("WORLD_SIZE") == nullptr) return false;
+  const char* rank_pid = std::getenv(memseal::inject::kEnvRankPid);
+  return rank_pid == nullptr || std::strtol(rank_pid, nullptr, 10) == static_cast<long>(getpid());
+}
+
+// Whether this process is one memseal run traces: the program itself, each rank of a distributed
+// job it launches, or any process when children are followed.
 bool traced() {
   const char* root = std::getenv(memseal::inject::kEnvRootPid);
   const char* follow = std::getenv(memseal::inject::kEnvFollowFork);
   if (root == nullptr || std::getenv(memseal::inject::kEnvRuntime) == nullptr) return false;
   if (follow != nullptr && std::strcmp(follow, "1") == 0) return true;
-  return std::strtol(root, nullptr, 10) == static_cast<long>(getpid());
+  return std::strtol(root, nullptr, 10) == static_cast<long>(getpid()) || distributedRank();
 }
 
 bool libtorchLoaded(DlopenFunction open) {

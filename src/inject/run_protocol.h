@@ -13,11 +13,16 @@ constexpr const char* kEnvFollowFork = "MEMSEAL_RUN_FOLLOW_FORK";  // "1": child
 constexpr const char* kEnvStep = "MEMSEAL_RUN_STEP";  // "auto", "interval:NANOSECONDS", "on:NAME"
 constexpr const char* kEnvWarmup = "MEMSEAL_RUN_WARMUP";  // warm-up steps, decimal
 constexpr const char* kEnvOutput = "MEMSEAL_RUN_OUTPUT";  // text on SIGUSR1: a file, or stderr
+// Set by the runtime of a distributed job's rank (RANK and WORLD_SIZE in its environment, as
+// torchrun starts each): its pid, so a process the rank starts, which inherits RANK, is not taken
+// for a rank of its own.
+constexpr const char* kEnvRankPid = "MEMSEAL_RUN_RANK_PID";
 // Set only with --memory-viz: the events a MemoryTrace keeps, decimal.
 constexpr const char* kEnvMemoryVizEvents = "MEMSEAL_RUN_MEMORY_VIZ_EVENTS";
 
 // Written by each traced process into the directory: "PID.status" once memseal is active in it
-// (lines "key=value": pid, ppid, kind = root | exec | fork, program), then "PID.json" (a
+// (lines "key=value": pid, ppid, kind = root | exec | fork, program; for a distributed job's rank
+// also rank, local_rank, world_size and run_id), then "PID.json" (a
 // memseal.check report) when it exits or is stopped by a signal, and, for forked children, after
 // every time window (they may end in _exit, which runs no exit handler).
 // With kEnvMemoryVizEvents, a process with a detector (not a forked child) also writes

@@ -78,6 +78,7 @@ struct Runtime {
   RunConfig config;
   ProcessKind kind = ProcessKind::kRoot;
   pid_t pid = 0;
+  std::optional<RankIdentity> rank;     // a distributed job's rank (torchrun's RANK, WORLD_SIZE)
   LeakDetector* detector = nullptr;     // never destroyed: the program may allocate until the end
   MemoryTrace* memory_trace = nullptr;  // with --memory-viz; never destroyed, like the detector
   std::unique_ptr<StepBoundary> boundary;
@@ -124,6 +125,12 @@ void writeStatus(const Runtime& runtime) {
   std::string status = "pid=" + std::to_string(runtime.pid) +
                        "\nppid=" + std::to_string(getppid()) + "\nkind=" + kindName(runtime.kind) +
                        "\nprogram=" + programName() + "\n";
+  if (runtime.rank && runtime.kind != ProcessKind::kFork) {
+    status += "rank=" + std::to_string(runtime.rank->rank) +
+              "\nlocal_rank=" + std::to_string(runtime.rank->local_rank) +
+              "\nworld_size=" + std::to_string(runtime.rank->world_size) +
+              "\nrun_id=" + runtime.rank->run_id + "\n";
+  }
   writeFileWhole(runtime.config.directory + "/" + std::to_string(runtime.pid) + kStatusSuffix,
                  status);
 }
@@ -135,6 +142,7 @@ LeakReport currentReport(Runtime& runtime) {
   std::vector<std::string> description = runtime.boundary->description();
   std::lock_guard<std::mutex> steps(runtime.boundary->stepMutex());
   LeakReport report = runtime.detector->report();
+  report.rank = runtime.rank;
   report.notes.insert(report.notes.end(), description.begin(), description.end());
   return report;
 }
@@ -530,6 +538,9 @@ int activate() {
   runtime->kind = root != nullptr && std::strtol(root, nullptr, 10) == runtime->pid
                       ? ProcessKind::kRoot
                       : ProcessKind::kExec;
+  runtime->rank = rankFromEnvironment();
+  // What this rank starts inherits RANK: the pid tells the shim there that it is not the rank.
+  if (runtime->rank) setenv(kEnvRankPid, std::to_string(runtime->pid).c_str(), 1);
   DetectorOptions options;
   options.warmup = runtime->config.warmup;
   options.on_leak = ReportPolicy::kNone;

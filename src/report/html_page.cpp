@@ -20,6 +20,7 @@ nlohmann::json pageDocument(const HtmlPage& page) {
   }
   if (page.explain != nullptr) document["explain"] = nlohmann::json::parse(page.explain->toJson());
   if (page.fit != nullptr) document["fit"] = nlohmann::json::parse(page.fit->toJson());
+  if (page.merged != nullptr) document["merged"] = nlohmann::json::parse(page.merged->toJson());
   return document;
 }
 

@@ -215,6 +215,26 @@ PhaseSummary readPhase(const Json& json, const std::string& where) {
   return phase;
 }
 
+Json rankJson(const RankIdentity& rank) {
+  return {{"rank", rank.rank},
+          {"local_rank", rank.local_rank},
+          {"world_size", rank.world_size},
+          {"run_id", rank.run_id}};
+}
+
+RankIdentity readRank(const Json& json, const std::string& where) {
+  RankIdentity rank;
+  rank.rank = read<int>(json, "rank", where);
+  rank.local_rank = readOr<int>(json, "local_rank", where, rank.rank);
+  rank.world_size = read<int>(json, "world_size", where);
+  rank.run_id = readOr<std::string>(json, "run_id", where, "");
+  if (rank.world_size < 1 || rank.rank < 0 || rank.rank >= rank.world_size) {
+    fail(where + ": rank " + std::to_string(rank.rank) + " of world size " +
+         std::to_string(rank.world_size) + " is not a rank of that job");
+  }
+  return rank;
+}
+
 DeviceMemorySummary readDevice(const Json& json, const std::string& where) {
   DeviceMemorySummary device;
   device.device = read<std::string>(json, "device", where);
@@ -247,6 +267,8 @@ std::string LeakReport::toJson() const {
   Json json;
   json["schema"] = std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion);
   json["verdict"] = leak ? "leak" : "no_leak";
+  // Only in a distributed job's reports.
+  if (rank) json["rank"] = rankJson(*rank);
   json["steps"] = steps;
   json["warmup"] = warmup;
   json["detected_at_step"] = detected_at_step ? Json(*detected_at_step) : Json(nullptr);
@@ -419,6 +441,10 @@ LeakReport LeakReport::fromJson(const std::string& text) {
   }
   // Optional: written only where CUDA events were seen, and absent from older files.
   report.devices = readOptionalArray<DeviceMemorySummary>(json, "devices", readDevice);
+  if (json.contains("rank") && !json["rank"].is_null()) {
+    if (!json["rank"].is_object()) fail("report.rank is not an object");
+    report.rank = readRank(json["rank"], "report.rank");
+  }
   return report;
 }
 

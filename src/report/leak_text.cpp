@@ -107,6 +107,10 @@ std::string phasesText(const std::vector<PhaseSummary>& phases) {
 std::string LeakReport::toText() const {
   std::ostringstream out;
   std::uint32_t observed = steps > warmup ? steps - warmup : 0;
+  if (rank) {
+    out << "memseal: rank " << rank->rank << " of " << rank->world_size << " (local rank "
+        << rank->local_rank << (rank->run_id.empty() ? "" : ", job " + rank->run_id) << ")\n";
+  }
   if (!leak) {
     out << "memseal: no leak in " << observed << " steps after " << warmup << " warm-up steps";
     if (!per_step.empty()) {

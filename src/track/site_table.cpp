@@ -9,6 +9,7 @@
 #include <typeinfo>
 
 #include "track/hashing.h"
+#include "track/python_frames.h"
 
 namespace memseal::track {
 

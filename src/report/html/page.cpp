@@ -134,6 +134,7 @@ RenderedSections renderSections(const nlohmann::json& page) {
   const ReadJson& check = member(page, "check");
   const ReadJson& explain = member(page, "explain");
   const ReadJson& fit = member(page, "fit");
+  const ReadJson& merged = member(page, "merged");
   struct Document {
     const ReadJson& json;
     const char* key;
@@ -143,7 +144,8 @@ RenderedSections renderSections(const nlohmann::json& page) {
   };
   const Document documents[] = {{check, "check", "memseal.check/1", "Leak check", checkSection},
                                 {explain, "explain", "memseal.explain/1", "Peak", explainSection},
-                                {fit, "fit", "memseal.fit/1", "Fit", fitSection}};
+                                {fit, "fit", "memseal.fit/1", "Fit", fitSection},
+                                {merged, "merged", "memseal.merged/1", "Ranks", mergedSection}};
   for (const Document& document : documents) {
     if (document.json.is_null()) continue;
     if (!document.json.is_object()) {
@@ -159,7 +161,7 @@ RenderedSections renderSections(const nlohmann::json& page) {
   if (out.sections.empty()) {
     out.body +=
         "<div class=\"card nothing\">No report to show: the page was given no leak check, "
-        "peak explanation or fit.</div>";
+        "peak explanation, fit or job of ranks.</div>";
   }
   out.check = check.is_object();
   out.explain = explain.is_object();

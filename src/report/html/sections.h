@@ -35,4 +35,8 @@ std::string checkSection(const ReadJson& check);
 std::string explainSection(const ReadJson& explain);
 std::string fitSection(const ReadJson& fit);
 
+// ---- a distributed job's ranks (memseal.merged/1) ----
+
+std::string mergedSection(const ReadJson& merged);
+
 }  // namespace memseal::report::html

@@ -1,0 +1,116 @@
+#include "cli/run_job.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "cli/rank_reports.h"
+#include "memseal/html.h"
+
+namespace memseal::cli {
+
+namespace {
+
+std::vector<RankReport> readRanks(const std::vector<RankProcess>& ranks) {
+  std::vector<RankReport> reports;
+  for (const RankProcess& process : ranks) {
+    RankReport rank;
+    rank.identity = process.identity;
+    rank.source = "pid " + std::to_string(process.pid);
+    if (process.report_json.empty()) {
+      rank.missing_reason = "pid " + std::to_string(process.pid) +
+                            " ended before memseal could write its report: killed by SIGKILL, "
+                            "or ended by _exit";
+    } else {
+      try {
+        rank.report = LeakReport::fromJson(process.report_json);
+      } catch (const std::exception& error) {
+        rank.missing_reason = "its report cannot be read: " + std::string(error.what());
+      }
+    }
+    reports.push_back(std::move(rank));
+  }
+  return reports;
+}
+
+// rank-N, or rank-N.pidP for a second process that said it was rank N.
+std::string rankFileStem(const RankProcess& process, std::vector<bool>& named) {
+  std::string stem = "rank-" + std::to_string(process.identity.rank);
+  if (named.size() <= static_cast<std::size_t>(process.identity.rank)) {
+    named.resize(process.identity.rank + 1, false);
+  }
+  if (named[process.identity.rank]) return stem + ".pid" + std::to_string(process.pid);
+  named[process.identity.rank] = true;
+  return stem;
+}
+
+}  // namespace
+
+std::string defaultJobFolder(const std::vector<RankProcess>& ranks) {
+  for (const RankProcess& process : ranks) {
+    if (!process.identity.run_id.empty()) {
+      std::string id = process.identity.run_id;
+      for (char& c : id) {
+        if (c == '/' || c == '\0' || c == ' ') c = '_';
+      }
+      return "memseal-" + id;
+    }
+  }
+  return "memseal-job-" + std::to_string(getpid());
+}
+
+bool holdsReports(const std::string& folder) {
+  std::vector<std::string> files;
+  std::string error;
+  return rankReportFiles({folder}, &files, &error);
+}
+
+bool reportJob(const std::vector<RankProcess>& ranks, const std::string& chosen_folder,
+               const OutputFlags& output, std::ostringstream& text, bool* any_leak) {
+  // Another job's reports stay as they were: this one goes beside them (FOLDER-2, -3, ...).
+  std::string folder = chosen_folder;
+  for (int suffix = 2; holdsReports(folder); ++suffix) {
+    folder = chosen_folder + "-" + std::to_string(suffix);
+  }
+  if (mkdir(folder.c_str(), 0777) != 0 && errno != EEXIST) {
+    std::cerr << "memseal run: cannot make " << folder << ": " << std::strerror(errno) << "\n";
+    return false;
+  }
+  std::vector<RankReport> reports = readRanks(ranks);
+  bool written = true;
+  std::vector<bool> named;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    std::string stem = folder + "/" + rankFileStem(ranks[i], named);
+    if (!reports[i].report) continue;
+    written = writeOutput("run", stem + ".json", ranks[i].report_json) && written;
+    HtmlPage page;
+    page.title = "rank " + std::to_string(ranks[i].identity.rank);
+    page.check = &*reports[i].report;
+    written = writeOutput("run", stem + ".html", renderHtml(page)) && written;
+  }
+  MergedReport merged = mergeRankReports(reports);
+  *any_leak = *any_leak || merged.leak();
+  std::string merged_text = merged.toText();
+  std::string merged_json = merged.toJson();
+  HtmlPage page;
+  page.title = "job of " + std::to_string(merged.world_size) + " ranks";
+  page.merged = &merged;
+  std::string merged_html = renderHtml(page);
+  written = writeOutput("run", folder + "/merged.txt", merged_text) && written;
+  written = writeOutput("run", folder + "/merged.json", merged_json) && written;
+  written = writeOutput("run", folder + "/merged.html", merged_html) && written;
+  if (!output.json_path.empty())
+    written = writeOutput("run", output.json_path, merged_json) && written;
+  if (!output.html_path.empty())
+    written = writeOutput("run", output.html_path, merged_html) && written;
+  text << merged_text << "memseal run: each rank's report in " << folder
+       << "/ (rank-N.json, rank-N.html); the ranks merged in merged.txt, merged.json, merged.html "
+          "(memseal merge "
+       << folder << " prints it again)\n";
+  return written;
+}
+
+}  // namespace memseal::cli

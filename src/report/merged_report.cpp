@@ -1,0 +1,189 @@
+// A distributed job's ranks side by side (memseal/merged_report.h): the merge, its text and its
+// JSON (memseal.merged/1), and the rank a process is, from the variables its launcher set.
+#include "memseal/merged_report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <unordered_map>
+
+#include "common/text.h"
+#include "report/json_fields.h"
+#include "report/text_format.h"
+
+namespace memseal {
+
+const char* const kMergedReportSchema = "memseal.merged";
+const int kMergedReportVersion = 1;
+
+namespace {
+
+std::optional<int> environmentNumber(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > 1 << 24) return std::nullopt;
+  return static_cast<int>(value);
+}
+
+// The first line of the program's own code in a finding's stack: "file:line", or empty.
+std::string userSite(const LeakFinding& finding) {
+  for (const StackFrame& frame : finding.site.frames) {
+    if (frame.is_internal || frame.file.empty()) continue;
+    return frame.file + ":" + std::to_string(frame.line);
+  }
+  return "";
+}
+
+RankSummary summarize(const RankReport& entry, const RankIdentity& identity) {
+  RankSummary summary;
+  summary.identity = identity;
+  summary.source = entry.source;
+  if (!entry.report) {
+    summary.status = RankStatus::kMissing;
+    summary.missing_reason =
+        entry.missing_reason.empty() ? "it left no report" : entry.missing_reason;
+    return summary;
+  }
+  const LeakReport& report = *entry.report;
+  summary.status = report.leak ? RankStatus::kLeak : RankStatus::kNoLeak;
+  summary.steps = report.steps;
+  summary.findings = report.findings.size();
+  for (const StepSample& sample : report.per_step) {
+    summary.peak_live_bytes = std::max(summary.peak_live_bytes, sample.live_bytes);
+  }
+  for (const DeviceMemorySummary& device : report.devices) {
+    summary.peak_reserved_bytes = std::max(summary.peak_reserved_bytes, device.peak_reserved);
+  }
+  return summary;
+}
+
+// Every entry's rank: its own where it names one, else the lowest rank no entry names.
+std::vector<RankIdentity> rankIdentities(const std::vector<RankReport>& entries, int* world_size) {
+  std::vector<bool> named;
+  *world_size = 0;
+  for (const RankReport& entry : entries) {
+    if (entry.identity.world_size <= 0) continue;
+    *world_size = std::max({*world_size, entry.identity.world_size, entry.identity.rank + 1});
+    if (named.size() <= static_cast<std::size_t>(entry.identity.rank)) {
+      named.resize(entry.identity.rank + 1, false);
+    }
+    named[entry.identity.rank] = true;
+  }
+  std::vector<RankIdentity> result;
+  int next_free = 0;
+  for (const RankReport& entry : entries) {
+    if (entry.identity.world_size > 0) {
+      result.push_back(entry.identity);
+      continue;
+    }
+    while (next_free < static_cast<int>(named.size()) && named[next_free]) ++next_free;
+    RankIdentity identity;
+    identity.rank = identity.local_rank = next_free++;
+    result.push_back(identity);
+  }
+  *world_size = std::max(*world_size, next_free);
+  for (RankIdentity& identity : result) identity.world_size = *world_size;
+  return result;
+}
+
+void mergeFindings(const std::vector<const LeakReport*>& by_rank, MergedReport& merged) {
+  std::unordered_map<std::string, std::size_t> index_of;
+  std::size_t reporting = 0;
+  for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
+    if (by_rank[rank] == nullptr) continue;
+    ++reporting;
+    for (const LeakFinding& finding : by_rank[rank]->findings) {
+      std::string site = userSite(finding);
+      std::string key =
+          std::string(categoryId(finding.category)) + "|" + finding.site.op + "|" + site;
+      auto [at, inserted] = index_of.emplace(key, merged.findings.size());
+      if (inserted) {
+        MergedFinding fresh;
+        fresh.category = finding.category;
+        fresh.op = finding.site.op;
+        fresh.site = site;
+        fresh.example = finding;
+        merged.findings.push_back(std::move(fresh));
+      }
+      MergedFinding& target = merged.findings[at->second];
+      if (!target.ranks.empty() && target.ranks.back() == static_cast<int>(rank)) {
+        target.bytes_per_step.back() += finding.bytes_per_step;  // two parts of one cause
+        continue;
+      }
+      target.ranks.push_back(static_cast<int>(rank));
+      target.bytes_per_step.push_back(finding.bytes_per_step);
+    }
+  }
+  for (MergedFinding& finding : merged.findings) {
+    finding.everyReportingRank = finding.ranks.size() == reporting;
+  }
+  auto most = [](const MergedFinding& finding) {
+    return *std::max_element(finding.bytes_per_step.begin(), finding.bytes_per_step.end());
+  };
+  std::stable_sort(merged.findings.begin(), merged.findings.end(),
+                   [&](const MergedFinding& a, const MergedFinding& b) {
+                     if (a.ranks.size() != b.ranks.size()) return a.ranks.size() > b.ranks.size();
+                     return most(a) > most(b);
+                   });
+}
+
+}  // namespace
+
+std::optional<RankIdentity> rankFromEnvironment() {
+  std::optional<int> rank = environmentNumber("RANK");
+  std::optional<int> world_size = environmentNumber("WORLD_SIZE");
+  if (!rank || !world_size || *world_size < 1 || *rank >= *world_size) return std::nullopt;
+  RankIdentity identity;
+  identity.rank = *rank;
+  identity.world_size = *world_size;
+  identity.local_rank = environmentNumber("LOCAL_RANK").value_or(*rank);
+  const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
+  // torchrun's default rendezvous id is "none": no id the user gave.
+  if (run_id != nullptr && std::string(run_id) != "none") identity.run_id = run_id;
+  return identity;
+}
+
+const char* rankStatusId(RankStatus status) {
+  switch (status) {
+    case RankStatus::kNoLeak:
+      return "no_leak";
+    case RankStatus::kLeak:
+      return "leak";
+    case RankStatus::kMissing:
+      return "missing";
+  }
+  return "missing";
+}
+
+MergedReport mergeRankReports(const std::vector<RankReport>& entries) {
+  MergedReport merged;
+  std::vector<RankIdentity> ids = rankIdentities(entries, &merged.world_size);
+  merged.ranks.resize(merged.world_size);
+  for (int rank = 0; rank < merged.world_size; ++rank) {
+    merged.ranks[rank].identity.rank = merged.ranks[rank].identity.local_rank = rank;
+    merged.ranks[rank].identity.world_size = merged.world_size;
+    merged.ranks[rank].missing_reason = "it never reported (not started, or not traced)";
+  }
+  std::vector<const LeakReport*> by_rank(merged.world_size, nullptr);
+  std::vector<bool> seen(merged.world_size, false);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    int rank = ids[i].rank;
+    if (seen[rank]) {
+      merged.notes.push_back("rank " + std::to_string(rank) + " reported twice (" +
+                             merged.ranks[rank].source + ", " + entries[i].source +
+                             "): the first is shown");
+      continue;
+    }
+    seen[rank] = true;
+    merged.ranks[rank] = summarize(entries[i], ids[i]);
+    if (entries[i].report) by_rank[rank] = &*entries[i].report;
+  }
+  mergeFindings(by_rank, merged);
+  return merged;
+}
+
+}  // namespace memseal

@@ -1,0 +1,185 @@
+// The merge of a distributed job's rank reports: causes matched across ranks, divergent ones,
+// missing and duplicate ranks, the text, the JSON, and a rank's identity in its own report.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "memseal/merged_report.h"
+
+namespace memseal {
+namespace {
+
+LeakFinding finding(LeakCategory category, const std::string& op, const std::string& file, int line,
+                    double bytes_per_step) {
+  LeakFinding result;
+  result.category = category;
+  result.site.op = op;
+  StackFrame frame;
+  frame.function = "step";
+  frame.file = file;
+  frame.line = line;
+  frame.library = "python";
+  result.site.frames.push_back(frame);
+  result.bytes_per_step = bytes_per_step;
+  result.count_per_step = 1;
+  result.retained = "tensor storage";
+  result.hint = "keep less";
+  return result;
+}
+
+RankReport rank(int number, int world_size, std::vector<LeakFinding> findings,
+                std::int64_t peak = 1000) {
+  RankReport entry;
+  entry.identity = RankIdentity{number, number, world_size, "job"};
+  entry.source = "rank-" + std::to_string(number) + ".json";
+  LeakReport report;
+  report.steps = 40;
+  report.warmup = 5;
+  report.findings = std::move(findings);
+  report.leak = !report.findings.empty();
+  report.per_step.push_back(StepSample{1, peak, 1, 0, 0, 0});
+  report.rank = entry.identity;
+  entry.report = report;
+  return entry;
+}
+
+TEST(MergedReport, ACauseEveryRankHasIsOneFindingOfAllRanks) {
+  std::vector<RankReport> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(rank(
+        r, 4, {finding(LeakCategory::kTensorsRetained, "aten::mm", "/a/train.py", 12, 2048 + r)}));
+  }
+  MergedReport merged = mergeRankReports(ranks);
+  ASSERT_EQ(merged.world_size, 4);
+  ASSERT_EQ(merged.findings.size(), 1u);
+  EXPECT_EQ(merged.findings[0].ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(merged.findings[0].everyReportingRank);
+  EXPECT_EQ(merged.findings[0].site, "/a/train.py:12");
+  std::string text = merged.toText();
+  EXPECT_NE(text.find("all 4 ranks, +2.0 KiB/step each"), std::string::npos) << text;
+  EXPECT_NE(text.find("at        train.py:12"), std::string::npos) << text;
+}
+
+TEST(MergedReport, ACauseOfOneRankIsDivergentAndTheOthersAreClean) {
+  std::vector<RankReport> ranks = {
+      rank(0, 3, {finding(LeakCategory::kAutogradGraphRetained, "aten::add_", "t.py", 7, 4)}),
+      rank(1, 3, {}), rank(2, 3, {})};
+  MergedReport merged = mergeRankReports(ranks);
+  ASSERT_EQ(merged.findings.size(), 1u);
+  EXPECT_FALSE(merged.findings[0].everyReportingRank);
+  EXPECT_EQ(merged.ranks[1].status, RankStatus::kNoLeak);
+  std::string text = merged.toText();
+  EXPECT_NE(text.find("rank 0 only"), std::string::npos) << text;
+  EXPECT_NE(text.find("divergent"), std::string::npos) << text;
+  EXPECT_NE(text.find("LEAK: 1 cause on 1 of 3 ranks"), std::string::npos) << text;
+}
+
+TEST(MergedReport, TheSameOpAtAnotherLineIsAnotherCause) {
+  std::vector<RankReport> ranks = {
+      rank(0, 2, {finding(LeakCategory::kTensorsRetained, "aten::mm", "t.py", 7, 64)}),
+      rank(1, 2, {finding(LeakCategory::kTensorsRetained, "aten::mm", "t.py", 9, 64)})};
+  MergedReport merged = mergeRankReports(ranks);
+  EXPECT_EQ(merged.findings.size(), 2u);
+}
+
+TEST(MergedReport, RanksThatNeverReportedOrLeftNoReportAreMissingWithWhy) {
+  std::vector<RankReport> ranks = {rank(0, 4, {}), rank(2, 4, {})};
+  RankReport killed;
+  killed.identity = RankIdentity{1, 1, 4, "job"};
+  killed.source = "pid 77";
+  killed.missing_reason = "killed by SIGKILL";
+  ranks.push_back(killed);
+  MergedReport merged = mergeRankReports(ranks);
+  ASSERT_EQ(merged.ranks.size(), 4u);
+  EXPECT_EQ(merged.ranks[1].status, RankStatus::kMissing);
+  EXPECT_EQ(merged.ranks[1].missing_reason, "killed by SIGKILL");
+  EXPECT_EQ(merged.ranks[3].status, RankStatus::kMissing);
+  EXPECT_NE(merged.ranks[3].missing_reason.find("never reported"), std::string::npos);
+  EXPECT_FALSE(merged.leak());
+  EXPECT_NE(merged.toText().find("2 missing"), std::string::npos) << merged.toText();
+}
+
+TEST(MergedReport, ReportsWithoutARankAreNumberedAndADuplicateRankIsNoted) {
+  RankReport first = rank(0, 2, {});
+  RankReport unnamed = rank(0, 2, {});
+  unnamed.identity.world_size = 0;  // a report of no distributed job
+  RankReport again = rank(0, 2, {});
+  again.source = "again.json";
+  MergedReport merged = mergeRankReports({first, unnamed, again});
+  EXPECT_EQ(merged.world_size, 2);
+  EXPECT_EQ(merged.ranks[1].status, RankStatus::kNoLeak);
+  ASSERT_EQ(merged.notes.size(), 1u);
+  EXPECT_NE(merged.notes[0].find("rank 0 reported twice"), std::string::npos);
+}
+
+TEST(MergedReport, PeaksThatDifferAreToldWithTheirSpread) {
+  MergedReport merged = mergeRankReports({rank(0, 2, {}, 1000), rank(1, 2, {}, 2000)});
+  std::string text = merged.toText();
+  EXPECT_NE(text.find("rank 1 highest"), std::string::npos) << text;
+  EXPECT_NE(text.find("(50% of the highest)"), std::string::npos) << text;
+  MergedReport alike = mergeRankReports({rank(0, 2, {}, 1000), rank(1, 2, {}, 1010)});
+  EXPECT_EQ(alike.toText().find("highest"), std::string::npos);
+}
+
+TEST(MergedReport, ManyRanksAreListedAsRanges) {
+  std::vector<RankReport> ranks;
+  for (int r = 0; r < 100; ++r) {
+    std::vector<LeakFinding> findings;
+    if (r % 10 < 3)
+      findings.push_back(finding(LeakCategory::kTensorsRetained, "aten::mm", "t.py", 3, 8));
+    ranks.push_back(rank(r, 100, findings));
+  }
+  std::string text = mergeRankReports(ranks).toText();
+  EXPECT_NE(text.find("LEAK: ranks 0-2, 10-12, 20-22"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rank 57:"), std::string::npos);
+}
+
+TEST(MergedReport, JsonHasItsSchemaRanksAndFindings) {
+  MergedReport merged = mergeRankReports(
+      {rank(0, 2, {finding(LeakCategory::kTensorsRetained, "aten::mm", "t.py", 3, 8)}),
+       rank(1, 2, {})});
+  nlohmann::json json = nlohmann::json::parse(merged.toJson());
+  EXPECT_EQ(json["schema"], "memseal.merged/1");
+  EXPECT_EQ(json["verdict"], "leak");
+  EXPECT_EQ(json["ranks"][1]["status"], "no_leak");
+  EXPECT_EQ(json["findings"][0]["ranks"], nlohmann::json::array({0}));
+  EXPECT_EQ(json["findings"][0]["category"], "tensors-retained");
+}
+
+TEST(RankIdentity, ARanksReportSaysWhichRankItIsAndReadsBack) {
+  RankReport entry = rank(1, 2, {});
+  std::string json = entry.report->toJson();
+  LeakReport back = LeakReport::fromJson(json);
+  ASSERT_TRUE(back.rank.has_value());
+  EXPECT_EQ(back.rank->rank, 1);
+  EXPECT_EQ(back.rank->world_size, 2);
+  EXPECT_EQ(back.rank->run_id, "job");
+  EXPECT_NE(back.toText().find("memseal: rank 1 of 2"), std::string::npos);
+  std::string wrong = json;
+  wrong.replace(wrong.find("\"world_size\": 2"), 15, "\"world_size\": 1");
+  EXPECT_THROW(LeakReport::fromJson(wrong), std::invalid_argument);
+}
+
+TEST(RankIdentity, ComesFromTheLaunchersVariables) {
+  unsetenv("RANK");
+  EXPECT_FALSE(rankFromEnvironment().has_value());
+  setenv("RANK", "3", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("TORCHELASTIC_RUN_ID", "none", 1);
+  std::optional<RankIdentity> identity = rankFromEnvironment();
+  ASSERT_TRUE(identity.has_value());
+  EXPECT_EQ(identity->rank, 3);
+  EXPECT_EQ(identity->local_rank, 1);
+  EXPECT_EQ(identity->world_size, 8);
+  EXPECT_EQ(identity->run_id, "");  // torchrun's default id names no job
+  setenv("RANK", "8", 1);           // not a rank of 8
+  EXPECT_FALSE(rankFromEnvironment().has_value());
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"})
+    unsetenv(name);
+}
+
+}  // namespace
+}  // namespace memseal
