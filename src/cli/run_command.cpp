@@ -318,6 +318,20 @@ bool copyMemoryViz(const std::string& session, long pid, const std::string& path
   return true;
 }
 
+// The ranks of a distributed job among the traced processes (a rank's forked workers are not),
+// with their reports.
+std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& processes,
+                                       const std::string& session) {
+  std::vector<RankProcess> ranks;
+  for (const TracedProcess& process : processes) {
+    if (!process.rank || process.kind == "fork") continue;
+    ranks.push_back(
+        {process.pid, *process.rank,
+         readFile(session + "/" + std::to_string(process.pid) + inject::kReportSuffix)});
+  }
+  return ranks;
+}
+
 // The report of each traced process (the program, then its children) into `text`, and its
 // --json/--html (a child's as PATH.PID). False when an output could not be written.
 bool reportEachProcess(const RunOptions& options, const std::string& session, int status,
@@ -325,14 +339,8 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
   const std::string& name = options.command.front();
   bool outputs_ok = true;
   bool root_seen = false;
-  std::vector<RankProcess> ranks;
   std::vector<TracedProcess> processes = tracedProcesses(session);
-  for (const TracedProcess& process : processes) {
-    if (!process.rank || process.kind == "fork") continue;
-    ranks.push_back(
-        {process.pid, *process.rank,
-         readFile(session + "/" + std::to_string(process.pid) + inject::kReportSuffix)});
-  }
+  std::vector<RankProcess> ranks = rankProcesses(processes, session);
   for (const TracedProcess& process : processes) {
     bool root = process.kind == "root";
     root_seen = root_seen || root;
