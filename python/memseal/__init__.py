@@ -30,7 +30,7 @@ _EXPORTS = {
     "ROLES": "_explain", "FitReport": "_explain", "PeakReport": "_explain", "explain": "_explain",
     "fit": "_explain", "write_html": "_explain",
     "CycleGarbage": "_report", "Holder": "_holders", "LeakReport": "_report",
-    "Scope": "_scope",
+    "Scope": "_scope", "merge": "_distributed",
     "__version__": "_memseal", "CHECK_REPORT_SCHEMA": "_memseal", "CHECK_REPORT_VERSION": "_memseal",
     "load_ipython_extension": "_ipython", "unload_ipython_extension": "_ipython",
 }

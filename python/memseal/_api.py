@@ -1,10 +1,12 @@
 """check() and watch(): the leak detector of the C++ core, driven from Python."""
 
 import os
+import sys
 
 import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
 
 from . import _memseal
+from ._distributed import gather_to_rank_0, name_the_rank
 from ._options import apply_policy as _apply_policy
 from ._options import check_policy, configure_python_frames, tracker_options
 from ._report import LeakReport, complete_report
@@ -64,6 +66,10 @@ class Watch:
       memory_viz      write the allocation trace as the pickle PyTorch's memory viewer reads
                       (torch.cuda._memory_viz, pytorch.org/memory_viz) to this path at the end
       memory_viz_events  newest allocations and frees the trace keeps (40000)
+      gather          in a distributed job: when the watch ends, every rank's report goes to rank
+                      0 over the job's process group, and rank 0 gets the merged view of the ranks
+                      (w.merged; printed when a rank leaks and on_leak is 'warn'). Every rank must
+                      end its watch (a collective); the report names its rank either way.
     """
 
     def __init__(
@@ -82,6 +88,7 @@ class Watch:
         html=None,
         memory_viz=None,
         memory_viz_events=40000,
+        gather=False,
     ):
         if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
             raise ValueError(f"memseal: warmup must be a non-negative integer, not {warmup!r}")
@@ -103,6 +110,8 @@ class Watch:
             raise ValueError(f"memseal: memory_viz_events must be a positive integer, "
                              f"not {memory_viz_events!r}")
         self._memory_viz_events = memory_viz_events
+        self._gather = bool(gather)
+        self.merged = None  # with gather=True, on rank 0: the job's MergedReport
         self._trace = None
         self._detector = None
         self._final = None
@@ -156,7 +165,13 @@ class Watch:
         if self._trace is not None:
             self._trace.stop()
         report = complete_report(detector, find_holders=self._find_holders)
+        name_the_rank(report)
         self._final = report
+        if self._gather:
+            # Before the policy: a rank that raises must still take part in the collective.
+            self.merged = gather_to_rank_0(report)
+            if self.merged is not None and self.merged.leak and self._on_leak == "warn":
+                print(self.merged.text(), file=sys.stderr, end="")
         trace, self._trace = self._trace, None
         try:
             # The files first (a LeakError from the policy would skip them), the verdict always.

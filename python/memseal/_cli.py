@@ -103,6 +103,10 @@ def _parser():
     commands.add_parser(
         "plan", add_help=False,
         help="size the planned arena for a TorchScript model: block bytes per input shape")
+    commands.add_parser(
+        "merge", add_help=False,
+        help="put a distributed job's rank reports side by side (a folder of rank-N.json, or "
+        "files): each cause across ranks, missing ranks (exit 0: no leak, 1: leak, 2: unreadable)")
     return parser
 
 
@@ -311,7 +315,7 @@ def _for_native_command(argv):
     if not argv:
         return False
     first = argv[0]
-    if first in ("run", "plan", "--version"):
+    if first in ("run", "plan", "merge", "--version"):
         return True
     if first in ("check", "explain", "fit"):
         return any(not arg.startswith("-") and _is_shared_library(arg) for arg in argv[1:])

@@ -307,6 +307,7 @@ struct LeakDetector::State {
     report.per_step = per_step;
     report.backward_ran = backwardRan();
     report.notes = notes;
+    report.rank = rankFromEnvironment();  // a rank of a distributed job (torchrun's variables)
     detect::LeakEvidence evidence = this->evidence(/*for_report=*/true);
     report.findings = detect::buildFindings(evidence);
     // Build-ups freed since the last boundary (a report at exit, after the program freed what its

@@ -22,6 +22,7 @@
 #include "memseal/scope.h"
 #include "memseal/tracker.h"
 #include "memseal/version.h"
+#include "python/distributed_bindings.h"
 #include "python/explain_bindings.h"
 #include "python/python_frame_provider.h"
 #include "python/tracker_options.h"
@@ -237,6 +238,7 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("backward_ran", &LeakReport::backward_ran)
       .def_readonly("notes", &LeakReport::notes)
       .def_readonly("phases", &LeakReport::phases)
+      .def_readonly("rank", &LeakReport::rank)
       .def("text", &LeakReport::toText)
       .def("to_json", &LeakReport::toJson)
       .def_static("from_json", &LeakReport::fromJson);
@@ -296,4 +298,5 @@ PYBIND11_MODULE(_memseal, m) {
   m.def("enable_python_frames", &enablePythonFrames, py::arg("on"));
   m.def("set_internal_paths", &setInternalPaths, py::arg("prefixes"));
   bindExplain(m);
+  bindDistributed(m);
 }

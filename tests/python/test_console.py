@@ -41,7 +41,7 @@ def test_the_version_is_the_cores_from_both_entry_points():
 def test_help_lists_every_subcommand_of_the_cpp_command():
     result = console("--help")
     assert result.returncode == 0
-    for command in ("check", "explain", "fit", "report", "run", "plan"):
+    for command in ("check", "explain", "fit", "report", "run", "plan", "merge"):
         assert f"    {command} " in result.stdout, command
 
 

@@ -1,0 +1,87 @@
+"""A distributed job's ranks: the rank a report is of, the reports of every rank gathered to rank 0
+over the job's own process group (Watch(gather=True)), and the merged view of rank reports
+(memseal.merge), from the same core as `memseal merge`."""
+
+import os
+
+import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
+
+from . import _memseal
+
+
+def _process_group_ready():
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def rank_of_this_process():
+    """The RankIdentity of this process: the launcher's variables (RANK, WORLD_SIZE, LOCAL_RANK),
+    else torch.distributed once initialised (mp.spawn and the like); None outside a job."""
+    identity = _memseal.rank_from_environment()
+    if identity is not None or not _process_group_ready():
+        return identity
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    local_rank = os.environ.get("LOCAL_RANK", "")
+    return _memseal.RankIdentity(rank, int(local_rank) if local_rank.isdigit() else rank,
+                                 dist.get_world_size())
+
+
+def name_the_rank(report):
+    """Gives `report` (a LeakReport) its rank where the core could not see it (no RANK set)."""
+    if report.rank is None:
+        identity = rank_of_this_process()
+        if identity is not None:
+            _memseal.set_report_rank(report._native, identity)
+
+
+def gather_to_rank_0(report):
+    """Sends every rank's report to rank 0 over the job's process group (gather_object: gloo, or
+    NCCL with the rank's CUDA device set); rank 0 gets the merged view, the others None. A
+    collective: every rank must call it."""
+    if not _process_group_ready():
+        raise RuntimeError("memseal: watch(gather=True) needs torch.distributed initialised "
+                           "(init_process_group) when the watch ends, and every rank to end its watch")
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    gathered = [None] * dist.get_world_size() if rank == 0 else None
+    dist.gather_object(report.to_json(), gathered, dst=0)
+    if rank != 0:
+        return None
+    return _memseal.merge_json([(text, f"rank {index}") for index, text in enumerate(gathered)])
+
+
+def merge(reports):
+    """The job's view of its ranks' reports: each cause matched across ranks ("all 4 ranks" or
+    "rank 0 only"), missing ranks, the spread of their peaks. `reports`: LeakReport objects, JSON
+    texts, paths of report files, or a folder (memseal run's memseal-RUN/: its rank-*.json).
+    Returns a MergedReport (leak, world_size, ranks, findings, text(), to_json())."""
+    if isinstance(reports, (str, os.PathLike)) and os.path.isdir(reports):
+        folder = os.fspath(reports)
+        names = sorted(name for name in os.listdir(folder)
+                       if name.startswith("rank-") and name.endswith(".json"))
+        if not names:
+            raise ValueError(f"memseal: {folder} holds no rank reports (rank-N.json)")
+        reports = [os.path.join(folder, name) for name in names]
+    pairs = []
+    for index, item in enumerate(reports):
+        if hasattr(item, "to_json"):
+            pairs.append((item.to_json(), f"report {index}"))
+        elif isinstance(item, os.PathLike) or (isinstance(item, str)
+                                                and not item.lstrip().startswith("{")):
+            with open(item) as file:
+                pairs.append((file.read(), os.fspath(item)))
+        elif isinstance(item, str):
+            pairs.append((item, f"report {index}"))
+        else:
+            raise TypeError(f"memseal: merge() takes LeakReports, JSON texts or paths, not "
+                            f"{type(item).__name__}")
+    if not pairs:
+        raise ValueError("memseal: merge() needs at least one report")
+    try:
+        return _memseal.merge_json(pairs)
+    except ValueError as error:
+        raise ValueError(f"memseal: {error}") from None

@@ -1,0 +1,85 @@
+// A distributed job's ranks for Python: the rank a report is of, and the merged view of the ranks'
+// reports (memseal.merge, and Watch(gather=True) on rank 0), from the same core as `memseal merge`.
+#include "python/distributed_bindings.h"
+
+#include <pybind11/stl.h>
+
+#include "memseal/merged_report.h"
+
+namespace py = pybind11;
+
+namespace memseal::python {
+
+namespace {
+
+// (json, source) pairs: each a memseal.check report; its own rank where it names one.
+MergedReport mergeJson(const std::vector<std::pair<std::string, std::string>>& reports) {
+  std::vector<RankReport> ranks;
+  for (const auto& [json, source] : reports) {
+    RankReport rank;
+    LeakReport report;
+    try {
+      report = LeakReport::fromJson(json);
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument(source + ": " + error.what());
+    }
+    rank.identity = report.rank.value_or(RankIdentity{0, 0, 0, ""});  // world size 0: unknown
+    rank.source = source;
+    rank.report = std::move(report);
+    ranks.push_back(std::move(rank));
+  }
+  return mergeRankReports(ranks);
+}
+
+}  // namespace
+
+void bindDistributed(py::module_& m) {
+  py::class_<RankIdentity>(m, "RankIdentity")
+      .def(py::init([](int rank, int local_rank, int world_size, std::string run_id) {
+             if (world_size < 1 || rank < 0 || rank >= world_size) {
+               throw py::value_error("memseal: rank " + std::to_string(rank) +
+                                     " is not a rank of a job of " + std::to_string(world_size));
+             }
+             return RankIdentity{rank, local_rank, world_size, std::move(run_id)};
+           }),
+           py::arg("rank"), py::arg("local_rank"), py::arg("world_size"), py::arg("run_id") = "")
+      .def_readonly("rank", &RankIdentity::rank)
+      .def_readonly("local_rank", &RankIdentity::local_rank)
+      .def_readonly("world_size", &RankIdentity::world_size)
+      .def_readonly("run_id", &RankIdentity::run_id);
+  m.def("rank_from_environment", &rankFromEnvironment);
+  m.def("set_report_rank",
+        [](LeakReport& report, const RankIdentity& rank) { report.rank = rank; });
+
+  py::class_<RankSummary>(m, "RankSummary")
+      .def_readonly("identity", &RankSummary::identity)
+      .def_property_readonly("rank", [](const RankSummary& r) { return r.identity.rank; })
+      .def_property_readonly("status", [](const RankSummary& r) { return rankStatusId(r.status); })
+      .def_readonly("source", &RankSummary::source)
+      .def_readonly("steps", &RankSummary::steps)
+      .def_readonly("findings", &RankSummary::findings)
+      .def_readonly("peak_live_bytes", &RankSummary::peak_live_bytes)
+      .def_readonly("peak_reserved_bytes", &RankSummary::peak_reserved_bytes)
+      .def_readonly("missing_reason", &RankSummary::missing_reason);
+  py::class_<MergedFinding>(m, "MergedFinding")
+      .def_property_readonly("category",
+                             [](const MergedFinding& f) { return categoryId(f.category); })
+      .def_readonly("op", &MergedFinding::op)
+      .def_readonly("site", &MergedFinding::site)
+      .def_readonly("ranks", &MergedFinding::ranks)
+      .def_readonly("bytes_per_step", &MergedFinding::bytes_per_step)
+      .def_readonly("every_reporting_rank", &MergedFinding::everyReportingRank)
+      .def_readonly("example", &MergedFinding::example);
+  py::class_<MergedReport>(m, "MergedReport")
+      .def_readonly("world_size", &MergedReport::world_size)
+      .def_readonly("ranks", &MergedReport::ranks)
+      .def_readonly("findings", &MergedReport::findings)
+      .def_readonly("notes", &MergedReport::notes)
+      .def_property_readonly("leak", &MergedReport::leak)
+      .def("text", &MergedReport::toText)
+      .def("to_json", &MergedReport::toJson)
+      .def("__str__", &MergedReport::toText);
+  m.def("merge_json", &mergeJson, py::arg("reports"));
+}
+
+}  // namespace memseal::python

@@ -1,0 +1,87 @@
+"""memseal in a distributed job from Python: a watch in each rank names its rank (torchrun's
+variables, or torch.distributed under mp.spawn), gather=True sends every rank's report to rank 0
+over the job's own process group, and memseal.merge gives the same merged view from reports."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import memseal
+from conftest import case_file
+
+SCRIPT = case_file("ddp_watch.py")
+
+
+def run_job(tmp_path, *arguments, torchrun=True):
+    if torchrun:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc-per-node=2", SCRIPT, "--out", str(tmp_path), *arguments]
+    else:
+        command = [sys.executable, SCRIPT, "--out", str(tmp_path), *arguments]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    return ranks, merged, result.stderr
+
+
+@pytest.mark.parametrize("torchrun", [True, False], ids=["torchrun", "mp.spawn"])
+def test_a_leak_of_rank_0_is_gathered_to_rank_0_as_divergent(tmp_path, torchrun):
+    arguments = ("--leak",) if torchrun else ("--leak", "--spawn", "2")
+    ranks, merged, stderr = run_job(tmp_path, *arguments, torchrun=torchrun)
+    assert [rank["rank"] for rank in ranks] == [0, 1]
+    assert all(rank["world_size"] == 2 for rank in ranks)
+    assert [rank["leak"] for rank in ranks] == [True, False]
+    assert [rank["merged"] for rank in ranks] == [True, False]  # rank 0 only
+    assert merged["schema"] == "memseal.merged/1"
+    assert merged["findings"][0]["ranks"] == [0]
+    assert merged["findings"][0]["category"] == "autograd-graph-retained"
+    assert "rank 0 only" in stderr  # on_leak='warn' prints the merged view on rank 0
+
+
+def test_a_healthy_job_merges_to_no_leak(tmp_path):
+    ranks, merged, _ = run_job(tmp_path)
+    assert [rank["leak"] for rank in ranks] == [False, False]
+    assert merged["verdict"] == "no_leak"
+    assert [rank["status"] for rank in merged["ranks"]] == ["no_leak", "no_leak"]
+
+
+def test_merge_takes_reports_json_and_files(tmp_path):
+    leaky = memseal.check(lambda i, kept=[]: kept.append(__import__("torch").ones(512)), steps=20,
+                          warmup=3, on_leak="none")
+    healthy = memseal.check(lambda i: __import__("torch").ones(512), steps=20, warmup=3,
+                            on_leak="none")
+    merged = memseal.merge([leaky, healthy.to_json()])
+    assert merged.world_size == 2
+    assert merged.leak
+    assert merged.findings[0].ranks == [0]
+    assert [rank.status for rank in merged.ranks] == ["leak", "no_leak"]
+    path = tmp_path / "rank-0.json"
+    path.write_text(leaky.to_json())
+    assert memseal.merge(tmp_path).findings[0].category == "tensors-retained"
+    assert "rank 0" in memseal.merge([str(path)]).text()
+    # `python -m memseal merge` is the C++ command's, with check's exit codes.
+    result = subprocess.run([sys.executable, "-m", "memseal", "merge", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert "rank 0 only" in result.stdout or "job of 1 rank" in result.stdout, result.stdout
+
+
+def test_merge_refuses_what_is_not_a_report(tmp_path):
+    with pytest.raises(ValueError, match="holds no rank reports"):
+        memseal.merge(tmp_path)
+    with pytest.raises(ValueError, match="report 0"):
+        memseal.merge(['{"schema": "memseal.check/1"}'])
+    with pytest.raises(TypeError):
+        memseal.merge([42])
+    with pytest.raises(ValueError, match="at least one"):
+        memseal.merge([])
+
+
+def test_gather_without_a_process_group_says_what_it_needs():
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        with memseal.watch(gather=True, on_leak="none") as watch:
+            watch.step()
