@@ -79,6 +79,9 @@ struct HeldUntilFreed {
   bool building_up = false;  // at the report, it is building up again
   // Steps of its first build-up before it was judged growing (how soon it was found).
   std::uint32_t found_after_steps = 0;
+  // memseal run: a build-up's mean length in iterations of its loop, where steps took several
+  // iterations (those closer together than a step costs); 0 where steps are iterations.
+  double iterations_per_time = 0;
 };
 
 struct LeakFinding {

@@ -54,7 +54,7 @@ class LeakReport:
     detected_at_step, findings, per_step, backward_ran, notes, phases), plus holders and
     cycle_garbage. A finding whose memory was freed before the report (a phase's end, a reset)
     has `freed` (first_step, last_step, freed_at_step, times, steps_per_time, peak_bytes, phase,
-    building_up, found_after_steps).
+    building_up, found_after_steps, iterations_per_time).
     text() and to_json() (schema memseal.check/1; Python's additions under "python")."""
 
     def __init__(self, native, holders=(), cycle_garbage=None):

@@ -135,14 +135,29 @@ void writeStatus(const Runtime& runtime) {
                  status);
 }
 
+// A held finding's period in its loop's iterations, where that loop's steps took several.
+void periodsInIterations(LeakReport& report,
+                         const std::vector<std::pair<std::string, double>>& iterations_per_step) {
+  for (LeakFinding& finding : report.findings) {
+    if (!finding.freed || finding.freed->times <= 1) continue;
+    for (const auto& [phase, ratio] : iterations_per_step) {
+      if (phase == finding.freed->phase) {
+        finding.freed->iterations_per_time = finding.freed->steps_per_time * ratio;
+      }
+    }
+  }
+}
+
 LeakReport currentReport(Runtime& runtime) {
   if (runtime.fork_watch) return runtime.fork_watch->report();
   PythonLock python;
   // Before the step lock: the boundary takes its learning lock, then the step lock.
   std::vector<std::string> description = runtime.boundary->description();
+  std::vector<std::pair<std::string, double>> iterations = runtime.boundary->iterationsPerStep();
   std::lock_guard<std::mutex> steps(runtime.boundary->stepMutex());
   LeakReport report = runtime.detector->report();
   report.rank = runtime.rank;
+  periodsInIterations(report, iterations);
   report.notes.insert(report.notes.end(), description.begin(), description.end());
   return report;
 }

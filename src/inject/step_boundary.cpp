@@ -207,6 +207,7 @@ void StepBoundary::applyPhaseChange(bool on_runtime_thread) {
   if (change.next == Phase::kOps) {
     current_ = change.loop;
     loop_steps_.resize(loops_size_, 0);
+    loop_iterations_.resize(loops_size_, 0);
     loop_thread_.store(change.loop_thread, std::memory_order_release);
   }
   if (change.next == Phase::kWindows) next_window_.store(Clock::now() + kShortestWindow);
@@ -225,6 +226,9 @@ bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce, Phase expect
   Phase phase = phase_.load();
   // The phase the caller saw may have changed while it waited for the GIL or this lock.
   if (phase != expected) return false;
+  bool in_loop = phase == Phase::kOps && rule_.kind == StepRule::Kind::kAuto &&
+                 current_ < loop_iterations_.size();
+  if (in_loop) ++loop_iterations_[current_];
   if (coalesce && steps_taken_ > 0 && now - last_step_ < min_step_gap_) return false;
   last_step_ = now;
   ++steps_taken_;
@@ -330,6 +334,18 @@ void StepBoundary::tick() {
   next_window_.store(now + window);
 }
 
+std::vector<std::pair<std::string, double>> StepBoundary::iterationsPerStep() {
+  std::lock_guard<std::mutex> learn(learn_mutex_);
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  std::vector<std::pair<std::string, double>> ratios;
+  for (std::size_t i = 0; i < loops_.size() && i < loop_steps_.size(); ++i) {
+    if (loop_steps_[i] == 0 || loop_iterations_[i] <= loop_steps_[i]) continue;
+    ratios.emplace_back(loops_[i].name, static_cast<double>(loop_iterations_[i]) /
+                                            static_cast<double>(loop_steps_[i]));
+  }
+  return ratios;
+}
+
 std::vector<std::string> StepBoundary::description() {
   std::lock_guard<std::mutex> learn(learn_mutex_);
   std::lock_guard<std::mutex> lock(step_mutex_);
@@ -364,11 +380,18 @@ std::vector<std::string> StepBoundary::description() {
   for (std::size_t i = 0; i < loops_.size(); ++i) {
     const Loop& loop = loops_[i];
     std::uint64_t loop_steps = i < loop_steps_.size() ? loop_steps_[i] : 0;
+    std::uint64_t iterations = i < loop_iterations_.size() ? loop_iterations_[i] : 0;
+    std::string together =
+        iterations > loop_steps
+            ? " (" + std::to_string(iterations) +
+                  " iterations: those closer together than a step costs were one step)"
+            : "";
     lines.push_back("memseal run: " + loop.name + ": one step per call of " +
                     op_names_[loop.anchor] + ", the op that starts each of its iterations (" +
                     std::to_string(loop.period) + " ops, found after " +
                     std::to_string(loop.found_after) + " ops): " + std::to_string(loop_steps) +
-                    " steps in " + std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs"));
+                    " steps in " + std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs") +
+                    together);
   }
   if (!decision_.empty() && phase_.load() == Phase::kWindows) {
     lines.push_back("memseal run: then " + decision_);

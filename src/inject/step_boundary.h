@@ -83,6 +83,8 @@ class StepBoundary {
   }
   // Which boundary was used, in words, for the report's notes (one line per loop found).
   std::vector<std::string> description();
+  // Each loop's phase name and its iterations per step, where steps took several iterations.
+  std::vector<std::pair<std::string, double>> iterationsPerStep();
 
  private:
   // kSwitching: a thread decided a change of phase and makes it (applyPhaseChange); other threads'
@@ -163,6 +165,9 @@ class StepBoundary {
   std::atomic<std::uint64_t> steps_seen_{0};
   std::uint64_t steps_outside_loops_ = 0;
   std::vector<std::uint64_t> loop_steps_;  // steps taken in each loop
+  // Iterations of each loop (calls of its anchor), steps or not: iterations closer together than a
+  // step costs are taken as one step (min_step_gap_).
+  std::vector<std::uint64_t> loop_iterations_;
   // The loop of kOps, written while the phase is kSwitching (by the one thread that switches) and
   // read after kOps is seen; the thread it runs on, where its steps are taken.
   std::size_t current_ = 0;

@@ -213,7 +213,8 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("peak_bytes", &HeldUntilFreed::peak_bytes)
       .def_readonly("phase", &HeldUntilFreed::phase)
       .def_readonly("building_up", &HeldUntilFreed::building_up)
-      .def_readonly("found_after_steps", &HeldUntilFreed::found_after_steps);
+      .def_readonly("found_after_steps", &HeldUntilFreed::found_after_steps)
+      .def_readonly("iterations_per_time", &HeldUntilFreed::iterations_per_time);
   py::class_<PhaseSummary>(m, "PhaseSummary")
       .def_readonly("name", &PhaseSummary::name)
       .def_readonly("first_step", &PhaseSummary::first_step)

@@ -78,7 +78,8 @@ Json freedJson(const HeldUntilFreed& freed) {
           {"peak_bytes", freed.peak_bytes},
           {"phase", freed.phase},
           {"building_up", freed.building_up},
-          {"found_after_steps", freed.found_after_steps}};
+          {"found_after_steps", freed.found_after_steps},
+          {"iterations_per_time", freed.iterations_per_time}};
 }
 
 // ---- reading ----
@@ -202,6 +203,7 @@ HeldUntilFreed readFreed(const Json& json, const std::string& where) {
   freed.phase = readOr<std::string>(json, "phase", where, "");
   freed.building_up = readOr<bool>(json, "building_up", where, false);
   freed.found_after_steps = readOr<std::uint32_t>(json, "found_after_steps", where, 0);
+  freed.iterations_per_time = readOr<double>(json, "iterations_per_time", where, 0);
   return freed;
 }
 

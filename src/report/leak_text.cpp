@@ -80,9 +80,15 @@ std::string heldText(const HeldUntilFreed& freed) {
     text = "steps " + std::to_string(freed.first_step) + "-" + std::to_string(freed.last_step) +
            phase + ", then freed together in step " + std::to_string(freed.freed_at_step);
   } else {
+    std::string iterations =
+        freed.iterations_per_time > 0
+            ? " (~" + std::to_string(static_cast<long long>(freed.iterations_per_time + 0.5)) +
+                  " iterations of its loop)"
+            : "";
     text = "built up and freed together " + std::to_string(freed.times) + " times (every ~" +
-           std::to_string(static_cast<long long>(freed.steps_per_time + 0.5)) + " steps, steps " +
-           std::to_string(freed.first_step) + "-" + std::to_string(freed.last_step) + phase + ")";
+           std::to_string(static_cast<long long>(freed.steps_per_time + 0.5)) + " steps" +
+           iterations + ", steps " + std::to_string(freed.first_step) + "-" +
+           std::to_string(freed.last_step) + phase + ")";
   }
   text += "; at most " + report::bytesText(freed.peak_bytes) +
           (freed.times > 1 ? " each time" : "") +

@@ -86,7 +86,11 @@ class PythonProgram(unittest.TestCase):
                          line_of(script(), "# leak: total-reset"))
         freed = report["findings"][0]["freed"]
         self.assertGreaterEqual(freed["times"], 4, err)
-        self.assertLess(abs(freed["steps_per_time"] - 20), 6, err)
+        # In the loop's iterations: where iterations came closer together than a step costs,
+        # several were one step, and the period in steps is shorter.
+        period = freed.get("iterations_per_time") or freed["steps_per_time"]
+        self.assertLess(abs(period - 20), 6, err)
+        self.assertLessEqual(freed["steps_per_time"], period, err)
         self.assertRegex(err, r"built up and freed together \d+ times")
 
     def test_outputs_kept_by_a_validation_pass_with_grad_on_are_that_phases_leak(self):

@@ -44,6 +44,7 @@ def train(rank, world_size, args):
     if watch.merged is not None:
         with open(os.path.join(args.out, "merged.json"), "w") as file:
             file.write(watch.merged.to_json())
+    dist.barrier()  # no rank tears its connections down while another still uses them
     dist.destroy_process_group()
 
 
