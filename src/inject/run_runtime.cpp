@@ -34,6 +34,7 @@
 #include "inject/fork_child_watch.h"
 #include "inject/python_lock.h"
 #include "inject/run_protocol.h"
+#include "inject/run_report_edits.h"
 #include "inject/step_boundary.h"
 #include "memseal/leak_detector.h"
 #include "memseal/memory_trace.h"
@@ -135,19 +136,6 @@ void writeStatus(const Runtime& runtime) {
                  status);
 }
 
-// A held finding's period in its loop's iterations, where that loop's steps took several.
-void periodsInIterations(LeakReport& report,
-                         const std::vector<std::pair<std::string, double>>& iterations_per_step) {
-  for (LeakFinding& finding : report.findings) {
-    if (!finding.freed || finding.freed->times <= 1) continue;
-    for (const auto& [phase, ratio] : iterations_per_step) {
-      if (phase == finding.freed->phase) {
-        finding.freed->iterations_per_time = finding.freed->steps_per_time * ratio;
-      }
-    }
-  }
-}
-
 LeakReport currentReport(Runtime& runtime) {
   if (runtime.fork_watch) return runtime.fork_watch->report();
   PythonLock python;
@@ -160,41 +148,6 @@ LeakReport currentReport(Runtime& runtime) {
   periodsInIterations(report, iterations);
   report.notes.insert(report.notes.end(), description.begin(), description.end());
   return report;
-}
-
-std::string causeOf(const LeakFinding& finding) {
-  return std::string(categoryId(finding.category)) + "|" + finding.site.op;
-}
-
-bool namesPythonLines(const AllocationSite& site) {
-  return std::any_of(site.frames.begin(), site.frames.end(),
-                     [](const StackFrame& frame) { return frame.library == "python"; });
-}
-
-// Python has finalised by the time exit handlers run, so a report made then names no Python line.
-// An earlier snapshot, taken while the program ran, named them: a finding of the same cause in the
-// later report takes the snapshot's frames, and so does each of its parts made by the same ops.
-void framesFromTheSnapshot(LeakReport& now, const LeakReport& snapshot) {
-  for (LeakFinding& finding : now.findings) {
-    auto earlier =
-        std::find_if(snapshot.findings.begin(), snapshot.findings.end(),
-                     [&](const LeakFinding& f) { return causeOf(f) == causeOf(finding); });
-    if (earlier == snapshot.findings.end()) continue;
-    if (!namesPythonLines(finding.site) && namesPythonLines(earlier->site)) {
-      finding.site.frames = earlier->site.frames;
-    }
-    for (LeakPart& part : finding.parts) {
-      if (namesPythonLines(part.site)) continue;
-      for (const LeakPart& earlier_part : earlier->parts) {
-        if (earlier_part.site.op == part.site.op &&
-            earlier_part.site.outer_op == part.site.outer_op &&
-            namesPythonLines(earlier_part.site)) {
-          part.site.frames = earlier_part.site.frames;
-          break;
-        }
-      }
-    }
-  }
 }
 
 enum class SnapshotWhen { kAfterThePause, kNow };
@@ -242,16 +195,6 @@ void onPythonExit() {
   Runtime* runtime = g_runtime;
   if (runtime == nullptr || runtime->pid != getpid() || runtime->inert.load()) return;
   takeSnapshot(*runtime, SnapshotWhen::kNow);
-}
-
-// By the time exit handlers run, the program has freed its CUDA memory (or most of it): the
-// devices' totals are the last step boundary's, as the loop left them.
-void devicesAtTheLastStep(LeakReport& report) {
-  for (DeviceMemorySummary& device : report.devices) {
-    if (device.per_step.empty()) continue;
-    device.allocated = device.per_step.back().allocated;
-    device.reserved = device.per_step.back().reserved;
-  }
 }
 
 // At exit: the last report taken at a step boundary while the loop ran, when it saw a leak. By now
