@@ -99,6 +99,7 @@ struct MEMSEAL_API PeakReport {
   bool model_identified = false;      // parameters/gradients were named by the caller
   bool optimizer_identified = false;  // optimizer state was named by the caller
   std::vector<std::string> notes;
+  std::optional<RankIdentity> rank;  // a distributed job's rank (memseal merge compares peaks)
 
   std::int64_t bytesOf(MemoryRole role) const;
   std::string toText() const;

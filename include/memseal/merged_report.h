@@ -21,16 +21,28 @@
 
 namespace memseal {
 
-// One rank as the merge reads it: its report, or none and why (killed, never started tracking).
+// What `memseal explain` measured of a rank's step: its peak, and the role that held most of it.
+struct RankPeak {
+  std::int64_t peak_bytes = 0;
+  std::uint32_t peak_step = 0;
+  std::string top_role;  // "activations", ...; empty where none was named
+  std::int64_t top_role_bytes = 0;
+  std::vector<std::pair<std::string, std::int64_t>> roles;  // every role's bytes at the peak
+};
+
+// One rank as the merge reads it: its leak report, its explained peak, or neither and why (killed,
+// never started tracking).
 struct RankReport {
   RankIdentity identity;
   std::string source;                // where it came from: a file, or "pid N"
-  std::optional<LeakReport> report;  // empty: the rank left no report
-  std::string missing_reason;        // why, when known
+  std::optional<LeakReport> report;  // the leak check; empty where the rank left none
+  std::optional<RankPeak> peak;      // memseal explain's peak of the rank's step
+  std::string missing_reason;        // why, when it has neither
 };
 
-enum class RankStatus { kNoLeak, kLeak, kMissing };
-MEMSEAL_API const char* rankStatusId(RankStatus status);  // "no_leak", "leak", "missing"
+enum class RankStatus { kNoLeak, kLeak, kMissing, kExplained };
+// "no_leak", "leak", "missing", "explained" (a peak explained, no leak check)
+MEMSEAL_API const char* rankStatusId(RankStatus status);
 
 struct RankSummary {
   RankIdentity identity;
@@ -42,6 +54,7 @@ struct RankSummary {
   // caching allocator on any device; 0 where not seen.
   std::int64_t peak_live_bytes = 0;
   std::uint64_t peak_reserved_bytes = 0;
+  std::optional<RankPeak> explained_peak;  // memseal explain's, where the rank has one
   std::string missing_reason;
 };
 
@@ -76,5 +89,10 @@ MEMSEAL_API extern const int kMergedReportVersion;         // 1
 // that numbering needs. A rank that reported
 // twice keeps its first report, and a note says so.
 MEMSEAL_API MergedReport mergeRankReports(const std::vector<RankReport>& ranks);
+
+// One rank's report from its JSON: a leak check (memseal.check/1) or an explained peak
+// (memseal.explain/1), its rank from its own "rank" (none: world_size 0, the merge numbers it);
+// `source` names it in the merge. Throws std::invalid_argument saying what is wrong.
+MEMSEAL_API RankReport rankReportFromJson(const std::string& json, const std::string& source);
 
 }  // namespace memseal

@@ -67,10 +67,7 @@ bool readRankReport(const std::string& path, RankReport* rank, std::string* erro
   std::stringstream content;
   content << file.rdbuf();
   try {
-    LeakReport report = LeakReport::fromJson(content.str());
-    rank->identity = report.rank.value_or(RankIdentity{0, 0, 0, ""});  // world size 0: unknown
-    rank->source = path;
-    rank->report = std::move(report);
+    *rank = rankReportFromJson(content.str(), path);
     return true;
   } catch (const std::invalid_argument& failure) {
     *error = path + ": " + failure.what();

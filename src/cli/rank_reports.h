@@ -15,8 +15,8 @@ namespace memseal::cli {
 bool rankReportFiles(const std::vector<std::string>& inputs, std::vector<std::string>* files,
                      std::string* error);
 
-// One file as a rank's report: its rank from the report's own "rank" (none: the merge numbers it).
-// False, with `error` set, when it cannot be read as a memseal.check report.
+// One file as a rank's report (a leak check or an explained peak): its rank from the report's own
+// "rank" (none: the merge numbers it). False, with `error` set, when it cannot be read.
 bool readRankReport(const std::string& path, RankReport* rank, std::string* error);
 
 }  // namespace memseal::cli

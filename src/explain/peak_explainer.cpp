@@ -294,6 +294,7 @@ PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options)
   PeakReport report;
   report.steps = options.steps;
   report.warmup = options.warmup;
+  report.rank = rankFromEnvironment();
   report.peak_step = measured.step;
   report.peak_bytes = measured.peak.peak_bytes;
   report.baseline_bytes = measured.peak.baseline_bytes;

@@ -16,17 +16,11 @@ namespace {
 MergedReport mergeJson(const std::vector<std::pair<std::string, std::string>>& reports) {
   std::vector<RankReport> ranks;
   for (const auto& [json, source] : reports) {
-    RankReport rank;
-    LeakReport report;
     try {
-      report = LeakReport::fromJson(json);
+      ranks.push_back(rankReportFromJson(json, source));
     } catch (const std::invalid_argument& error) {
       throw std::invalid_argument(source + ": " + error.what());
     }
-    rank.identity = report.rank.value_or(RankIdentity{0, 0, 0, ""});  // world size 0: unknown
-    rank.source = source;
-    rank.report = std::move(report);
-    ranks.push_back(std::move(rank));
   }
   return mergeRankReports(ranks);
 }
@@ -51,6 +45,11 @@ void bindDistributed(py::module_& m) {
   m.def("set_report_rank",
         [](LeakReport& report, const RankIdentity& rank) { report.rank = rank; });
 
+  py::class_<RankPeak>(m, "RankPeak")
+      .def_readonly("peak_bytes", &RankPeak::peak_bytes)
+      .def_readonly("peak_step", &RankPeak::peak_step)
+      .def_readonly("top_role", &RankPeak::top_role)
+      .def_readonly("top_role_bytes", &RankPeak::top_role_bytes);
   py::class_<RankSummary>(m, "RankSummary")
       .def_readonly("identity", &RankSummary::identity)
       .def_property_readonly("rank", [](const RankSummary& r) { return r.identity.rank; })
@@ -60,6 +59,7 @@ void bindDistributed(py::module_& m) {
       .def_readonly("findings", &RankSummary::findings)
       .def_readonly("peak_live_bytes", &RankSummary::peak_live_bytes)
       .def_readonly("peak_reserved_bytes", &RankSummary::peak_reserved_bytes)
+      .def_readonly("explained_peak", &RankSummary::explained_peak)
       .def_readonly("missing_reason", &RankSummary::missing_reason);
   py::class_<MergedFinding>(m, "MergedFinding")
       .def_property_readonly("category",

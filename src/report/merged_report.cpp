@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "common/text.h"
@@ -42,7 +43,13 @@ RankSummary summarize(const RankReport& entry, const RankIdentity& identity) {
   RankSummary summary;
   summary.identity = identity;
   summary.source = entry.source;
+  summary.explained_peak = entry.peak;
   if (!entry.report) {
+    if (entry.peak) {
+      summary.status = RankStatus::kExplained;
+      summary.peak_live_bytes = entry.peak->peak_bytes;
+      return summary;
+    }
     summary.status = RankStatus::kMissing;
     summary.missing_reason =
         entry.missing_reason.empty() ? "it left no report" : entry.missing_reason;
@@ -57,6 +64,10 @@ RankSummary summarize(const RankReport& entry, const RankIdentity& identity) {
   }
   for (const DeviceMemorySummary& device : report.devices) {
     summary.peak_reserved_bytes = std::max(summary.peak_reserved_bytes, device.peak_reserved);
+  }
+  // The step's own peak, where explain measured it, says more than the step boundaries'.
+  if (entry.peak) {
+    summary.peak_live_bytes = std::max(summary.peak_live_bytes, entry.peak->peak_bytes);
   }
   return summary;
 }
@@ -147,6 +158,55 @@ std::optional<RankIdentity> rankFromEnvironment() {
   return identity;
 }
 
+RankReport rankReportFromJson(const std::string& json, const std::string& source) {
+  RankReport rank;
+  rank.source = source;
+  nlohmann::json document = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  std::string schema =
+      document.is_object() && document.contains("schema") && document["schema"].is_string()
+          ? document["schema"].get<std::string>()
+          : "";
+  if (schema.rfind("memseal.explain/", 0) != 0) {
+    LeakReport report = LeakReport::fromJson(json);  // says what is wrong with anything else
+    rank.identity = report.rank.value_or(RankIdentity{0, 0, 0, ""});
+    rank.report = std::move(report);
+    return rank;
+  }
+  if (schema != "memseal.explain/1") {
+    throw std::invalid_argument("a " + schema + " document: this memseal reads memseal.explain/1");
+  }
+  try {
+    RankPeak peak;
+    peak.peak_bytes = document.at("peak_bytes").get<std::int64_t>();
+    peak.peak_step = document.at("peak_step").get<std::uint32_t>();
+    for (const nlohmann::json& role : document.value("roles", nlohmann::json::array())) {
+      std::int64_t bytes = role.at("bytes").get<std::int64_t>();
+      peak.roles.emplace_back(role.at("role").get<std::string>(), bytes);
+      if (bytes > peak.top_role_bytes) {
+        peak.top_role = role.at("role").get<std::string>();
+        peak.top_role_bytes = bytes;
+      }
+    }
+    rank.peak = peak;
+    if (document.contains("rank") && document["rank"].is_object()) {
+      const nlohmann::json& identity = document["rank"];
+      rank.identity.rank = identity.at("rank").get<int>();
+      rank.identity.local_rank = identity.value("local_rank", rank.identity.rank);
+      rank.identity.world_size = identity.at("world_size").get<int>();
+      rank.identity.run_id = identity.value("run_id", std::string());
+      if (rank.identity.world_size < 1 || rank.identity.rank < 0 ||
+          rank.identity.rank >= rank.identity.world_size) {
+        throw std::invalid_argument("its rank is not a rank of its world size");
+      }
+    } else {
+      rank.identity.world_size = 0;
+    }
+  } catch (const nlohmann::json::exception& error) {
+    throw std::invalid_argument(std::string("memseal.explain/1: ") + error.what());
+  }
+  return rank;
+}
+
 const char* rankStatusId(RankStatus status) {
   switch (status) {
     case RankStatus::kNoLeak:
@@ -155,6 +215,8 @@ const char* rankStatusId(RankStatus status) {
       return "leak";
     case RankStatus::kMissing:
       return "missing";
+    case RankStatus::kExplained:
+      return "explained";
   }
   return "missing";
 }

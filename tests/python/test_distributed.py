@@ -85,3 +85,25 @@ def test_gather_without_a_process_group_says_what_it_needs():
     with pytest.raises(RuntimeError, match="init_process_group"):
         with memseal.watch(gather=True, on_leak="none") as watch:
             watch.step()
+
+
+def test_uneven_batches_explained_on_each_rank_merge_to_the_spread_of_their_peaks(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                             "--nproc-per-node=2", case_file("ddp_explain.py"), "--out",
+                             str(tmp_path), "--uneven"],
+                            capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    merged = memseal.merge(tmp_path)
+    assert [rank.status for rank in merged.ranks] == ["explained", "explained"], merged.text()
+    peaks = [rank.explained_peak.peak_bytes for rank in merged.ranks]
+    assert peaks[1] > peaks[0] > 0, merged.text() + result.stdout + result.stderr
+    assert merged.ranks[1].explained_peak.top_role  # the role that held most of it
+    assert "rank 1 highest" in merged.text(), merged.text()
+    # The same from the command.
+    command = subprocess.run([sys.executable, "-m", "memseal", "merge", str(tmp_path)],
+                             capture_output=True, text=True, timeout=120)
+    assert command.returncode == 0, command.stderr
+    assert "peaks of 2 ranks explained" in command.stdout
+    assert "rank 1 highest" in command.stdout
+    assert "the largest part of the difference is activations" in command.stdout

@@ -183,3 +183,46 @@ TEST(RankIdentity, ComesFromTheLaunchersVariables) {
 
 }  // namespace
 }  // namespace memseal
+
+namespace memseal {
+namespace {
+
+std::string explainJson(int rank, std::int64_t peak, std::int64_t activations) {
+  return R"({"schema": "memseal.explain/1", "rank": {"rank": )" + std::to_string(rank) +
+         R"(, "local_rank": 0, "world_size": 2, "run_id": ""}, "steps": 3, "warmup": 1,
+            "peak_step": 2, "peak_bytes": )" +
+         std::to_string(peak) +
+         R"(, "roles": [{"role": "parameters", "bytes": 1000, "count": 2},
+                      {"role": "activations", "bytes": )" +
+         std::to_string(activations) + R"(, "count": 4}]})";
+}
+
+TEST(MergedReport, ExplainedPeaksOfEachRankGiveTheSpreadAndTheRoleThatDiffers) {
+  std::vector<RankReport> ranks = {rankReportFromJson(explainJson(0, 3000, 1500), "a.json"),
+                                   rankReportFromJson(explainJson(1, 6000, 4500), "b.json")};
+  ASSERT_TRUE(ranks[1].peak.has_value());
+  EXPECT_EQ(ranks[1].peak->top_role, "activations");
+  MergedReport merged = mergeRankReports(ranks);
+  EXPECT_EQ(merged.ranks[0].status, RankStatus::kExplained);
+  EXPECT_FALSE(merged.leak());
+  std::string text = merged.toText();
+  EXPECT_NE(text.find("the peaks of 2 ranks explained"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 1 highest"), std::string::npos) << text;
+  EXPECT_NE(text.find("the largest part of the difference is activations"), std::string::npos)
+      << text;
+  nlohmann::json json = nlohmann::json::parse(merged.toJson());
+  EXPECT_EQ(json["ranks"][1]["explained_peak"]["peak_bytes"], 6000);
+  EXPECT_EQ(json["ranks"][1]["status"], "explained");
+}
+
+TEST(MergedReport, ARankReportOfAnotherKindSaysWhatItIs) {
+  EXPECT_THROW(rankReportFromJson(R"({"schema": "memseal.explain/2"})", "x"),
+               std::invalid_argument);
+  EXPECT_THROW(rankReportFromJson(R"({"schema": "memseal.explain/1"})", "x"),
+               std::invalid_argument);
+  EXPECT_THROW(rankReportFromJson("not json", "x"), std::invalid_argument);
+  EXPECT_THROW(rankReportFromJson(R"({"schema": "memseal.fit/1"})", "x"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace memseal

@@ -25,6 +25,7 @@ std::string statusWords(const std::string& status) {
   if (status == "leak") return "leak";
   if (status == "no_leak") return "no leak";
   if (status == "missing") return "missing";
+  if (status == "explained") return "peak explained";
   return escapeHtml(status);
 }
 
