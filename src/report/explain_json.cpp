@@ -21,12 +21,7 @@ std::string PeakReport::toJson() const {
   Json json;
   json["schema"] = "memseal.explain/1";
   // Only in a distributed job's reports, as in memseal.check/1.
-  if (rank) {
-    json["rank"] = {{"rank", rank->rank},
-                    {"local_rank", rank->local_rank},
-                    {"world_size", rank->world_size},
-                    {"run_id", rank->run_id}};
-  }
+  if (rank) json["rank"] = report::rankJson(*rank);
   json["steps"] = steps;
   json["warmup"] = warmup;
   json["peak_step"] = peak_step;

@@ -32,4 +32,11 @@ Json framesJson(const std::vector<StackFrame>& frames) {
   return json;
 }
 
+nlohmann::ordered_json rankJson(const RankIdentity& rank) {
+  return {{"rank", rank.rank},
+          {"local_rank", rank.local_rank},
+          {"world_size", rank.world_size},
+          {"run_id", rank.run_id}};
+}
+
 }  // namespace memseal::report

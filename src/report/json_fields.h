@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "memseal/leak_detector.h"
 #include "memseal/tracker.h"
 
 namespace memseal::report {
@@ -14,5 +15,8 @@ namespace memseal::report {
 nlohmann::ordered_json tensorJson(const TensorInfo& tensor);
 // Innermost first: function, file, line, library, internal.
 nlohmann::ordered_json framesJson(const std::vector<StackFrame>& frames);
+// A distributed job's rank, as check and explain reports write it: rank, local_rank, world_size,
+// run_id.
+nlohmann::ordered_json rankJson(const RankIdentity& rank);
 
 }  // namespace memseal::report

@@ -19,6 +19,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using report::framesJson;
+using report::rankJson;
 using report::tensorJson;
 
 Json shapesJson(const ShapeRange& shapes) {
@@ -215,13 +216,6 @@ PhaseSummary readPhase(const Json& json, const std::string& where) {
   phase.runs = read<std::uint32_t>(json, "runs", where);
   phase.backward_ran = read<bool>(json, "backward_ran", where);
   return phase;
-}
-
-Json rankJson(const RankIdentity& rank) {
-  return {{"rank", rank.rank},
-          {"local_rank", rank.local_rank},
-          {"world_size", rank.world_size},
-          {"run_id", rank.run_id}};
 }
 
 RankIdentity readRank(const Json& json, const std::string& where) {
