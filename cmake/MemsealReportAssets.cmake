@@ -42,7 +42,7 @@ function(memseal_hex_to_base64 hex out_var)
 endfunction()
 
 function(memseal_report_assets output_header)
-  set(folder "${PROJECT_SOURCE_DIR}/src/report/html")
+  get_filename_component(folder "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../src/report/html" ABSOLUTE)
   file(READ "${folder}/report.css" MEMSEAL_REPORT_STYLE)
   file(READ "${folder}/report.js" MEMSEAL_REPORT_SCRIPT)
   foreach(asset STYLE SCRIPT)

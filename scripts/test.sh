@@ -11,6 +11,11 @@ root="$(cd "$here/.." && pwd)"
 status=0
 python3 "$here/check_layers.py" || status=1
 python3 "$here/check_sizes.py" || status=1
+# The fuzz targets (the JSON readers, the HTML page) over their corpora, as regression tests:
+# fuzzing itself is `scripts/fuzz.sh --seconds N`, outside this command's time.
+fuzz_status=0
+"$here/fuzz.sh" --regression || fuzz_status=$?
+[ "$fuzz_status" -eq 0 ] || [ "$fuzz_status" -eq 3 ] || status=1
 # Headless Chromium opens the HTML reports in the tests (they are skipped where it cannot be had).
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && command -v apt-get >/dev/null; then
   echo "memseal: installing chromium for the HTML report tests" >&2

@@ -138,3 +138,25 @@ std::string hintFor(const LeakFinding& finding) {
 }
 
 }  // namespace memseal::detect
+
+namespace memseal {
+
+const char* categoryId(LeakCategory category) {
+  switch (category) {
+    case LeakCategory::kAutogradGraphRetained:
+      return "autograd-graph-retained";
+    case LeakCategory::kGradEnabledInference:
+      return "grad-enabled-inference";
+    case LeakCategory::kParametersCreatedPerStep:
+      return "parameters-created-per-step";
+    case LeakCategory::kTensorsRetained:
+      return "tensors-retained";
+    case LeakCategory::kUntrackedGrowth:
+      return "untracked-growth";
+    case LeakCategory::kCreateGraphCycle:
+      return "create-graph-cycle";
+  }
+  return "unknown";
+}
+
+}  // namespace memseal

@@ -101,24 +101,6 @@ TrackerOptions detectorDefaults() {
 
 }  // namespace
 
-const char* categoryId(LeakCategory category) {
-  switch (category) {
-    case LeakCategory::kAutogradGraphRetained:
-      return "autograd-graph-retained";
-    case LeakCategory::kGradEnabledInference:
-      return "grad-enabled-inference";
-    case LeakCategory::kParametersCreatedPerStep:
-      return "parameters-created-per-step";
-    case LeakCategory::kTensorsRetained:
-      return "tensors-retained";
-    case LeakCategory::kUntrackedGrowth:
-      return "untracked-growth";
-    case LeakCategory::kCreateGraphCycle:
-      return "create-graph-cycle";
-  }
-  return "unknown";
-}
-
 LeakError::LeakError(LeakReport report)
     : std::runtime_error("memseal found a memory leak:\n" + report.toText()),
       report_(std::move(report)) {}

@@ -4,8 +4,11 @@
 // defaults), and rejects other schemas and newer versions with a message saying what it got.
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "memseal/leak_detector.h"
 #include "report/json_fields.h"
@@ -96,9 +99,31 @@ const Json& field(const Json& object, const char* name, const std::string& where
   return *found;
 }
 
+// An integer field holds an integer that fits its type: a float or an out-of-range number would
+// be converted with undefined behaviour (and a negative one wrap into an unsigned field).
+template <typename T>
+bool fitsInteger(const Json& value) {
+  if (value.is_number_unsigned()) {
+    return value.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+  }
+  if (value.is_number_integer()) {
+    std::int64_t number = value.get<std::int64_t>();
+    return number >= 0 ? static_cast<std::uint64_t>(number) <=
+                             static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                       : std::is_signed_v<T> &&
+                             number >= static_cast<std::int64_t>(std::numeric_limits<T>::min());
+  }
+  return false;
+}
+
 template <typename T>
 T read(const Json& object, const char* name, const std::string& where) {
   const Json& value = field(object, name, where);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!fitsInteger<T>(value)) {
+      fail(where + "." + name + " is not an integer this field holds (" + value.dump() + ")");
+    }
+  }
   try {
     return value.get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -325,7 +350,8 @@ Json parseCheckDocument(const std::string& text) {
   Json json;
   try {
     json = Json::parse(text);
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {
+    // Syntax, and numbers too large for a double (out_of_range), alike.
     fail(std::string("not valid JSON (") + error.what() + ")");
   }
   std::string reads = std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion);

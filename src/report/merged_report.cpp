@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -142,6 +144,24 @@ void mergeFindings(const std::vector<const LeakReport*>& by_rank, MergedReport& 
                    });
 }
 
+// An integer field of an explain report, within [low, high]; a float, a string or a number out of
+// range is refused (converting it would be undefined).
+std::int64_t integerAt(const nlohmann::json& object, const char* name, std::int64_t low,
+                       std::int64_t high) {
+  const nlohmann::json& value = object.at(name);
+  if (!value.is_number_integer() ||
+      (value.is_number_unsigned() &&
+       value.get<std::uint64_t>() > static_cast<std::uint64_t>(high))) {
+    throw std::invalid_argument(std::string("memseal.explain/1: ") + name + " is not an integer");
+  }
+  std::int64_t number = value.get<std::int64_t>();
+  if (number < low || number > high) {
+    throw std::invalid_argument(std::string("memseal.explain/1: ") + name + " " +
+                                std::to_string(number) + " is out of range");
+  }
+  return number;
+}
+
 }  // namespace
 
 std::optional<RankIdentity> rankFromEnvironment() {
@@ -177,10 +197,12 @@ RankReport rankReportFromJson(const std::string& json, const std::string& source
   }
   try {
     RankPeak peak;
-    peak.peak_bytes = document.at("peak_bytes").get<std::int64_t>();
-    peak.peak_step = document.at("peak_step").get<std::uint32_t>();
+    peak.peak_bytes =
+        integerAt(document, "peak_bytes", 0, std::numeric_limits<std::int64_t>::max());
+    peak.peak_step = static_cast<std::uint32_t>(
+        integerAt(document, "peak_step", 0, std::numeric_limits<std::uint32_t>::max()));
     for (const nlohmann::json& role : document.value("roles", nlohmann::json::array())) {
-      std::int64_t bytes = role.at("bytes").get<std::int64_t>();
+      std::int64_t bytes = integerAt(role, "bytes", 0, std::numeric_limits<std::int64_t>::max());
       peak.roles.emplace_back(role.at("role").get<std::string>(), bytes);
       if (bytes > peak.top_role_bytes) {
         peak.top_role = role.at("role").get<std::string>();
@@ -190,9 +212,12 @@ RankReport rankReportFromJson(const std::string& json, const std::string& source
     rank.peak = peak;
     if (document.contains("rank") && document["rank"].is_object()) {
       const nlohmann::json& identity = document["rank"];
-      rank.identity.rank = identity.at("rank").get<int>();
-      rank.identity.local_rank = identity.value("local_rank", rank.identity.rank);
-      rank.identity.world_size = identity.at("world_size").get<int>();
+      rank.identity.rank = static_cast<int>(integerAt(identity, "rank", 0, 1 << 24));
+      rank.identity.local_rank =
+          identity.contains("local_rank")
+              ? static_cast<int>(integerAt(identity, "local_rank", 0, 1 << 24))
+              : rank.identity.rank;
+      rank.identity.world_size = static_cast<int>(integerAt(identity, "world_size", 1, 1 << 24));
       rank.identity.run_id = identity.value("run_id", std::string());
       if (rank.identity.world_size < 1 || rank.identity.rank < 0 ||
           rank.identity.rank >= rank.identity.world_size) {

@@ -226,3 +226,33 @@ TEST(MergedReport, ARankReportOfAnotherKindSaysWhatItIs) {
 
 }  // namespace
 }  // namespace memseal
+
+namespace memseal {
+namespace {
+
+// Found by fuzz/targets/fuzz_reports.cpp: both used to escape the reader as something other than
+// std::invalid_argument (an uncaught nlohmann::json::out_of_range) or as undefined behaviour.
+TEST(ReportReader, NumbersAReportCannotHoldAreRefusedWithWhatIsWrong) {
+  EXPECT_THROW(LeakReport::fromJson(R"({"schema": "memseal.check/1", "steps": 5E36870912})"),
+               std::invalid_argument);
+  LeakReport report;
+  report.steps = 4;
+  std::string json = report.toJson();
+  for (const char* wrong : {"8.88889e+24", "-3", "4.5", "99999999999"}) {
+    std::string text = json;
+    text.replace(text.find("\"steps\": 4"), 10, std::string("\"steps\": ") + wrong);
+    try {
+      LeakReport::fromJson(text);
+      ADD_FAILURE() << "read steps " << wrong;
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("steps"), std::string::npos) << error.what();
+    }
+  }
+  EXPECT_THROW(rankReportFromJson(R"({"schema": "memseal.explain/1", "peak_bytes": 1e30,
+                                      "peak_step": 1})",
+                                  "x"),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace memseal

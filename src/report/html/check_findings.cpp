@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "report/html/html_text.h"
 #include "report/html/svg_chart.h"
-#include "common/text.h"
 #include "report/html_report.h"
 
 namespace memseal::report::html {
@@ -171,21 +171,6 @@ std::string findingCard(const ReadJson& finding, int index, const ReadJson& hold
   }
   out += freedHtml(member(finding, "freed"));
   return out + hintHtml("Cause and fix", textAt(finding, "hint")) + "</article>";
-}
-
-// The innermost frame that is the user's: where to look first.
-std::string firstUserFrameHtml(const ReadJson& site) {
-  for (const ReadJson& frame : arrayAt(site, "frames")) {
-    if (!frame.is_object() || flagAt(frame, "internal").value_or(false)) continue;
-    std::string function = textAt(frame, "function");
-    std::string file = baseName(textAt(frame, "file"));
-    std::string out = codeText(function.empty() ? "??" : function);
-    if (!file.empty()) {
-      out += " " + muted(escapeHtml(file) + ":" + countText(numberOr(frame, "line", 0)));
-    }
-    return out;
-  }
-  return muted(kDash);
 }
 
 // Findings keep their sites (and a cause's parts theirs); ranked by what is retained at the end,

@@ -241,4 +241,19 @@ std::string stackHtml(const ReadJson& frames) {
   return out + "</div>";
 }
 
+// The innermost frame that is the user's: where to look first.
+std::string firstUserFrameHtml(const ReadJson& site) {
+  for (const ReadJson& frame : arrayAt(site, "frames")) {
+    if (!frame.is_object() || flagAt(frame, "internal").value_or(false)) continue;
+    std::string function = textAt(frame, "function");
+    std::string file = baseName(textAt(frame, "file"));
+    std::string out = codeText(function.empty() ? "??" : function);
+    if (!file.empty()) {
+      out += " " + muted(escapeHtml(file) + ":" + countText(numberOr(frame, "line", 0)));
+    }
+    return out;
+  }
+  return muted(kDash);
+}
+
 }  // namespace memseal::report::html

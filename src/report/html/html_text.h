@@ -37,5 +37,7 @@ std::string shapeRangeText(const ReadJson& shapes);
 std::string tensorHtml(const ReadJson& tensor, const ReadJson& shapes = nullJson());
 std::string frameHtml(const ReadJson& frame, std::size_t depth);
 std::string stackHtml(const ReadJson& frames);
+// The innermost frame of a site that is the user's: where to look first.
+std::string firstUserFrameHtml(const ReadJson& site);
 
 }  // namespace memseal::report::html
