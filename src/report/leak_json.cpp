@@ -120,7 +120,7 @@ template <typename T>
 T read(const Json& object, const char* name, const std::string& where) {
   const Json& value = field(object, name, where);
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (!fitsInteger<T>(value)) {
+    if (value.is_number() && !fitsInteger<T>(value)) {
       fail(where + "." + name + " is not an integer this field holds (" + value.dump() + ")");
     }
   }
