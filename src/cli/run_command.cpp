@@ -344,11 +344,12 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
   for (const TracedProcess& process : processes) {
     bool root = process.kind == "root";
     root_seen = root_seen || root;
-    if (process.rank && process.kind != "fork") continue;  // in the job's merged report
     if (root) {
       text << "memseal run: " << name << " (pid " << process.pid << "), " << exitText(status)
            << "\n";
-    } else {
+    }
+    if (process.rank && process.kind != "fork") continue;  // in the job's merged report
+    if (!root) {
       text << "\nmemseal run: child pid " << process.pid << " of " << process.ppid << " ("
            << (process.kind == "fork" ? "forked" : "exec'd") << "): " << process.program << "\n";
     }
