@@ -4,9 +4,9 @@
 // ranks only is told as divergent ("rank 0 only"); ranks that never reported are listed as missing,
 // with why where it is known.
 //
-//   std::vector<memseal::RankReport> ranks = ...;   // one per rank: its report, or why there is
-//   none memseal::MergedReport merged = memseal::mergeRankReports(ranks); std::cout <<
-//   merged.toText();
+//   std::vector<memseal::RankReport> ranks = ...;  // a report per rank, or why there is none
+//   memseal::MergedReport merged = memseal::mergeRankReports(ranks);
+//   std::cout << merged.toText();
 //
 // Linear in ranks x findings: a job of thousands of ranks merges in one pass.
 #pragma once
@@ -86,8 +86,7 @@ MEMSEAL_API extern const int kMergedReportVersion;         // 1
 
 // The job's view of its ranks' reports. Reports without a rank identity (world_size 0) take the
 // lowest ranks no report names; the world size is the largest any report names, or as many as
-// that numbering needs. A rank that reported
-// twice keeps its first report, and a note says so.
+// that numbering needs. A rank that reported twice keeps its first report, and a note says so.
 MEMSEAL_API MergedReport mergeRankReports(const std::vector<RankReport>& ranks);
 
 // One rank's report from its JSON: a leak check (memseal.check/1) or an explained peak

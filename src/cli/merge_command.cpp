@@ -1,8 +1,8 @@
 // `memseal merge DIR|FILES...`: a distributed job's rank reports (memseal run's memseal-RUN/
-// folder, or any memseal.check reports) side by side: the verdict per rank, each cause matched
-// across ranks
-// ("all 4 ranks" or "rank 0 only"), the spread of their peaks, missing ranks. Exit codes as
-// `memseal check`: 0 no leak on any rank, 1 a leak, 2 an input it cannot read.
+// folder, or any memseal.check or memseal.explain reports) side by side: the verdict per rank,
+// each cause matched across ranks ("all 4 ranks" or "rank 0 only"), the spread of their peaks,
+// missing ranks. Exit codes as `memseal check`: 0 no leak on any rank, 1 a leak, 2 an input it
+// cannot read.
 #include <iostream>
 #include <memory>
 

@@ -39,4 +39,18 @@ nlohmann::ordered_json rankJson(const RankIdentity& rank) {
           {"run_id", rank.run_id}};
 }
 
+RankIdentity readRank(const nlohmann::ordered_json& json, const std::string& where) {
+  RankIdentity rank;
+  rank.rank = read<int>(json, "rank", where);
+  rank.local_rank = readOr<int>(json, "local_rank", where, rank.rank);
+  rank.world_size = read<int>(json, "world_size", where);
+  rank.run_id = readOr<std::string>(json, "run_id", where, "");
+  if (rank.world_size < 1 || rank.world_size > kMaxWorldSize || rank.rank < 0 ||
+      rank.rank >= rank.world_size || rank.local_rank < 0 || rank.local_rank >= kMaxWorldSize) {
+    fail(where + ": rank " + std::to_string(rank.rank) + " of world size " +
+         std::to_string(rank.world_size) + " is not a rank of such a job");
+  }
+  return rank;
+}
+
 }  // namespace memseal::report

@@ -5,10 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
-#include <limits>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 #include "memseal/leak_detector.h"
 #include "report/json_fields.h"
@@ -21,8 +19,13 @@ const int kCheckReportVersion = 1;
 namespace {
 
 using Json = nlohmann::ordered_json;
+using report::fail;
+using report::field;
 using report::framesJson;
 using report::rankJson;
+using report::read;
+using report::readOr;
+using report::readRank;
 using report::tensorJson;
 
 Json shapesJson(const ShapeRange& shapes) {
@@ -87,55 +90,6 @@ Json freedJson(const HeldUntilFreed& freed) {
 }
 
 // ---- reading ----
-
-[[noreturn]] void fail(const std::string& what) {
-  throw std::invalid_argument("memseal report: " + what);
-}
-
-const Json& field(const Json& object, const char* name, const std::string& where) {
-  if (!object.is_object()) fail(where + " is not an object");
-  auto found = object.find(name);
-  if (found == object.end()) fail(where + " has no \"" + name + "\"");
-  return *found;
-}
-
-// An integer field holds an integer that fits its type: a float or an out-of-range number would
-// be converted with undefined behaviour (and a negative one wrap into an unsigned field).
-template <typename T>
-bool fitsInteger(const Json& value) {
-  if (value.is_number_unsigned()) {
-    return value.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
-  }
-  if (value.is_number_integer()) {
-    std::int64_t number = value.get<std::int64_t>();
-    return number >= 0 ? static_cast<std::uint64_t>(number) <=
-                             static_cast<std::uint64_t>(std::numeric_limits<T>::max())
-                       : std::is_signed_v<T> &&
-                             number >= static_cast<std::int64_t>(std::numeric_limits<T>::min());
-  }
-  return false;
-}
-
-template <typename T>
-T read(const Json& object, const char* name, const std::string& where) {
-  const Json& value = field(object, name, where);
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (value.is_number() && !fitsInteger<T>(value)) {
-      fail(where + "." + name + " is not an integer this field holds (" + value.dump() + ")");
-    }
-  }
-  try {
-    return value.get<T>();
-  } catch (const nlohmann::json::exception&) {
-    fail(where + "." + name + " has the wrong type (" + value.type_name() + ")");
-  }
-}
-
-template <typename T>
-T readOr(const Json& object, const char* name, const std::string& where, T fallback) {
-  if (!object.contains(name) || object.at(name).is_null()) return fallback;
-  return read<T>(object, name, where);
-}
 
 LeakCategory categoryFromId(const std::string& id, const std::string& where) {
   for (LeakCategory category :
@@ -241,19 +195,6 @@ PhaseSummary readPhase(const Json& json, const std::string& where) {
   phase.runs = read<std::uint32_t>(json, "runs", where);
   phase.backward_ran = read<bool>(json, "backward_ran", where);
   return phase;
-}
-
-RankIdentity readRank(const Json& json, const std::string& where) {
-  RankIdentity rank;
-  rank.rank = read<int>(json, "rank", where);
-  rank.local_rank = readOr<int>(json, "local_rank", where, rank.rank);
-  rank.world_size = read<int>(json, "world_size", where);
-  rank.run_id = readOr<std::string>(json, "run_id", where, "");
-  if (rank.world_size < 1 || rank.rank < 0 || rank.rank >= rank.world_size) {
-    fail(where + ": rank " + std::to_string(rank.rank) + " of world size " +
-         std::to_string(rank.world_size) + " is not a rank of that job");
-  }
-  return rank;
 }
 
 DeviceMemorySummary readDevice(const Json& json, const std::string& where) {

@@ -28,7 +28,7 @@ std::optional<int> environmentNumber(const char* name) {
   if (text == nullptr || *text == '\0') return std::nullopt;
   char* end = nullptr;
   long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value < 0 || value > 1 << 24) return std::nullopt;
+  if (*end != '\0' || value < 0 || value > report::kMaxWorldSize) return std::nullopt;
   return static_cast<int>(value);
 }
 
@@ -144,24 +144,6 @@ void mergeFindings(const std::vector<const LeakReport*>& by_rank, MergedReport& 
                    });
 }
 
-// An integer field of an explain report, within [low, high]; a float, a string or a number out of
-// range is refused (converting it would be undefined).
-std::int64_t integerAt(const nlohmann::json& object, const char* name, std::int64_t low,
-                       std::int64_t high) {
-  const nlohmann::json& value = object.at(name);
-  if (!value.is_number_integer() ||
-      (value.is_number_unsigned() &&
-       value.get<std::uint64_t>() > static_cast<std::uint64_t>(high))) {
-    throw std::invalid_argument(std::string("memseal.explain/1: ") + name + " is not an integer");
-  }
-  std::int64_t number = value.get<std::int64_t>();
-  if (number < low || number > high) {
-    throw std::invalid_argument(std::string("memseal.explain/1: ") + name + " " +
-                                std::to_string(number) + " is out of range");
-  }
-  return number;
-}
-
 }  // namespace
 
 std::optional<RankIdentity> rankFromEnvironment() {
@@ -181,7 +163,8 @@ std::optional<RankIdentity> rankFromEnvironment() {
 RankReport rankReportFromJson(const std::string& json, const std::string& source) {
   RankReport rank;
   rank.source = source;
-  nlohmann::json document = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  nlohmann::ordered_json document =
+      nlohmann::ordered_json::parse(json, nullptr, /*allow_exceptions=*/false);
   std::string schema =
       document.is_object() && document.contains("schema") && document["schema"].is_string()
           ? document["schema"].get<std::string>()
@@ -195,39 +178,28 @@ RankReport rankReportFromJson(const std::string& json, const std::string& source
   if (schema != "memseal.explain/1") {
     throw std::invalid_argument("a " + schema + " document: this memseal reads memseal.explain/1");
   }
-  try {
-    RankPeak peak;
-    peak.peak_bytes =
-        integerAt(document, "peak_bytes", 0, std::numeric_limits<std::int64_t>::max());
-    peak.peak_step = static_cast<std::uint32_t>(
-        integerAt(document, "peak_step", 0, std::numeric_limits<std::uint32_t>::max()));
-    for (const nlohmann::json& role : document.value("roles", nlohmann::json::array())) {
-      std::int64_t bytes = integerAt(role, "bytes", 0, std::numeric_limits<std::int64_t>::max());
-      peak.roles.emplace_back(role.at("role").get<std::string>(), bytes);
-      if (bytes > peak.top_role_bytes) {
-        peak.top_role = role.at("role").get<std::string>();
-        peak.top_role_bytes = bytes;
-      }
+  RankPeak peak;
+  peak.peak_bytes = report::read<std::int64_t>(document, "peak_bytes", "explain");
+  peak.peak_step = report::read<std::uint32_t>(document, "peak_step", "explain");
+  if (peak.peak_bytes < 0) report::fail("explain.peak_bytes is negative");
+  const nlohmann::ordered_json& roles =
+      document.contains("roles") ? document["roles"] : nlohmann::ordered_json::array();
+  if (!roles.is_array()) report::fail("explain.roles is not an array");
+  for (std::size_t i = 0; i < roles.size(); ++i) {
+    std::string where = "explain.roles[" + std::to_string(i) + "]";
+    std::string role = report::read<std::string>(roles[i], "role", where);
+    std::int64_t bytes = report::read<std::int64_t>(roles[i], "bytes", where);
+    if (bytes < 0) report::fail(where + ".bytes is negative");
+    peak.roles.emplace_back(role, bytes);
+    if (bytes > peak.top_role_bytes) {
+      peak.top_role = role;
+      peak.top_role_bytes = bytes;
     }
-    rank.peak = peak;
-    if (document.contains("rank") && document["rank"].is_object()) {
-      const nlohmann::json& identity = document["rank"];
-      rank.identity.rank = static_cast<int>(integerAt(identity, "rank", 0, 1 << 24));
-      rank.identity.local_rank =
-          identity.contains("local_rank")
-              ? static_cast<int>(integerAt(identity, "local_rank", 0, 1 << 24))
-              : rank.identity.rank;
-      rank.identity.world_size = static_cast<int>(integerAt(identity, "world_size", 1, 1 << 24));
-      rank.identity.run_id = identity.value("run_id", std::string());
-      if (rank.identity.world_size < 1 || rank.identity.rank < 0 ||
-          rank.identity.rank >= rank.identity.world_size) {
-        throw std::invalid_argument("its rank is not a rank of its world size");
-      }
-    } else {
-      rank.identity.world_size = 0;
-    }
-  } catch (const nlohmann::json::exception& error) {
-    throw std::invalid_argument(std::string("memseal.explain/1: ") + error.what());
+  }
+  rank.peak = peak;
+  rank.identity.world_size = 0;  // unknown unless it names its rank
+  if (document.contains("rank") && !document["rank"].is_null()) {
+    rank.identity = report::readRank(document["rank"], "explain.rank");
   }
   return rank;
 }

@@ -160,6 +160,10 @@ TEST(RankIdentity, ARanksReportSaysWhichRankItIsAndReadsBack) {
   std::string wrong = json;
   wrong.replace(wrong.find("\"world_size\": 2"), 15, "\"world_size\": 1");
   EXPECT_THROW(LeakReport::fromJson(wrong), std::invalid_argument);
+  // A job no merge could hold (its ranks' table is sized by the world size).
+  std::string huge = json;
+  huge.replace(huge.find("\"world_size\": 2"), 15, "\"world_size\": 1073741824");
+  EXPECT_THROW(LeakReport::fromJson(huge), std::invalid_argument);
 }
 
 TEST(RankIdentity, ComesFromTheLaunchersVariables) {
