@@ -49,7 +49,13 @@ void bindDistributed(py::module_& m) {
       .def_readonly("peak_bytes", &RankPeak::peak_bytes)
       .def_readonly("peak_step", &RankPeak::peak_step)
       .def_readonly("top_role", &RankPeak::top_role)
-      .def_readonly("top_role_bytes", &RankPeak::top_role_bytes);
+      .def_readonly("top_role_bytes", &RankPeak::top_role_bytes)
+      .def_property_readonly("roles", [](const RankPeak& peak) {
+        // {role: bytes at the peak}, in the order explain wrote them.
+        py::dict roles;
+        for (const auto& [name, bytes] : peak.roles) roles[py::str(name)] = bytes;
+        return roles;
+      });
   py::class_<RankSummary>(m, "RankSummary")
       .def_readonly("identity", &RankSummary::identity)
       .def_property_readonly("rank", [](const RankSummary& r) { return r.identity.rank; })
