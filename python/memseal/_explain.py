@@ -65,8 +65,11 @@ class PeakReport(_NativeReport):
 
 class FitReport(_NativeReport):
     """Peak against size, the model that describes it and the largest size that fits the budget
-    (memseal.fit/1): model ('linear', 'quadratic' or 'none'), is_linear, predicted_max_size,
-    predicted_peak_bytes, refusal, verify, points; predict_peak(size)."""
+    (memseal.fit/2): model ('phases', 'linear', 'quadratic' or 'none'), is_linear,
+    predicted_max_size, predicted_peak_bytes, extrapolation, refusal, points; phases (each phase's
+    model), limiting_phase, phase_changes; verify (what verification measured, the search
+    included); largest_size (the answer to trust: measured where the search ran) and
+    largest_size_measured; predict_peak(size)."""
 
     model = property(lambda self: self._data["model"])
     is_linear = property(lambda self: self._data["is_linear"])
@@ -75,6 +78,15 @@ class FitReport(_NativeReport):
     refusal = property(lambda self: self._data["refusal"])
     verify = property(lambda self: self._data["verify"])
     points = property(lambda self: [(p["size"], p["peak_bytes"]) for p in self._data["points"]])
+    phase_peaks = property(lambda self: [(p["size"], dict(p["phases"]))
+                                         for p in self._data["points"]])
+    phases = property(lambda self: self._data["phases"])
+    limiting_phase = property(lambda self: self._data["limiting_phase"])
+    phase_changes = property(lambda self: [(c["size"], c["phase"])
+                                           for c in self._data["phase_changes"]])
+    extrapolation = property(lambda self: self._data["extrapolation"])
+    largest_size = property(lambda self: self._data["largest_size"])
+    largest_size_measured = property(lambda self: self._data["largest_size_measured"])
 
     def predict_peak(self, size):
         return self._native.predict_peak(size)
@@ -180,10 +192,13 @@ def explain(step, *, steps=4, warmup=2, model=None, optimizer=None, stacks=None,
 
 def fit(step, *, sizes=(1, 2, 4, 8), budget=None, margin=0.10, tolerance=0.03, verify=False,
         warmup=1, html=None, json_path=None, title=None):
-    """Runs step(size, i) at each size, fits peak tensor memory against size and predicts the
-    largest size that fits `budget` (bytes, or text such as "16GiB"; None: available memory) with
-    `margin` of it kept free. Refuses to extrapolate from fewer than three sizes, or when neither a
-    line nor a parabola describes the peaks. verify=True runs the predicted size once."""
+    """Runs step(size, i) at each size (a batch size, a sequence length: whatever the step takes),
+    fits peak tensor memory against size, phase by phase (forward, backward, the optimizer's
+    update), and predicts the largest size that fits `budget` (bytes, or text such as "16GiB";
+    None: available memory) with `margin` of it kept free. Refuses to extrapolate from fewer than
+    three sizes, or when neither a line nor a parabola describes the peaks. verify=True measures
+    the predicted size and, when the prediction misses (by more than `tolerance`, over the budget,
+    or the step fails), searches the largest size that fits by measuring: report.largest_size."""
     if not callable(step):
         raise TypeError(f"memseal: fit() needs a function step(size, i), not {type(step).__name__}")
     sizes = list(sizes)

@@ -1,7 +1,8 @@
 // `memseal fit CASE.so`: runs the case's sized_step at a few sizes, fits peak tensor memory
-// against size and predicts the largest size that fits a budget; --verify runs that size.
-// Exit: 0 a prediction (verified within budget when asked), 1 no prediction or the verified size
-// went over the budget or failed, 2 usage, load or run error.
+// against size (phase by phase) and predicts the largest size that fits a budget; --verify runs
+// that size and, when the prediction misses, searches the largest size that fits by measuring.
+// Exit: 0 an answer (the prediction, verified when asked, or the size the search measured to fit),
+// 1 no answer, 2 usage, load or run error.
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -17,7 +18,7 @@ namespace memseal::cli {
 
 namespace {
 
-constexpr int kExitNoPrediction = 1;  // or the verified size failed or went over the budget
+constexpr int kExitNoAnswer = 1;  // no prediction, or verification found no size that fits
 
 struct FitCommandOptions {
   std::string case_path;
@@ -103,12 +104,7 @@ int runFit(const FitCommandOptions& options) {
                         HtmlPage{"", nullptr, nullptr, &report, ""})) {
     return kExitUsage;
   }
-  if (!report.predicted_max_size) return kExitNoPrediction;
-  if (report.verification &&
-      (!report.verification->error.empty() || !report.verification->within_budget)) {
-    return kExitNoPrediction;
-  }
-  return kExitOk;
+  return report.largestSize() ? kExitOk : kExitNoAnswer;
 }
 
 }  // namespace
@@ -117,8 +113,8 @@ void addFitCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   auto options = std::make_shared<FitCommandOptions>();
   CLI::App* command = app.add_subcommand(
       "fit",
-      "Fit peak tensor memory against batch size and predict the largest size that fits a "
-      "budget (exit 0: predicted, 1: no prediction or verification failed, 2: error)");
+      "Fit peak tensor memory against batch size or sequence length and predict the largest "
+      "size that fits a budget (exit 0: an answer, 1: none, 2: error)");
   command
       ->add_option("case", options->case_path,
                    "Shared library exporting extern \"C\" void sized_step(std::int64_t size, int "
@@ -132,10 +128,11 @@ void addFitCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_option("--margin", options->margin,
                       "Fraction of the budget kept free (default 0.10)");
   command->add_flag("--verify", options->verify,
-                    "Run the predicted size once and report its measured peak");
+                    "Measure the predicted size; when the prediction misses, search the largest "
+                    "size that fits by measuring");
   command->add_option("--warmup", options->warmup,
                       "Steps run at each size before the measured one (default 1)");
-  options->output.addTo(command, "Write the fit as JSON (memseal.fit/1)");
+  options->output.addTo(command, "Write the fit as JSON (memseal.fit/2)");
   entries.push_back({command, [options] { return runFit(*options); }});
 }
 

@@ -1,10 +1,11 @@
-// Capacity: peak memory against batch size (or sequence length). Least squares for a line and,
-// from four points on, a parabola; a model is accepted only when every measured point lies within
-// the tolerance of it and, fitted without the largest size, it predicts that size within the
-// tolerance too: a peak whose moment moves with size (gradients at small batches, activations at
-// large ones) bends once, and a curve through the bend extrapolates wildly. The prediction solves
-// model(size) <= budget * (1 - margin) for the largest integer size. Three points fit any parabola
-// exactly, so a curve needs a fourth.
+// Capacity: peak memory against batch size (or sequence length). The step's peak is the highest
+// of its phases' peaks (forward, backward, the optimizer's update), and the phase holding it may
+// change with size: a line through the step's peaks bends where it changes, and extrapolates far
+// past the bend. So each phase is fitted apart (explain/fit_models.h: a line, or from four points
+// an upward parabola, accepted only when it describes every point and predicts the largest from
+// the others within the tolerance), and the prediction is the largest integer size at which the
+// highest phase model stays under budget * (1 - margin). Points without phases get the step's own
+// model. With verify, the predicted size is measured; a miss starts a search by measurement.
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -14,6 +15,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "explain/fit_models.h"
+#include "explain/fit_search.h"
+#include "explain/phase_meter.h"
 #include "memseal/fit.h"
 #include "track/memory_counters.h"
 
@@ -21,69 +25,33 @@ namespace memseal {
 
 namespace {
 
-struct Polynomial {
-  double c[3] = {0, 0, 0};  // c0 + c1 x + c2 x^2
-  double at(double x) const { return c[0] + x * (c[1] + x * c[2]); }
-};
+using explain::PeakSeries;
+using explain::Polynomial;
+using explain::SeriesFit;
 
-// Least squares of degree 1 or 2 through the normal equations, with x scaled to [0, 1] so that
-// sizes in the thousands keep the system well conditioned.
-Polynomial leastSquares(const std::vector<FitPoint>& points, int degree) {
-  double scale = 0;
-  for (const FitPoint& point : points) scale = std::max(scale, static_cast<double>(point.size));
-  int n = degree + 1;
-  double a[3][4] = {};
-  for (const FitPoint& point : points) {
-    double x = static_cast<double>(point.size) / scale;
-    double powers[5] = {1, x, x * x, x * x * x, x * x * x * x};
-    for (int row = 0; row < n; ++row) {
-      for (int column = 0; column < n; ++column) a[row][column] += powers[row + column];
-      a[row][n] += powers[row] * static_cast<double>(point.peak_bytes);
-    }
-  }
-  // Gaussian elimination with partial pivoting.
-  for (int pivot = 0; pivot < n; ++pivot) {
-    int best = pivot;
-    for (int row = pivot + 1; row < n; ++row) {
-      if (std::fabs(a[row][pivot]) > std::fabs(a[best][pivot])) best = row;
-    }
-    std::swap(a[pivot], a[best]);
-    for (int row = 0; row < n; ++row) {
-      if (row == pivot || a[pivot][pivot] == 0) continue;
-      double factor = a[row][pivot] / a[pivot][pivot];
-      for (int column = pivot; column <= n; ++column) a[row][column] -= factor * a[pivot][column];
-    }
-  }
-  Polynomial fitted;
-  double unscale = 1;
-  for (int i = 0; i < n; ++i) {
-    fitted.c[i] = a[i][i] != 0 ? a[i][n] / a[i][i] / unscale : 0;
-    unscale *= scale;
-  }
-  return fitted;
+Polynomial polynomialOf(const PhaseModel& phase) {
+  Polynomial model;
+  model.c[0] = phase.c0;
+  model.c[1] = phase.c1;
+  model.c[2] = phase.c2;
+  return model;
 }
 
-double maxRelativeResidual(const Polynomial& model, const std::vector<FitPoint>& points) {
-  double worst = 0;
-  for (const FitPoint& point : points) {
-    double measured = static_cast<double>(point.peak_bytes);
-    double residual = std::fabs(model.at(static_cast<double>(point.size)) - measured);
-    worst = std::max(worst, measured > 0 ? residual / measured : residual);
+// The step's peak at `size` under the report's model; the phase that holds it in `phase_index`
+// (-1 for a model of the step alone).
+double modelPeak(const FitReport& report, double size, int* phase_index = nullptr) {
+  if (phase_index != nullptr) *phase_index = -1;
+  if (report.model == "phases") {
+    double highest = -std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < report.phases.size(); ++i) {
+      double peak = polynomialOf(report.phases[i]).at(size);
+      if (peak > highest) {
+        highest = peak;
+        if (phase_index != nullptr) *phase_index = static_cast<int>(i);
+      }
+    }
+    return highest;
   }
-  return worst;
-}
-
-// Fitted to all but the largest size, how far the model misses the largest (relative).
-double holdoutError(const std::vector<FitPoint>& points, int degree) {
-  std::vector<FitPoint> smaller(points.begin(), points.end() - 1);
-  Polynomial model = leastSquares(smaller, degree);
-  const FitPoint& largest = points.back();
-  double measured = static_cast<double>(largest.peak_bytes);
-  double residual = std::fabs(model.at(static_cast<double>(largest.size)) - measured);
-  return measured > 0 ? residual / measured : residual;
-}
-
-Polynomial chosenModel(const FitReport& report) {
   Polynomial model;
   if (report.model == "linear") {
     model.c[0] = report.linear_intercept;
@@ -93,30 +61,42 @@ Polynomial chosenModel(const FitReport& report) {
     model.c[1] = report.quadratic_c1;
     model.c[2] = report.quadratic_c2;
   }
-  return model;
+  return model.at(size);
 }
 
-// The largest integer size >= 1 whose predicted peak is at most `usable`, for a model that grows
-// with size; nullopt when even size 1 does not fit, or nothing below 2^50 exceeds it.
-std::optional<std::int64_t> largestFitting(const Polynomial& model, double usable) {
-  constexpr std::int64_t kLimit = std::int64_t{1} << 50;
-  if (model.at(1) > usable) return std::nullopt;
-  std::int64_t low = 1;
-  std::int64_t high = 2;
-  while (high < kLimit && model.at(static_cast<double>(high)) <= usable) {
-    low = high;
-    high *= 2;
-  }
-  if (high >= kLimit) return std::nullopt;
-  while (high - low > 1) {
-    std::int64_t middle = low + (high - low) / 2;
-    if (model.at(static_cast<double>(middle)) <= usable) {
-      low = middle;
-    } else {
-      high = middle;
+int limitingPhaseAt(const FitReport& report, std::int64_t size) {
+  int index = -1;
+  modelPeak(report, static_cast<double>(size), &index);
+  return index;
+}
+
+// Where, between the smallest measured size and the predicted one, the phase holding the peak
+// changes. The highest of lines changes phase in one direction only (to steeper lines), so each
+// change is found by bisection.
+void findPhaseChanges(FitReport& report) {
+  if (report.model != "phases" || !report.predicted_max_size) return;
+  std::int64_t from = report.points.front().size;
+  std::int64_t to = std::max(from, *report.predicted_max_size);
+  int current = limitingPhaseAt(report, from);
+  report.phase_changes.push_back({from, report.phases[static_cast<std::size_t>(current)].phase});
+  while (report.phase_changes.size() <= report.phases.size() &&
+         limitingPhaseAt(report, to) != current) {
+    std::int64_t low = from;  // held by `current`
+    std::int64_t high = to;   // held by another
+    while (high - low > 1) {
+      std::int64_t middle = low + (high - low) / 2;
+      if (limitingPhaseAt(report, middle) == current) {
+        low = middle;
+      } else {
+        high = middle;
+      }
     }
+    from = high;
+    current = limitingPhaseAt(report, high);
+    report.phase_changes.push_back({high, report.phases[static_cast<std::size_t>(current)].phase});
   }
-  return low;
+  report.limiting_phase =
+      report.phases[static_cast<std::size_t>(limitingPhaseAt(report, to))].phase;
 }
 
 void predict(FitReport& report) {
@@ -125,26 +105,109 @@ void predict(FitReport& report) {
     report.refusal = "no budget to predict against";
     return;
   }
-  Polynomial model = chosenModel(report);
-  // The model must grow with size beyond the measured points, or there is nothing to solve.
+  auto peak = [&report](double size) { return modelPeak(report, size); };
+  // The model must grow with size beyond the measured points, or there is nothing to solve. Far
+  // beyond them: a flat phase may hold the peak for a while before a growing one passes it.
   double largest = static_cast<double>(report.points.back().size);
-  if (model.at(largest * 2) <= model.at(largest)) {
+  if (peak(std::ldexp(1.0, 50)) <= peak(largest)) {
     report.refusal = "the peak does not grow with size: memory does not limit it";
     return;
   }
   double usable = static_cast<double>(*report.budget_bytes) * (1.0 - report.margin);
-  if (model.at(1) > usable) {
+  if (peak(1) > usable) {
     report.refusal = "even size 1 is predicted above the budget less its margin";
     return;
   }
-  std::optional<std::int64_t> size = largestFitting(model, usable);
+  std::optional<std::int64_t> size = explain::largestFitting(peak, usable);
   if (!size) {
     report.refusal = "the model stays under the budget beyond any sensible size";
     return;
   }
   report.predicted_max_size = *size;
   report.predicted_peak_bytes =
-      static_cast<std::int64_t>(std::llround(model.at(static_cast<double>(*size))));
+      static_cast<std::int64_t>(std::llround(peak(static_cast<double>(*size))));
+  report.extrapolation = static_cast<double>(*size) / largest;
+  findPhaseChanges(report);
+}
+
+// The phases every point names, in the same order; empty when they differ or some point has none.
+std::vector<std::string> commonPhases(const std::vector<FitPoint>& points) {
+  std::vector<std::string> names;
+  for (const PhasePeak& phase : points.front().phases) names.push_back(phase.phase);
+  for (const FitPoint& point : points) {
+    if (point.phases.size() != names.size()) return {};
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (point.phases[i].phase != names[i]) return {};
+    }
+  }
+  return names;
+}
+
+// Backward's node phases merged into one "backward" phase, each at its highest.
+std::vector<PhasePeak> coarsePhases(const std::vector<PhasePeak>& phases) {
+  std::vector<PhasePeak> coarse;
+  for (const PhasePeak& phase : phases) {
+    std::string name = explain::coarsePhaseOf(phase.phase);
+    if (!coarse.empty() && coarse.back().phase == name) {
+      coarse.back().peak_bytes = std::max(coarse.back().peak_bytes, phase.peak_bytes);
+    } else {
+      coarse.push_back({name, phase.peak_bytes});
+    }
+  }
+  return coarse;
+}
+
+// Each phase's model, in the points' phase order; empty when they do not share their phases.
+std::vector<PhaseModel> phaseModels(const std::vector<FitPoint>& points, double tolerance) {
+  std::vector<std::string> names = commonPhases(points);
+  std::vector<PhaseModel> models;
+  if (names.size() < 2) return models;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    PeakSeries series;
+    for (const FitPoint& point : points) {
+      series.sizes.push_back(static_cast<double>(point.size));
+      series.peaks.push_back(static_cast<double>(point.phases[i].peak_bytes));
+      series.scales.push_back(static_cast<double>(point.peak_bytes));
+    }
+    SeriesFit fit = explain::fitSeries(series, tolerance);
+    PhaseModel phase;
+    phase.phase = names[i];
+    phase.model = fit.model;
+    Polynomial chosen = fit.model == "none" ? fit.line : fit.chosen();
+    phase.c0 = chosen.c[0];
+    phase.c1 = chosen.c[1];
+    phase.c2 = chosen.c[2];
+    bool curved = fit.model == "quadratic";
+    phase.max_residual = curved ? fit.curve_residual : fit.line_residual;
+    phase.holdout_error = curved ? fit.curve_holdout : fit.line_holdout;
+    models.push_back(phase);
+  }
+  return models;
+}
+
+bool allDescribed(const std::vector<PhaseModel>& models) {
+  return !models.empty() && std::all_of(models.begin(), models.end(), [](const PhaseModel& phase) {
+    return phase.model != "none";
+  });
+}
+
+// "phases" becomes the model when there are two or more phases and every one has a model (one
+// without would leave the highest of them unknown past the points). Backward's nodes are phases
+// of their own where every size ran the same nodes in the same order (one graph, one thread) and
+// each has a model; otherwise backward is one phase.
+void fitPhases(FitReport& report, double tolerance) {
+  std::vector<PhaseModel> models = phaseModels(report.points, tolerance);
+  if (!allDescribed(models)) {
+    std::vector<FitPoint> coarse = report.points;
+    for (FitPoint& point : coarse) point.phases = coarsePhases(point.phases);
+    std::vector<PhaseModel> coarse_models = phaseModels(coarse, tolerance);
+    if (!coarse_models.empty() && (models.empty() || allDescribed(coarse_models))) {
+      report.points = std::move(coarse);
+      models = std::move(coarse_models);
+    }
+  }
+  report.phases = std::move(models);
+  if (allDescribed(report.phases)) report.model = "phases";
 }
 
 void checkOptions(const FitOptions& options) {
@@ -159,83 +222,73 @@ void checkOptions(const FitOptions& options) {
   }
 }
 
-std::int64_t measurePeak(const std::function<void(std::int64_t, int)>& step, std::int64_t size,
-                         std::uint32_t warmup_steps, int& step_index) {
-  track::MemoryCounters& counters = track::cpuCounters();
-  for (std::uint32_t i = 0; i < warmup_steps; ++i) {
-    setStep(static_cast<std::uint32_t>(step_index));
-    step(size, step_index++);
+void checkSizes(std::vector<std::int64_t> sizes) {
+  std::sort(sizes.begin(), sizes.end());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] <= 0) throw std::invalid_argument("memseal fit: sizes must be positive");
+    if (i > 0 && sizes[i] == sizes[i - 1]) {
+      throw std::invalid_argument("memseal fit: size " + std::to_string(sizes[i]) +
+                                  " appears twice");
+    }
   }
-  setStep(static_cast<std::uint32_t>(step_index));
-  counters.resetPeak();
-  step(size, step_index++);
-  return counters.read("cpu").peak_bytes;
 }
 
 }  // namespace
 
 std::optional<double> FitReport::predictPeak(std::int64_t size) const {
   if (model == "none") return std::nullopt;
-  return chosenModel(*this).at(static_cast<double>(size));
+  return modelPeak(*this, static_cast<double>(size));
+}
+
+std::optional<std::int64_t> FitReport::largestSize() const {
+  if (verification && verification->missed) return verification->measured_max_size;
+  return predicted_max_size;
 }
 
 FitReport fitPeaks(std::vector<FitPoint> points, const FitOptions& options) {
   checkOptions(options);
   std::sort(points.begin(), points.end(),
             [](const FitPoint& a, const FitPoint& b) { return a.size < b.size; });
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    if (points[i].size <= 0) throw std::invalid_argument("memseal fit: sizes must be positive");
-    if (i > 0 && points[i].size == points[i - 1].size) {
-      throw std::invalid_argument("memseal fit: size " + std::to_string(points[i].size) +
-                                  " appears twice");
-    }
-  }
+  std::vector<std::int64_t> sizes;
+  for (const FitPoint& point : points) sizes.push_back(point.size);
+  checkSizes(sizes);
   FitReport report;
   report.points = points;
   report.tolerance = options.tolerance;
   report.margin = options.margin;
   report.budget_bytes = options.budget_bytes;
   report.budget_source = options.budget_bytes ? "api" : "";
+  PeakSeries series;
+  for (const FitPoint& point : points) {
+    series.sizes.push_back(static_cast<double>(point.size));
+    series.peaks.push_back(static_cast<double>(point.peak_bytes));
+    series.scales.push_back(static_cast<double>(point.peak_bytes));
+  }
+  SeriesFit fit = explain::fitSeries(series, options.tolerance);
+  report.linear_intercept = fit.line.c[0];
+  report.linear_slope = fit.line.c[1];
   if (points.size() < 3) {
     report.refusal = "fewer than three sizes measured: refusing to extrapolate";
-    if (points.size() >= 2) {
-      Polynomial line = leastSquares(points, 1);
-      report.linear_intercept = line.c[0];
-      report.linear_slope = line.c[1];
-    }
     return report;
   }
-  Polynomial line = leastSquares(points, 1);
-  report.linear_intercept = line.c[0];
-  report.linear_slope = line.c[1];
-  report.linear_max_residual = maxRelativeResidual(line, points);
-  report.linear_holdout_error = holdoutError(points, 1);
-  report.is_linear = report.linear_max_residual <= options.tolerance &&
-                     report.linear_holdout_error <= options.tolerance;
-  if (points.size() >= 4) {
-    Polynomial curve = leastSquares(points, 2);
-    report.has_quadratic = true;
-    report.quadratic_c0 = curve.c[0];
-    report.quadratic_c1 = curve.c[1];
-    report.quadratic_c2 = curve.c[2];
-    report.quadratic_max_residual = maxRelativeResidual(curve, points);
-    report.quadratic_holdout_error = holdoutError(points, 2);
-  }
-  if (report.is_linear) {
-    report.model = "linear";
-  } else if (report.has_quadratic && report.quadratic_c2 > 0 &&
-             report.quadratic_max_residual <= options.tolerance &&
-             report.quadratic_holdout_error <= options.tolerance) {
-    // Only a parabola that opens upward: one that bends down would promise unbounded room.
-    report.model = "quadratic";
-  } else {
-    report.model = "none";
+  report.linear_max_residual = fit.line_residual;
+  report.linear_holdout_error = fit.line_holdout;
+  report.is_linear = fit.model == "linear";
+  report.has_quadratic = fit.has_curve;
+  report.quadratic_c0 = fit.curve.c[0];
+  report.quadratic_c1 = fit.curve.c[1];
+  report.quadratic_c2 = fit.curve.c[2];
+  report.quadratic_max_residual = fit.curve_residual;
+  report.quadratic_holdout_error = fit.curve_holdout;
+  report.model = fit.model;
+  fitPhases(report, options.tolerance);
+  if (report.model == "none") {
     report.refusal = points.size() < 4
                          ? "the peak is not linear in size, and three points fit any curve: "
                            "measure a fourth size"
-                         : "neither a line nor a parabola describes the peaks, and predicts the "
-                           "largest from the others, within the tolerance (does the peak's moment "
-                           "change with size?): refusing to extrapolate";
+                         : "neither a line nor a parabola describes the peaks (of the step or of "
+                           "each of its phases), and predicts the largest from the others, within "
+                           "the tolerance: refusing to extrapolate";
     return report;
   }
   predict(report);
@@ -260,14 +313,8 @@ FitReport fitCapacity(const std::function<void(std::int64_t, int)>& step,
   if (!step) throw std::invalid_argument("memseal fit: no step function");
   checkOptions(options);
   std::vector<std::int64_t> sizes = options.sizes;
+  checkSizes(sizes);
   std::sort(sizes.begin(), sizes.end());
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] <= 0) throw std::invalid_argument("memseal fit: sizes must be positive");
-    if (i > 0 && sizes[i] == sizes[i - 1]) {
-      throw std::invalid_argument("memseal fit: size " + std::to_string(sizes[i]) +
-                                  " appears twice");
-    }
-  }
   if (sizes.size() < 3) {
     throw std::invalid_argument(
         "memseal fit: at least three sizes are needed to extrapolate (got " +
@@ -275,38 +322,25 @@ FitReport fitCapacity(const std::function<void(std::int64_t, int)>& step,
   }
   TrackerOptions defaults;
   defaults.stacks = StackMode::kOff;
-  defaults.observe_ops = OpWatching::off();
-  defaults.record_tensor_metadata = false;
-  Tracker tracker(options.tracker.resolved(defaults));
+  TrackerOptions resolved_tracker = options.tracker.resolved(defaults);
+  // The phases come from the ops that record autograd history and backward's nodes, which only
+  // watched ops with their outputs read tell.
+  resolved_tracker.observe_ops = OpWatching::everyStep();
+  resolved_tracker.record_tensor_metadata = true;
+  Tracker tracker(resolved_tracker);
   tracker.start();
   FitOptions resolved = options;
   if (!resolved.budget_bytes) {
     std::int64_t available = availableMemoryBytes();
     if (available > 0) resolved.budget_bytes = available;
   }
-  int step_index = 0;
+  explain::SizedStepRunner runner(step, options.warmup_steps);
   std::vector<FitPoint> points;
-  for (std::int64_t size : sizes) {
-    points.push_back({size, measurePeak(step, size, options.warmup_steps, step_index)});
-  }
+  for (std::int64_t size : sizes) points.push_back(runner.measure(size));
   FitReport report = fitPeaks(points, resolved);
   report.budget_source = options.budget_bytes ? "api" : "available memory";
   if (options.verify && report.predicted_max_size) {
-    FitReport::Verification verification;
-    verification.size = *report.predicted_max_size;
-    verification.predicted_peak_bytes = *report.predicted_peak_bytes;
-    try {
-      verification.measured_peak_bytes =
-          measurePeak(step, verification.size, options.warmup_steps, step_index);
-      verification.relative_error =
-          static_cast<double>(verification.measured_peak_bytes -
-                              verification.predicted_peak_bytes) /
-          static_cast<double>(std::max<std::int64_t>(1, verification.measured_peak_bytes));
-      verification.within_budget = verification.measured_peak_bytes <= *report.budget_bytes;
-    } catch (const std::exception& error) {
-      verification.error = error.what();
-    }
-    report.verification = verification;
+    report.verification = explain::verifyPrediction(runner, report, options.max_search_sizes);
   }
   tracker.stop();
   return report;

@@ -30,12 +30,14 @@ constexpr std::size_t kMaxMismatchMessages = 64;
 // Sets and clears this thread's region, also when the region throws (nesting is refused earlier,
 // by InRunGuard). The allocator hook itself is held by the arena for its whole life: installing it
 // per run would cost two SetCPUAllocator calls.
-class RegionGuard {
+class ThreadArenaRegionGuard {
  public:
-  explicit RegionGuard(track::ArenaRegion* region) { track::setThreadArenaRegion(region); }
-  ~RegionGuard() { track::setThreadArenaRegion(nullptr); }
-  RegionGuard(const RegionGuard&) = delete;
-  RegionGuard& operator=(const RegionGuard&) = delete;
+  explicit ThreadArenaRegionGuard(track::ArenaRegion* region) {
+    track::setThreadArenaRegion(region);
+  }
+  ~ThreadArenaRegionGuard() { track::setThreadArenaRegion(nullptr); }
+  ThreadArenaRegionGuard(const ThreadArenaRegionGuard&) = delete;
+  ThreadArenaRegionGuard& operator=(const ThreadArenaRegionGuard&) = delete;
 };
 
 // Set for the whole of a run on this thread, whichever way it goes (recording, replay, or on the
@@ -173,7 +175,7 @@ struct PlannedArena::Impl {
   void recordRun(const std::string& key, c10::function_ref<void()> region) {
     plan::RecordingRegion recording;
     {
-      RegionGuard guard(&recording);
+      ThreadArenaRegionGuard guard(&recording);
       region();
     }
     std::shared_ptr<const plan::ArenaPlan> made = plan::buildArenaPlan(key, recording.finish());
@@ -211,7 +213,7 @@ struct PlannedArena::Impl {
                  c10::function_ref<void()> region) {
     plan::ReplayRegion replay(checkout.block);
     try {
-      RegionGuard guard(&replay);
+      ThreadArenaRegionGuard guard(&replay);
       region();
     } catch (...) {
       replay.endRun();

@@ -85,6 +85,7 @@ void bindExplain(py::module_& m) {
       .def_readonly("predicted_peak_bytes", &FitReport::predicted_peak_bytes)
       .def_readonly("refusal", &FitReport::refusal)
       .def("predict_peak", &FitReport::predictPeak, py::arg("size"))
+      .def("largest_size", &FitReport::largestSize)
       .def("text", &FitReport::toText)
       .def("to_json", &FitReport::toJson);
 
@@ -138,10 +139,16 @@ void bindExplain(py::module_& m) {
       py::arg("verify"), py::arg("warmup"));
   m.def(
       "fit_peaks",
-      [fitOptions](const std::vector<std::pair<std::int64_t, std::int64_t>>& points,
-                   std::optional<std::int64_t> budget, double margin, double tolerance) {
+      [fitOptions](
+          const std::vector<std::tuple<std::int64_t, std::int64_t,
+                                       std::vector<std::pair<std::string, std::int64_t>>>>& points,
+          std::optional<std::int64_t> budget, double margin, double tolerance) {
         std::vector<FitPoint> fit_points;
-        for (const auto& [size, peak] : points) fit_points.push_back({size, peak});
+        for (const auto& [size, peak, phases] : points) {
+          FitPoint point{size, peak, {}};
+          for (const auto& [name, bytes] : phases) point.phases.push_back({name, bytes});
+          fit_points.push_back(std::move(point));
+        }
         return fitPeaks(fit_points, fitOptions(budget, margin, tolerance, false, 0));
       },
       py::arg("points"), py::arg("budget"), py::arg("margin"), py::arg("tolerance"));

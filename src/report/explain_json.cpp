@@ -1,4 +1,4 @@
-// PeakReport and FitReport as JSON (memseal.explain/1, memseal.fit/1; docs/explain-json.md). Keys
+// PeakReport and FitReport as JSON (memseal.explain/1, memseal.fit/2; docs/explain-json.md). Keys
 // in a fixed order, schema first, as in memseal.check/1.
 #include <nlohmann/json.hpp>
 
@@ -91,12 +91,59 @@ std::string PeakReport::toJson() const {
   return json.dump(2) + "\n";
 }
 
+namespace {
+
+Json measurementsJson(const std::vector<FitReport::Measurement>& measurements) {
+  Json list = Json::array();
+  for (const FitReport::Measurement& measured : measurements) {
+    list.push_back({{"size", measured.size},
+                    {"peak_bytes", measured.peak_bytes},
+                    {"fits", measured.fits},
+                    {"error", measured.error.empty() ? Json(nullptr) : Json(measured.error)}});
+  }
+  return list;
+}
+
+Json verificationJson(const FitReport::Verification& verification) {
+  return {{"size", verification.size},
+          {"predicted_peak_bytes", verification.predicted_peak_bytes},
+          {"measured_peak_bytes", verification.measured_peak_bytes},
+          {"relative_error", verification.relative_error},
+          {"within_budget", verification.within_budget},
+          {"error", verification.error.empty() ? Json(nullptr) : Json(verification.error)},
+          {"missed", verification.missed},
+          {"searched", measurementsJson(verification.searched)},
+          {"measured_max_size", optionalInt(verification.measured_max_size)},
+          {"measured_max_peak_bytes", optionalInt(verification.measured_max_peak_bytes)},
+          {"smallest_failing_size", optionalInt(verification.smallest_failing_size)},
+          {"model_miss", verification.model_miss ? Json(*verification.model_miss) : Json(nullptr)}};
+}
+
+Json phasesJson(const FitReport& report) {
+  Json list = Json::array();
+  for (const PhaseModel& phase : report.phases) {
+    list.push_back({{"phase", phase.phase},
+                    {"model", phase.model},
+                    {"c0", phase.c0},
+                    {"c1", phase.c1},
+                    {"c2", phase.c2},
+                    {"max_relative_residual", phase.max_residual},
+                    {"holdout_relative_error", phase.holdout_error}});
+  }
+  return list;
+}
+
+}  // namespace
+
 std::string FitReport::toJson() const {
   Json json;
-  json["schema"] = "memseal.fit/1";
+  json["schema"] = "memseal.fit/2";
   Json point_list = Json::array();
   for (const FitPoint& point : points) {
-    point_list.push_back({{"size", point.size}, {"peak_bytes", point.peak_bytes}});
+    Json phase_peaks = Json::object();
+    for (const PhasePeak& phase : point.phases) phase_peaks[phase.phase] = phase.peak_bytes;
+    point_list.push_back(
+        {{"size", point.size}, {"peak_bytes", point.peak_bytes}, {"phases", phase_peaks}});
   }
   json["points"] = point_list;
   json["model"] = model;
@@ -111,24 +158,24 @@ std::string FitReport::toJson() const {
                                            {"max_relative_residual", quadratic_max_residual},
                                            {"holdout_relative_error", quadratic_holdout_error}}
                                     : Json(nullptr);
+  json["phases"] = phasesJson(*this);
+  json["limiting_phase"] = limiting_phase.empty() ? Json(nullptr) : Json(limiting_phase);
+  Json changes = Json::array();
+  for (const PhaseChange& change : phase_changes) {
+    changes.push_back({{"size", change.size}, {"phase", change.phase}});
+  }
+  json["phase_changes"] = changes;
   json["tolerance"] = tolerance;
   json["budget_bytes"] = optionalInt(budget_bytes);
   json["budget_source"] = budget_source;
   json["margin"] = margin;
   json["predicted_max_size"] = optionalInt(predicted_max_size);
   json["predicted_peak_bytes"] = optionalInt(predicted_peak_bytes);
+  json["extrapolation"] = predicted_max_size ? Json(extrapolation) : Json(nullptr);
+  json["largest_size"] = optionalInt(largestSize());
+  json["largest_size_measured"] = verification && verification->missed;
   json["refusal"] = refusal.empty() ? Json(nullptr) : Json(refusal);
-  if (verification) {
-    json["verify"] = {
-        {"size", verification->size},
-        {"predicted_peak_bytes", verification->predicted_peak_bytes},
-        {"measured_peak_bytes", verification->measured_peak_bytes},
-        {"relative_error", verification->relative_error},
-        {"within_budget", verification->within_budget},
-        {"error", verification->error.empty() ? Json(nullptr) : Json(verification->error)}};
-  } else {
-    json["verify"] = nullptr;
-  }
+  json["verify"] = verification ? verificationJson(*verification) : Json(nullptr);
   return json.dump(2) + "\n";
 }
 

@@ -1,5 +1,5 @@
-// PeakReport and FitReport for people: the peak's headline, the roles as a bar each, then the
-// modules, sites and tensors that hold it; the fit's points, model and prediction.
+// PeakReport for people: the peak's headline, the roles as a bar each, then the modules, sites and
+// tensors that hold it (the fit's text is in fit_text.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +13,7 @@ namespace memseal {
 namespace {
 
 using report::bytesText;
+using report::padded;
 
 std::string percent(std::int64_t part, std::int64_t whole) {
   char text[16];
@@ -28,10 +29,6 @@ std::string bar(std::int64_t part, std::int64_t whole, int width) {
   filled = std::clamp(filled, 0, width);
   return std::string(static_cast<std::size_t>(filled), '#') +
          std::string(static_cast<std::size_t>(width - filled), '.');
-}
-
-std::string padded(const std::string& text, std::size_t width) {
-  return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
 }
 
 }  // namespace
@@ -88,55 +85,6 @@ std::string PeakReport::toText() const {
   }
   for (const std::string& note : notes) {
     out << "note: " << report::wrap(note, 94, "      ") << "\n";
-  }
-  return out.str();
-}
-
-std::string FitReport::toText() const {
-  std::ostringstream out;
-  out << "memseal: peak tensor memory by size\n";
-  for (const FitPoint& point : points) {
-    out << "  size " << padded(std::to_string(point.size), 8) << bytesText(point.peak_bytes);
-    if (std::optional<double> fitted = predictPeak(point.size)) {
-      out << "  (model " << bytesText(static_cast<std::int64_t>(std::llround(*fitted))) << ")";
-    }
-    out << "\n";
-  }
-  char line[200];
-  std::snprintf(line, sizeof(line),
-                "linear fit: %s + %s per unit of size, worst residual %.1f%%, largest size "
-                "predicted from the others within %.1f%%",
-                bytesText(static_cast<std::int64_t>(std::llround(linear_intercept))).c_str(),
-                bytesText(static_cast<std::int64_t>(std::llround(linear_slope))).c_str(),
-                100 * linear_max_residual, 100 * linear_holdout_error);
-  out << line << (is_linear ? " (linear)" : " (not linear)") << "\n";
-  if (has_quadratic) {
-    std::snprintf(line, sizeof(line),
-                  "quadratic fit: worst residual %.1f%%, largest size predicted within %.1f%%",
-                  100 * quadratic_max_residual, 100 * quadratic_holdout_error);
-    out << line << "\n";
-  }
-  out << "model: " << model << "\n";
-  if (budget_bytes) {
-    out << "budget: " << bytesText(*budget_bytes) << " (" << budget_source << "), "
-        << static_cast<int>(std::lround(margin * 100)) << "% kept free\n";
-  }
-  if (predicted_max_size) {
-    out << "largest size that fits: " << *predicted_max_size << " (predicted peak "
-        << bytesText(*predicted_peak_bytes) << ")\n";
-  } else {
-    out << "no prediction: " << refusal << "\n";
-  }
-  if (verification) {
-    if (!verification->error.empty()) {
-      out << "verify: size " << verification->size << " failed: " << verification->error << "\n";
-    } else {
-      std::snprintf(line, sizeof(line), "%+.1f%%", 100 * verification->relative_error);
-      out << "verify: size " << verification->size << " measured "
-          << bytesText(verification->measured_peak_bytes) << ", predicted "
-          << bytesText(verification->predicted_peak_bytes) << " (" << line << "), "
-          << (verification->within_budget ? "within" : "OVER") << " the budget\n";
-    }
   }
   return out.str();
 }

@@ -10,6 +10,10 @@
 
 namespace memseal::report {
 
+std::string padded(const std::string& text, std::size_t width) {
+  return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
+}
+
 std::string wrap(const std::string& text, std::size_t width, const std::string& indent) {
   // Code spans (`total_loss += loss`) stay on one line: a break inside one misreads as code.
   std::istringstream stream(text);

@@ -13,6 +13,9 @@ namespace memseal::report {
 
 using common::bytesText;
 
+// `text` then spaces to `width` columns (one space after text that reaches it): table columns.
+std::string padded(const std::string& text, std::size_t width);
+
 // Wraps at `width` columns; continuation lines start with `indent`. Code spans stay on one line.
 std::string wrap(const std::string& text, std::size_t width, const std::string& indent);
 

@@ -28,6 +28,8 @@ class MemoryCounters {
   // The peak starts again from what is live now (a step's own peak).
   void resetPeak() { peak_bytes_.store(live_bytes_.load(std::memory_order_relaxed)); }
   DeviceStats read(const char* device) const;
+  // The peak alone (since the session began or the last resetPeak).
+  std::int64_t peakBytes() const { return peak_bytes_.load(std::memory_order_relaxed); }
   // Live bytes alone: one load, for callers that ask on every op.
   std::int64_t liveBytes() const { return live_bytes_.load(std::memory_order_relaxed); }
 

@@ -40,11 +40,13 @@ expect explain-bad-stacks 2 "expected off, on, python or sample:N" -- \
 
 # fit: linear in the batch (where activations, not gradients, make the peak); a budget gives the
 # largest batch, --verify measures it.
-expect fit-linear 0 "model: linear" -- "$memseal" fit --sizes 512,1024,1536,2048 --budget 64MiB \
+expect fit-linear 0 "model: phases" -- "$memseal" fit --sizes 512,1024,1536,2048 --budget 64MiB \
   --verify --json "$work/fit.json" --html "$work/fit.html" "$cases/sized_mlp_case.so"
 expect fit-json 0 "" -- "$python" -c "
 import json; d = json.load(open('$work/fit.json'))
-assert d['schema'] == 'memseal.fit/1' and d['model'] == 'linear' and d['is_linear'], d
+assert d['schema'] == 'memseal.fit/2' and d['model'] == 'phases' and d['is_linear'], d
+assert d['points'][0]['phases']['forward'] > 0 and d['limiting_phase'].startswith('backward:'), d
+assert d['largest_size'] == d['predicted_max_size'] and not d['largest_size_measured'], d
 assert d['budget_bytes'] == 64 << 20 and d['budget_source'] == '--budget', d
 assert d['predicted_max_size'] > 2048 and d['verify']['size'] == d['predicted_max_size'], d
 assert abs(d['verify']['relative_error']) < 0.05 and d['verify']['within_budget'], d['verify']"
@@ -53,8 +55,17 @@ expect fit-quadratic-is-not-linear 0 "model: quadratic" -- \
   "$memseal" fit --sizes 64,128,256,512 --budget 1GiB "$cases/sized_attention_case.so"
 expect fit-three-curved-points-refused 1 "no prediction: .*measure a fourth size" -- \
   "$memseal" fit --sizes 128,256,512 --budget 1GiB "$cases/sized_attention_case.so"
-# Where the peak's moment moves with the batch (gradients at small ones), no model is trusted.
-expect fit-bend-refused 1 "no prediction: .*moment change with size" -- \
+# Where the peak's moment moves with the batch (a weight's gradient at small ones, activations at
+# large ones), each phase is fitted apart and the prediction holds where it is measured.
+expect fit-bend-followed 0 "the peak is in .*, then in backward" -- \
+  "$memseal" fit --sizes 64,128,192,256 --budget 64MiB --verify --json "$work/bend.json" \
+  "$cases/sized_mlp_case.so"
+expect fit-bend-json 0 "" -- "$python" -c "
+import json; d = json.load(open('$work/bend.json'))
+assert not d['is_linear'] and d['model'] == 'phases', d['model']
+v = d['verify']
+assert abs(v['relative_error']) < 0.03 and v['within_budget'] and not v['missed'], v"
+expect fit-extrapolation-said 0 "extrapolated: [0-9.]+x the largest measured size \(256\)" -- \
   "$memseal" fit --sizes 64,128,192,256 --budget 64MiB "$cases/sized_mlp_case.so"
 expect fit-budget-from-memory 0 "available memory" -- \
   "$memseal" fit --sizes 1024,2048,3072 "$cases/sized_mlp_case.so"
