@@ -17,7 +17,7 @@
 
 #include "explain/fit_models.h"
 #include "explain/fit_search.h"
-#include "explain/phase_meter.h"
+#include "explain/phase_names.h"
 #include "memseal/fit.h"
 #include "track/memory_counters.h"
 

@@ -77,10 +77,4 @@ std::vector<PhasePeak> PhaseMeter::finish() {
   return std::move(phases_);
 }
 
-std::string coarsePhaseOf(const std::string& phase) {
-  if (phase.rfind("backward:", 0) == 0) return "backward";
-  if (phase.rfind("forward:", 0) == 0) return "forward";
-  return phase;
-}
-
 }  // namespace memseal::explain

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "explain/phase_names.h"
 #include "memseal/fit.h"
 #include "track/grad_fn_observer.h"
 
@@ -58,7 +59,5 @@ class PhaseMeter final : public track::BackwardObserver, public track::GradFnObs
   bool watching_ = true;
 };
 
-// "forward", "backward" or "update": the pass a phase is in.
-std::string coarsePhaseOf(const std::string& phase);
 
 }  // namespace memseal::explain

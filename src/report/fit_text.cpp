@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "explain/phase_meter.h"
+#include "explain/phase_names.h"
 #include "memseal/fit.h"
 #include "report/text_format.h"
 
@@ -14,6 +14,7 @@ namespace memseal {
 
 namespace {
 
+using explain::phaseTitle;
 using report::bytesText;
 
 std::string roundedBytes(double bytes) {
@@ -24,18 +25,6 @@ std::string modelText(const std::string& model, double c0, double c1, double c2)
   std::string text = roundedBytes(c0) + " + " + roundedBytes(c1) + " per unit";
   if (model == "quadratic") text += " + " + roundedBytes(c2) + " per unit squared";
   return text;
-}
-
-// "update", "forward", "forward at op 3 (AddmmBackward0)", "backward at node 4 (ReluBackward0)":
-// the phase names of phase_meter.h for people.
-std::string phaseTitle(const std::string& phase) {
-  std::string pass = explain::coarsePhaseOf(phase);
-  if (pass == phase) return phase;
-  std::size_t first = phase.find(':');
-  std::size_t second = phase.find(':', first + 1);
-  if (second == std::string::npos) return phase;
-  return pass + (pass == "forward" ? " at op " : " at node ") +
-         phase.substr(first + 1, second - first - 1) + " (" + phase.substr(second + 1) + ")";
 }
 
 // The phases as people read them: backward's node phases at their highest, as one.

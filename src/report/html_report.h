@@ -17,7 +17,7 @@ namespace memseal::report {
 //              card per finding, the top sites.
 //   "explain": a memseal.explain/1 document (docs/explain-json.md): the peak breakdown by role,
 //              module and site, and the live bytes over the peak step.
-//   "fit":     a memseal.fit/1 document (docs/explain-json.md): peak against size, the fitted
+//   "fit":     a memseal.fit/2 (or /1) document (docs/explain-json.md): peak against size, the fitted
 //              model, the prediction for the budget and its verification.
 // Missing fields, and fields of the wrong type, read as absent: the page still renders. `title`
 // names the page (the case or script); it is escaped too.

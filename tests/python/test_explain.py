@@ -96,11 +96,63 @@ def test_fit_predicts_a_linear_peak_beyond_the_measured_sizes():
         model(torch.randn(batch, 64)).pow(2).mean().backward()
 
     report = memseal.fit(train, sizes=(128, 256, 384, 512), budget="1GiB")
-    assert report.model == "linear" and report.is_linear
+    # The step is a line, and so is each of its phases: the model is the highest of them.
+    assert report.model == "phases" and report.is_linear, report.text()
+    assert report.limiting_phase and report.phases
     far = memseal.fit(train, sizes=(1536, 1537, 1538), budget="1GiB")
     measured = far.points[0][1]
     assert abs(report.predict_peak(1536) - measured) / measured < 0.05
     assert report.predicted_max_size > 512
+
+
+def test_fit_follows_a_peak_that_moves_from_the_update_to_backward():
+    # A new user's first try: an MLP of a few million parameters with Adam, sizes 16-128, a budget
+    # with room for a few hundred rows. At these sizes the peak is in Adam's update (flat in the
+    # batch); past them it is in forward and backward. The model is made inside the step, so fit
+    # tracks every byte of it.
+    torch.manual_seed(0)
+    state = {}
+
+    def train(batch, i):
+        if not state:
+            state["model"] = torch.nn.Sequential(
+                torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+            state["optimizer"] = torch.optim.Adam(state["model"].parameters())
+        loss = torch.nn.functional.cross_entropy(state["model"](torch.randn(batch, 1024)),
+                                                 torch.randint(0, 10, (batch,)))
+        state["optimizer"].zero_grad()
+        loss.backward()
+        state["optimizer"].step()
+
+    report = memseal.fit(train, sizes=(16, 32, 64, 128), budget="48MiB", verify=True)
+    assert report.model == "phases", report.text()
+    assert report.phase_changes[0][1] == "update", report.phase_changes
+    assert len(report.phase_changes) >= 2, report.text()
+    assert 128 < report.predicted_max_size < 2000, report.text()
+    verify = report.verify
+    assert not verify["missed"], report.text()
+    assert abs(verify["relative_error"]) < 0.03 and verify["within_budget"], report.text()
+    assert report.largest_size == report.predicted_max_size and not report.largest_size_measured
+    assert "extrapolated" not in report.text()  # verified, so not said
+    assert "then in" in report.text()
+
+
+def test_fit_verification_searches_when_the_prediction_misses():
+    def step(size, i):
+        if size > 700:  # what a real out-of-memory looks like to the caller
+            raise torch.OutOfMemoryError("out of memory (test)")
+        torch.empty(size * 1024).sum()
+
+    report = memseal.fit(step, sizes=(32, 64, 96, 128), budget="8MiB", verify=True)
+    verify = report.verify
+    assert verify["missed"] and "out of memory (test)" in verify["error"]
+    assert report.largest_size_measured and 693 <= report.largest_size <= 700, report.text()
+    assert verify["smallest_failing_size"] > 700 and verify["searched"]
+    assert "(measured peak" in report.text()
+    unverified = memseal.fit(step, sizes=(32, 64, 96, 128), budget="8MiB")
+    assert unverified.largest_size == unverified.predicted_max_size > 700
+    assert "extrapolated:" in unverified.text()
 
 
 def test_fit_refuses_what_it_cannot_extrapolate():
@@ -172,7 +224,7 @@ def test_cli_fit(case_path, tmp_path):
     out = run_cli("fit", "--sizes", "128,256,384,512", "--budget", "256MiB", "--verify",
                   "--json", str(tmp_path / "f.json"), case_path("sized_mlp.py"))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "model: linear" in out.stdout and "verify: size" in out.stdout
+    assert "model: phases" in out.stdout and "verify: size" in out.stdout
     for args, message in [
         (("--sizes", "1,2"), "at least three sizes"),
         (("--sizes", "a,b,c"), "expected positive integers"),

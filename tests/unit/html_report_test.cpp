@@ -458,6 +458,59 @@ TEST(HtmlReport, ExplainAndFitHaveOnlyTheirSections) {
   EXPECT_NE(all.find("<nav>"), std::string::npos);
 }
 
+// memseal.fit/2: the model is the highest of the phases' models; a missed verification searched.
+Json phasedFitDocument() {
+  Json fit = fitDocument();
+  fit["schema"] = "memseal.fit/2";
+  fit["model"] = "phases";
+  fit["phases"] = Json::array(
+      {{{"phase", "forward:0:AddmmBackward0"}, {"model", "linear"}, {"c0", 0.0}, {"c1", 1000.0},
+        {"c2", 0.0}, {"max_relative_residual", 0.0}},
+       {{"phase", "backward:3:ReluBackward0"}, {"model", "linear"}, {"c0", 1.0e6},
+        {"c1", 2.0 * kMiB}, {"c2", 0.0}, {"max_relative_residual", 0.01}},
+       {{"phase", "update"}, {"model", "linear"}, {"c0", 30.0 * kMiB}, {"c1", 0.0}, {"c2", 0.0},
+        {"max_relative_residual", 0.0}}});
+  fit["phase_changes"] = Json::array({{{"size", 8}, {"phase", "update"}},
+                                      {{"size", 15}, {"phase", "backward:3:ReluBackward0"}}});
+  fit["limiting_phase"] = "backward:3:ReluBackward0";
+  fit["largest_size"] = 210;
+  fit["largest_size_measured"] = true;
+  fit["verify"]["missed"] = true;
+  fit["verify"]["within_budget"] = false;
+  fit["verify"]["measured_max_size"] = 210;
+  fit["verify"]["measured_max_peak_bytes"] = static_cast<std::int64_t>(440 * kMiB);
+  fit["verify"]["searched"] = Json::array(
+      {{{"size", 150}, {"peak_bytes", static_cast<std::int64_t>(300 * kMiB)}, {"fits", true}},
+       {{"size", 220}, {"peak_bytes", static_cast<std::int64_t>(470 * kMiB)}, {"fits", false}},
+       {{"size", 210}, {"peak_bytes", static_cast<std::int64_t>(440 * kMiB)}, {"fits", true}}});
+  return fit;
+}
+
+TEST(HtmlReport, FitPhasesAndTheSearchAreShown) {
+  std::string html = renderHtmlReport({{"fit", phasedFitDocument()}}, "fit");
+  EXPECT_EQ(html.find("class=\"card warning\""), std::string::npos) << "fit/2 is read whole";
+  EXPECT_NE(html.find("<h3>Phases</h3>"), std::string::npos);
+  EXPECT_NE(html.find("then in backward at node 3 (ReluBackward0) from size 15"),
+            std::string::npos);
+  // The op phase never holds the peak: counted, not listed.
+  EXPECT_EQ(html.find("forward at op 0"), std::string::npos);
+  EXPECT_NE(html.find("1 more phases"), std::string::npos);
+  EXPECT_EQ(occurrences(html, "class=\"verify searched\""), 3u);
+  EXPECT_EQ(occurrences(html, "verify-mark over"), 1u);
+  // The answer is the measured size, and the model's is still said.
+  EXPECT_NE(html.find(">210<"), std::string::npos);
+  EXPECT_NE(html.find("the model said 293"), std::string::npos);
+  EXPECT_NE(html.find("class=\"model\""), std::string::npos);
+
+  // memseal.fit/1 is read without a warning; a schema from elsewhere gets one.
+  std::string older = renderHtmlReport({{"fit", fitDocument()}}, "fit");
+  EXPECT_EQ(older.find("class=\"card warning\""), std::string::npos);
+  Json future = fitDocument();
+  future["schema"] = "memseal.fit/9";
+  EXPECT_NE(renderHtmlReport({{"fit", future}}, "fit").find("class=\"card warning\""),
+            std::string::npos);
+}
+
 TEST(HtmlReport, FitRefusalIsShownWithoutPrediction) {
   Json fit = fitDocument();
   fit["model"] = "none";

@@ -1,5 +1,6 @@
-// The fit section (memseal.fit/1): peak against size, the model through the points, the
-// prediction for the budget and its verification.
+// The fit section (memseal.fit/2; /1 reads the same, without phases or a search): peak against
+// size, the model through the points (the highest of the phases' models), the prediction for the
+// budget, where the phase holding the peak changes, and verification with its search.
 #include "report/html/sections.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "explain/phase_names.h"
 #include "report/html/html_text.h"
 #include "report/html/svg_chart.h"
 #include "report/html_report.h"
@@ -16,15 +18,38 @@ namespace memseal::report::html {
 
 namespace {
 
-struct FitModel {
-  enum class Kind { kNone, kLinear, kQuadratic } kind = Kind::kNone;
+using explain::phaseTitle;
+
+struct Coefficients {
   double c0 = 0, c1 = 0, c2 = 0;
-  double operator()(double size) const { return c0 + c1 * size + c2 * size * size; }
+  double at(double size) const { return c0 + c1 * size + c2 * size * size; }
+};
+
+struct FitModel {
+  enum class Kind { kNone, kLinear, kQuadratic, kPhases } kind = Kind::kNone;
+  double c0 = 0, c1 = 0, c2 = 0;
+  std::vector<Coefficients> phases;  // kPhases: the model is their highest
+  double operator()(double size) const {
+    if (kind != Kind::kPhases) return Coefficients{c0, c1, c2}.at(size);
+    double highest = 0;
+    for (std::size_t i = 0; i < phases.size(); ++i) {
+      highest = i == 0 ? phases[i].at(size) : std::max(highest, phases[i].at(size));
+    }
+    return highest;
+  }
 };
 
 FitModel fitModel(const ReadJson& fit) {
   FitModel model;
   std::string name = textAt(fit, "model");
+  if (name == "phases") {
+    for (const ReadJson& phase : arrayAt(fit, "phases")) {
+      model.phases.push_back(
+          {numberOr(phase, "c0", 0), numberOr(phase, "c1", 0), numberOr(phase, "c2", 0)});
+    }
+    if (!model.phases.empty()) model.kind = FitModel::Kind::kPhases;
+    return model;
+  }
   const ReadJson& linear = member(fit, "linear");
   const ReadJson& quadratic = member(fit, "quadratic");
   if (name == "linear" && numberAt(linear, "slope")) {
@@ -124,6 +149,18 @@ void drawPredictionAndVerification(std::string& svg, const ReadJson& fit, const 
            ": measured " + bytesText(*verify_measured) + "</title>" +
            svgRect(cx - 6, cy - 6, 12, 12, "verify-mark") + "</g>";
   }
+  // The sizes the search measured after a miss: hollow squares, filled where they fit.
+  for (const ReadJson& searched : arrayAt(verify, "searched")) {
+    std::optional<double> size = numberAt(searched, "size");
+    std::optional<double> peak = numberAt(searched, "peak_bytes");
+    if (!size || !peak || !textAt(searched, "error").empty()) continue;
+    bool fits = flagAt(searched, "fits").value_or(false);
+    double cx = x(clampForChart(*size));
+    double cy = y(clampForChart(*peak));
+    svg += std::string("<g class=\"verify searched\"><title>searched size ") + countText(*size) +
+           ": measured " + bytesText(*peak) + (fits ? ", fits" : ", over") + "</title>" +
+           svgRect(cx - 4, cy - 4, 8, 8, fits ? "verify-mark" : "verify-mark over") + "</g>";
+  }
 }
 
 // Peak against size: the measured points, the model through them (solid where measured, dashed
@@ -149,6 +186,11 @@ std::string fitChart(const ReadJson& fit) {
   ModelCurves curves = modelCurves(fitModel(fit), points, curve_end);
   double x_hi = curve_end;
   if (verify_size) x_hi = std::max(x_hi, clampForChart(*verify_size));
+  for (const ReadJson& searched : arrayAt(verify, "searched")) {
+    if (std::optional<double> size = numberAt(searched, "size")) {
+      x_hi = std::max(x_hi, clampForChart(*size));
+    }
+  }
   double y_hi = 0;
   for (const auto* series : {&points, &curves.measured, &curves.extrapolated}) {
     for (const Point& point : *series) y_hi = std::max(y_hi, point.second);
@@ -193,9 +235,23 @@ std::string fitTiles(const ReadJson& fit) {
   }
   out += tile("model", model.empty() ? kDash : escapeHtml(model), model_note);
   std::string refusal = textAt(fit, "refusal");
-  if (std::optional<double> predicted_size = numberAt(fit, "predicted_max_size")) {
-    out += tile("largest size that fits", countText(*predicted_size),
-                "predicted peak " + bytesText(numberAt(fit, "predicted_peak_bytes")));
+  const ReadJson& verify = member(fit, "verify");
+  std::optional<double> measured_size = numberAt(verify, "measured_max_size");
+  if (flagAt(fit, "largest_size_measured").value_or(false) && measured_size) {
+    out += tile("largest size that fits", countText(*measured_size),
+                "measured (peak " + bytesText(numberAt(verify, "measured_max_peak_bytes")) +
+                    "); the model said " + countText(numberAt(fit, "predicted_max_size")));
+  } else if (std::optional<double> predicted_size = numberAt(fit, "predicted_max_size")) {
+    std::string note = "predicted peak " + bytesText(numberAt(fit, "predicted_peak_bytes"));
+    std::string limiting = textAt(fit, "limiting_phase");
+    if (!limiting.empty()) note += ", in " + escapeHtml(phaseTitle(limiting));
+    std::optional<double> extrapolation = numberAt(fit, "extrapolation");
+    if (extrapolation && *extrapolation > 1 && !verify.is_object()) {
+      char times[32];
+      std::snprintf(times, sizeof(times), "%.1fx", *extrapolation);
+      note += std::string("; ") + times + " the largest measured size, not verified";
+    }
+    out += tile("largest size that fits", countText(*predicted_size), note);
   } else {
     out += tile("largest size that fits", "none",
                 refusal.empty() ? "no prediction" : richText(refusal));
@@ -205,7 +261,6 @@ std::string fitTiles(const ReadJson& fit) {
     budget_note += (budget_note.empty() ? "" : ", ") + ratioPercentText(margin) + " kept free";
   }
   out += tile("budget", bytesText(numberAt(fit, "budget_bytes")), budget_note);
-  const ReadJson& verify = member(fit, "verify");
   if (verify.is_object()) {
     std::optional<bool> within = flagAt(verify, "within_budget");
     std::string value = within ? (*within ? "<span class=\"good\">&#10003; within budget</span>"
@@ -266,6 +321,52 @@ std::string fitPointsCard(const ReadJson& fit) {
   return out + "</div>";
 }
 
+// Where the phase holding the peak changes, and the models of the phases that hold it somewhere
+// or are a whole pass (forward's other ops and backward's other nodes are counted, not listed).
+std::string fitPhasesCard(const ReadJson& fit) {
+  const ReadJson& phases = arrayAt(fit, "phases");
+  if (phases.empty()) return "";
+  std::vector<std::string> limiting;
+  std::string changes;
+  for (const ReadJson& change : arrayAt(fit, "phase_changes")) {
+    std::string phase = textAt(change, "phase");
+    limiting.push_back(phase);
+    changes += std::string(changes.empty() ? "in " : ", then in ") +
+               escapeHtml(phaseTitle(phase)) +
+               (changes.empty() ? " at size " : " from size ") +
+               countText(numberAt(change, "size"));
+  }
+  std::string rows;
+  int hidden = 0;
+  for (const ReadJson& phase : phases) {
+    std::string name = textAt(phase, "phase");
+    bool listed = explain::coarsePhaseOf(name) == name ||
+                  std::find(limiting.begin(), limiting.end(), name) != limiting.end();
+    if (!listed) {
+      ++hidden;
+      continue;
+    }
+    rows += "<tr><td>" + escapeHtml(phaseTitle(name)) + "</td><td>" +
+            escapeHtml(textAt(phase, "model")) + "</td>" + numCell(bytesText(numberAt(phase, "c0"))) +
+            numCell(bytesText(numberAt(phase, "c1"))) +
+            numCell(ratioPercentText(numberAt(phase, "max_relative_residual"))) + "</tr>";
+  }
+  std::string out = "<div class=\"card\"><h3>Phases</h3>";
+  if (!changes.empty()) out += "<p>Predicted, the peak is " + changes + ".</p>";
+  out +=
+      "<div class=\"table-wrap\"><table class=\"fit-phases compact\"><thead><tr><th>phase</th>"
+      "<th>model</th><th class=\"num\">at size 0</th><th class=\"num\">per unit</th><th "
+      "class=\"num\">residual</th></tr></thead><tbody>" +
+      rows + "</tbody></table></div>";
+  if (hidden > 0) {
+    out += "<p>" + muted(std::to_string(hidden) +
+                         " more phases (forward's ops, backward's nodes) never hold the peak "
+                         "between the smallest measured size and the predicted one.") +
+           "</p>";
+  }
+  return out + "</div>";
+}
+
 }  // namespace
 
 std::string fitSection(const ReadJson& fit) {
@@ -281,9 +382,9 @@ std::string fitSection(const ReadJson& fit) {
                  {"budget", "budget"},
                  {"dashed usable", "budget less the margin"},
                  {"prediction", "largest size predicted to fit"},
-                 {"verify", "verification run"}}) +
+                 {"verify", "verification run (small: sizes searched after a miss)"}}) +
          "</div>";
-  return out + fitPointsCard(fit) + "</section>";
+  return out + fitPhasesCard(fit) + fitPointsCard(fit) + "</section>";
 }
 
 }  // namespace memseal::report::html

@@ -50,9 +50,11 @@ namespace {
 
 // Each document names its schema; one this page was not written for is still shown as far as it
 // reads, with a warning instead of a silent guess.
-std::string schemaWarning(const ReadJson& document, const char* expected) {
+// `older` is an earlier version of the same schema that the section still reads whole (its new
+// fields are optional there), or nullptr.
+std::string schemaWarning(const ReadJson& document, const char* expected, const char* older) {
   std::string schema = textAt(document, "schema");
-  if (schema.empty() || schema == expected) return "";
+  if (schema.empty() || schema == expected || (older != nullptr && schema == older)) return "";
   return "<div class=\"card warning\">This document says it is <code>" + escapeHtml(schema) +
          "</code>; this page reads <code>" + expected +
          "</code>, so parts of it may be missing.</div>";
@@ -139,13 +141,15 @@ RenderedSections renderSections(const nlohmann::json& page) {
     const ReadJson& json;
     const char* key;
     const char* schema;
+    const char* older_schema;
     const char* name;
     std::string (*render)(const ReadJson&);
   };
-  const Document documents[] = {{check, "check", "memseal.check/1", "Leak check", checkSection},
-                                {explain, "explain", "memseal.explain/1", "Peak", explainSection},
-                                {fit, "fit", "memseal.fit/1", "Fit", fitSection},
-                                {merged, "merged", "memseal.merged/1", "Ranks", mergedSection}};
+  const Document documents[] = {
+      {check, "check", "memseal.check/1", nullptr, "Leak check", checkSection},
+      {explain, "explain", "memseal.explain/1", nullptr, "Peak", explainSection},
+      {fit, "fit", "memseal.fit/2", "memseal.fit/1", "Fit", fitSection},
+      {merged, "merged", "memseal.merged/1", nullptr, "Ranks", mergedSection}};
   for (const Document& document : documents) {
     if (document.json.is_null()) continue;
     if (!document.json.is_object()) {
@@ -156,7 +160,7 @@ RenderedSections renderSections(const nlohmann::json& page) {
     std::string schema = textAt(document.json, "schema");
     out.schemas.push_back(schema.empty() ? document.schema : schema);
     out.sections.emplace_back(document.key, document.name);
-    out.body += schemaWarning(document.json, document.schema) + document.render(document.json);
+    out.body += schemaWarning(document.json, document.schema, document.older_schema) + document.render(document.json);
   }
   if (out.sections.empty()) {
     out.body +=

@@ -30,7 +30,7 @@ std::string timelineCard(const ReadJson& check, const std::vector<StepSample>& s
 std::string cudaMemoryHtml(const ReadJson& check);
 std::string checkSection(const ReadJson& check);
 
-// ---- explain (memseal.explain/1) and fit (memseal.fit/1) ----
+// ---- explain (memseal.explain/1) and fit (memseal.fit/2, and /1) ----
 
 std::string explainSection(const ReadJson& explain);
 std::string fitSection(const ReadJson& fit);

@@ -1,0 +1,15 @@
+// The names of a step's phases (explain/phase_meter.h) as reports group and show them. Pure: no
+// libtorch, so the report readers build without it.
+#pragma once
+
+#include <string>
+
+namespace memseal::explain {
+
+// "forward", "backward" or "update": the pass a phase is in.
+std::string coarsePhaseOf(const std::string& phase);
+// A phase for people: "update", "forward", "forward at op 3 (AddmmBackward0)", "backward at node
+// 4 (ReluBackward0)".
+std::string phaseTitle(const std::string& phase);
+
+}  // namespace memseal::explain
