@@ -22,8 +22,8 @@ echo
 echo "=== memseal explain build/release/cases/training_case.so  (what the peak of a training step holds)"
 "$root/build/release/memseal" explain --html "$reports/explain.html" "$root/build/release/cases/training_case.so"
 echo
-echo "=== memseal fit --sizes 512,1024,1536,2048 --budget 256MiB --verify build/release/cases/sized_mlp_case.so"
-"$root/build/release/memseal" fit --sizes 512,1024,1536,2048 --budget 256MiB --verify \
+echo "=== memseal fit --sizes 64,128,192,256 --budget 64MiB --verify build/release/cases/sized_mlp_case.so"
+"$root/build/release/memseal" fit --sizes 64,128,192,256 --budget 64MiB --verify \
   --html "$reports/fit.html" "$root/build/release/cases/sized_mlp_case.so"
 echo
 echo "=== memseal run -- build/release/examples/inference_server --requests 3000 --leak history  (an unmodified server)"

@@ -79,6 +79,19 @@ struct StepPeak {
   std::int64_t end_bytes = 0;       // live when it ended
 };
 
+// A change that would lower this peak, with the bytes it removes from it, read from what the peak
+// holds (not guessed), and what the change costs.
+struct PeakRemedy {
+  // "checkpoint-module", "gradients-to-none", "smaller-optimizer-state",
+  // "lower-precision-activations", "in-place-temporaries", "free-previous-step".
+  std::string kind;
+  std::string target;  // the module, the op, or "" where the remedy is the whole step's
+  std::int64_t bytes = 0;
+  bool upper_bound = false;  // "up to": how much depends on what the estimate cannot see
+  std::string change;        // what to do
+  std::string cost;          // what it costs (recomputation, precision, convergence)
+};
+
 // What was live at the highest peak of the measured steps. Bytes are tracked tensor storage.
 struct MEMSEAL_API PeakReport {
   std::uint32_t steps = 0;
@@ -99,6 +112,7 @@ struct MEMSEAL_API PeakReport {
   bool model_identified = false;      // parameters/gradients were named by the caller
   bool optimizer_identified = false;  // optimizer state was named by the caller
   std::vector<std::string> notes;
+  std::vector<PeakRemedy> remedies;  // what would lower this peak, most bytes first
   std::optional<RankIdentity> rank;  // a distributed job's rank (memseal merge compares peaks)
 
   std::int64_t bytesOf(MemoryRole role) const;

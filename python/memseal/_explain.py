@@ -39,8 +39,8 @@ class PeakReport(_NativeReport):
     """What was live at the highest peak of the measured steps (memseal.explain/1).
 
     peak_bytes, baseline_bytes (live when the step began), end_bytes; roles (role -> bytes);
-    modules, sites, tensors (lists of dicts, largest first); notes. text() for people, to_json()
-    for tools, bytes_of(role)."""
+    modules, sites, tensors (lists of dicts, largest first); notes; remedies (what would lower
+    this peak, in bytes, most first). text() for people, to_json() for tools, bytes_of(role)."""
 
     peak_bytes = property(lambda self: self._data["peak_bytes"])
     baseline_bytes = property(lambda self: self._data["baseline_bytes"])
@@ -51,6 +51,8 @@ class PeakReport(_NativeReport):
     sites = property(lambda self: self._data["sites"])
     tensors = property(lambda self: self._data["tensors"])
     notes = property(lambda self: self._data["notes"])
+    # What would lower this peak: dicts of kind, target, bytes, upper_bound, change, cost.
+    remedies = property(lambda self: self._data.get("remedies", []))
 
     def bytes_of(self, role):
         return self._native.bytes_of(role)

@@ -12,6 +12,7 @@
 #include "analyze/live_view.h"
 #include "analyze/step_peak.h"
 #include "explain/backward_roles.h"
+#include "explain/peak_remedies.h"
 #include "memseal/explain.h"
 #include "track/event_trace.h"
 #include "track/grad_fn_observer.h"
@@ -222,8 +223,21 @@ TensorInfo tensorOf(const analyze::PeakAllocation& allocation, const MeasuredSte
   return TensorInfo{};
 }
 
+// Whether backward accumulated into this gradient's storage before the peak (it held the storage
+// then): the step needed it there, whatever set_to_none does.
+bool accumulatedBeforePeak(const analyze::PeakAllocation& allocation,
+                           const MeasuredStep& measured) {
+  auto found = measured.gradients.find(allocation.data);
+  if (found == measured.gradients.end()) return false;
+  for (std::int64_t at : found->second.at_events) {
+    if (allocation.made_at < at && at <= measured.peak.peak_event) return true;
+  }
+  return false;
+}
+
 void addToPeak(const analyze::PeakAllocation& allocation, const MeasuredStep& measured,
-               SiteNames& names, PeakTotals& totals, PeakReport& report) {
+               SiteNames& names, PeakTotals& totals, PeakReport& report,
+               std::vector<explain::PeakHolding>& holdings) {
   MemoryRole role = roleOf(allocation, measured);
   int role_index = static_cast<int>(role);
   RoleBytes& role_total = report.roles[static_cast<std::size_t>(role_index)];
@@ -244,6 +258,10 @@ void addToPeak(const analyze::PeakAllocation& allocation, const MeasuredStep& me
   module.bytes += allocation.bytes;
   module.count += 1;
   module.role_bytes[role_index] += allocation.bytes;
+  holdings.push_back(
+      {allocation.bytes, role, site.scope, site.op, tensor.dtype, allocation.made_in_step,
+       allocation.freed_in_step, allocation.made_at,
+       role == MemoryRole::kGradients && accumulatedBeforePeak(allocation, measured)});
   if (report.tensors.size() < kMaxListed) {  // live_at_peak is largest first
     report.tensors.push_back(
         {allocation.bytes, role, site.op, site.scope, allocation.step, std::move(tensor)});
@@ -310,10 +328,12 @@ PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options)
   }
   SiteNames names;
   PeakTotals totals;
+  std::vector<explain::PeakHolding> holdings;
   for (const analyze::PeakAllocation& allocation : measured.peak.live_at_peak) {
-    addToPeak(allocation, measured, names, totals, report);
+    addToPeak(allocation, measured, names, totals, report, holdings);
   }
   listSitesAndModules(totals, report);
+  report.remedies = explain::peakRemedies(holdings, report.bytesOf(MemoryRole::kParameters));
   addNotes(measured, options, report);
   return report;
 }

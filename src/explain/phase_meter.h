@@ -59,5 +59,4 @@ class PhaseMeter final : public track::BackwardObserver, public track::GradFnObs
   bool watching_ = true;
 };
 
-
 }  // namespace memseal::explain

@@ -15,6 +15,19 @@ Json optionalInt(const std::optional<std::int64_t>& value) {
   return value ? Json(*value) : Json(nullptr);
 }
 
+Json remediesJson(const std::vector<PeakRemedy>& remedies) {
+  Json list = Json::array();
+  for (const PeakRemedy& remedy : remedies) {
+    list.push_back({{"kind", remedy.kind},
+                    {"target", remedy.target},
+                    {"bytes", remedy.bytes},
+                    {"upper_bound", remedy.upper_bound},
+                    {"change", remedy.change},
+                    {"cost", remedy.cost}});
+  }
+  return list;
+}
+
 }  // namespace
 
 std::string PeakReport::toJson() const {
@@ -88,6 +101,7 @@ std::string PeakReport::toJson() const {
   json["step_peaks"] = peaks;
   json["identified"] = {{"model", model_identified}, {"optimizer", optimizer_identified}};
   json["notes"] = notes;
+  json["remedies"] = remediesJson(remedies);
   return json.dump(2) + "\n";
 }
 

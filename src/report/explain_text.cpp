@@ -83,6 +83,17 @@ std::string PeakReport::toText() const {
           << report::tensorText(tensor.tensor) << "  (" << tensor.op << ")\n";
     }
   }
+  if (!remedies.empty()) {
+    out << "\nwhat would lower this peak (bytes removed from it; another moment of the step may "
+           "then be its peak)\n";
+    for (const PeakRemedy& remedy : remedies) {
+      std::string bytes = (remedy.upper_bound ? "up to " : "") + bytesText(remedy.bytes);
+      out << "  " << padded(bytes, 17) << remedy.kind
+          << (remedy.target.empty() ? "" : " " + remedy.target) << "\n"
+          << "      " << report::wrap(remedy.change + "; cost: " + remedy.cost, 88, "      ")
+          << "\n";
+    }
+  }
   for (const std::string& note : notes) {
     out << "note: " << report::wrap(note, 94, "      ") << "\n";
   }

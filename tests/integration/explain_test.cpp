@@ -179,6 +179,70 @@ TEST(ExplainPeak, JsonCarriesSchemaAndSixRoles) {
   EXPECT_NE(report.toText().find("activations"), std::string::npos);
 }
 
+// ---- what would lower the peak ----
+
+// Three blocks in regions, SGD: the peak is where backward begins, with every activation saved and
+// (unless set to None) last step's zeroed gradients live.
+memseal::PeakReport explainBlocks(bool set_to_none) {
+  torch::manual_seed(0);
+  torch::nn::Sequential blocks[3] = {mlp(2, 1024, 256), mlp(2, 1024, 1024), mlp(2, 256, 1024)};
+  std::vector<torch::Tensor> parameters;
+  for (auto& block : blocks) {
+    for (const auto& parameter : block->parameters()) parameters.push_back(parameter);
+  }
+  torch::optim::SGD optimizer(parameters, 0.01);
+  torch::Tensor inputs = torch::randn({4096, 256});
+  auto step = [&](int) {
+    optimizer.zero_grad(set_to_none);
+    torch::Tensor x;
+    {
+      MEMSEAL_REGION("net/a");
+      x = blocks[0]->forward(inputs);
+    }
+    {
+      MEMSEAL_REGION("net/b");
+      x = blocks[1]->forward(x);
+    }
+    {
+      MEMSEAL_REGION("net/c");
+      x = blocks[2]->forward(x);
+    }
+    x.pow(2).mean().backward();
+    optimizer.step();
+  };
+  memseal::ExplainOptions options;
+  options.steps = 4;
+  options.warmup = 2;
+  options.roles = [&] { return memseal::RoleTensors{parameters, {}, {}}; };
+  return memseal::explainPeak(step, options);
+}
+
+const memseal::PeakRemedy* remedyOf(const memseal::PeakReport& report, const std::string& kind,
+                                    const std::string& target = "") {
+  for (const memseal::PeakRemedy& remedy : report.remedies) {
+    if (remedy.kind == kind && remedy.target == target) return &remedy;
+  }
+  return nullptr;
+}
+
+TEST(ExplainPeak, GradientsSetToNoneRemoveWhatTheRemedySays) {
+  memseal::PeakReport kept = explainBlocks(/*set_to_none=*/false);
+  const memseal::PeakRemedy* to_none = remedyOf(kept, "gradients-to-none");
+  ASSERT_NE(to_none, nullptr) << kept.toText();
+  memseal::PeakReport freed = explainBlocks(/*set_to_none=*/true);
+  double removed = static_cast<double>(kept.peak_bytes - freed.peak_bytes);
+  EXPECT_LE(std::abs(removed - static_cast<double>(to_none->bytes)), 0.10 * to_none->bytes)
+      << kept.toText() << freed.toText();
+  EXPECT_EQ(remedyOf(freed, "gradients-to-none"), nullptr) << freed.toText();
+  // Checkpointing is offered per region; the whole model ("net") is not.
+  EXPECT_NE(remedyOf(kept, "checkpoint-module", "net/b"), nullptr) << kept.toText();
+  EXPECT_EQ(remedyOf(kept, "checkpoint-module", "net"), nullptr);
+  for (std::size_t i = 1; i < kept.remedies.size(); ++i) {
+    EXPECT_GE(kept.remedies[i - 1].bytes, kept.remedies[i].bytes);
+  }
+  EXPECT_NE(kept.toJson().find("\"remedies\""), std::string::npos);
+}
+
 // ---- capacity ----
 
 // Narrow layers: activations, linear in the batch, dominate the peak at every size measured.

@@ -87,6 +87,61 @@ def test_explain_rejects_bad_arguments():
         memseal.explain(lambda i: None, stacks="sometimes")
 
 
+class _Blocks(torch.nn.Module):
+    """Four blocks and a head; `checkpointed` is the block whose forward is recomputed in
+    backward."""
+
+    def __init__(self, checkpointed=None):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 256), torch.nn.ReLU()) for _ in range(4))
+        self.head = torch.nn.Linear(256, 10)
+        self.checkpointed = checkpointed
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        for index, block in enumerate(self.blocks):
+            x = checkpoint(block, x, use_reentrant=False) if index == self.checkpointed else block(x)
+        return self.head(x)
+
+
+def _explain_blocks(checkpointed=None, set_to_none=True):
+    torch.manual_seed(0)
+    model = _Blocks(checkpointed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    inputs, targets = torch.randn(512, 256), torch.randint(0, 10, (512,))
+
+    def step(i):
+        optimizer.zero_grad(set_to_none=set_to_none)
+        torch.nn.functional.cross_entropy(model(inputs), targets).backward()
+        optimizer.step()
+
+    return memseal.explain(step, steps=4, warmup=2, model=model, optimizer=optimizer)
+
+
+def test_what_would_lower_the_peak_is_what_applying_the_change_removes():
+    before = _explain_blocks(set_to_none=False)
+    remedies = {(r["kind"], r["target"]): r for r in before.remedies}
+    assert [r["bytes"] for r in before.remedies] == sorted(
+        (r["bytes"] for r in before.remedies), reverse=True)
+    # Last step's gradients, kept (zeroed) through the forward, are at the peak.
+    to_none = remedies[("gradients-to-none", "")]["bytes"]
+    after = _explain_blocks(set_to_none=True)
+    assert abs((before.peak_bytes - after.peak_bytes) - to_none) <= 0.10 * to_none, (
+        before.peak_bytes, after.peak_bytes, to_none)
+    # The second block's activations, checkpointed: its path is the model's class, then the
+    # block's name.
+    checkpoint = remedies[("checkpoint-module", "_Blocks/1")]["bytes"]
+    after = _explain_blocks(checkpointed=1, set_to_none=False)
+    assert abs((before.peak_bytes - after.peak_bytes) - checkpoint) <= 0.10 * checkpoint, (
+        before.peak_bytes, after.peak_bytes, checkpoint)
+    assert remedies[("lower-precision-activations", "")]["upper_bound"]
+    text = before.text()
+    assert "what would lower this peak" in text and "torch.utils.checkpoint" in text
+
+
 def test_fit_predicts_a_linear_peak_beyond_the_measured_sizes():
     torch.manual_seed(0)
     model = mlp(3, 64, 64)

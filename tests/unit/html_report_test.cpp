@@ -227,69 +227,82 @@ Json explainDocument() {
                           {"baseline_bytes", static_cast<std::int64_t>(baseline)},
                           {"end_bytes", static_cast<std::int64_t>(baseline)}});
   }
-  return {{"schema", "memseal.explain/1"},
-          {"steps", 8},
-          {"warmup", 3},
-          {"peak_step", 6},
-          {"peak_bytes", static_cast<std::int64_t>(peak)},
-          {"baseline_bytes", static_cast<std::int64_t>(baseline)},
-          {"end_bytes", static_cast<std::int64_t>(baseline)},
-          {"peak_live_count", 214},
-          {"events_in_step", 241},
-          {"peak_event", 150},
-          {"roles", Json::array({role("parameters", 4, 8), role("gradients", 4, 8),
-                                 role("optimizer_state", 8, 16), role("activations", 12, 36),
-                                 role("temporaries", 1, 4), role("other", 0.1, 2)})},
-          {"modules",
-           Json::array(
-               {{{"module", "encoder.0"},
-                 {"bytes", static_cast<std::int64_t>(14 * kMiB)},
-                 {"count", 40},
-                 {"roles",
-                  {{"parameters", 2 * kMiB},
-                   {"gradients", 2 * kMiB},
-                   {"optimizer_state", 4 * kMiB},
-                   {"activations", 6 * kMiB}}}},
-                {{"module", "encoder.1"},
-                 {"bytes", static_cast<std::int64_t>(12 * kMiB)},
-                 {"count", 28},
-                 {"roles",
-                  {{"parameters", 2 * kMiB},
-                   {"gradients", 2 * kMiB},
-                   {"optimizer_state", 4 * kMiB},
-                   {"activations", 4 * kMiB}}}},
-                {{"module", ""},
-                 {"bytes", static_cast<std::int64_t>(3.1 * kMiB)},
-                 {"count", 6},
-                 {"roles",
-                  {{"activations", 2 * kMiB}, {"temporaries", kMiB}, {"other", 0.1 * kMiB}}}}})},
-          {"sites", Json::array({site("aten::addmm", "aten::linear", "encoder.0", "activations", 6,
-                                      12, {64, 1024}, "AddmmBackward0"),
-                                 site("aten::zeros_like", "aten::zeros_like", "optimizer",
-                                      "optimizer_state", 8, 16, {1024, 1024}, nullptr),
-                                 site("aten::relu", "aten::relu", "encoder.1", "activations", 4, 12,
-                                      {64, 1024}, "ReluBackward0")})},
-          {"tensors", Json::array({{{"bytes", static_cast<std::int64_t>(4 * kMiB)},
-                                    {"role", "optimizer_state"},
-                                    {"op", "aten::zeros_like"},
-                                    {"scope", "optimizer"},
-                                    {"step", 3},
-                                    {"tensor", {{"shape", {1024, 1024}}, {"dtype", "Float"}}}},
-                                   {{"bytes", static_cast<std::int64_t>(kMiB)},
-                                    {"role", "activations"},
-                                    {"op", "aten::addmm"},
-                                    {"scope", "encoder.0"},
-                                    {"step", 6},
-                                    {"tensor",
-                                     {{"shape", {256, 1024}},
-                                      {"dtype", "Float"},
-                                      {"requires_grad", true},
-                                      {"is_leaf", false},
-                                      {"grad_fn", "AddmmBackward0"}}}}})},
-          {"timeline", timeline},
-          {"step_peaks", step_peaks},
-          {"identified", {{"model", true}, {"optimizer", true}}},
-          {"notes", Json::array({"module paths come from `MEMSEAL_REGION` names"})}};
+  return {
+      {"schema", "memseal.explain/1"},
+      {"steps", 8},
+      {"warmup", 3},
+      {"peak_step", 6},
+      {"peak_bytes", static_cast<std::int64_t>(peak)},
+      {"baseline_bytes", static_cast<std::int64_t>(baseline)},
+      {"end_bytes", static_cast<std::int64_t>(baseline)},
+      {"peak_live_count", 214},
+      {"events_in_step", 241},
+      {"peak_event", 150},
+      {"roles", Json::array({role("parameters", 4, 8), role("gradients", 4, 8),
+                             role("optimizer_state", 8, 16), role("activations", 12, 36),
+                             role("temporaries", 1, 4), role("other", 0.1, 2)})},
+      {"modules",
+       Json::array(
+           {{{"module", "encoder.0"},
+             {"bytes", static_cast<std::int64_t>(14 * kMiB)},
+             {"count", 40},
+             {"roles",
+              {{"parameters", 2 * kMiB},
+               {"gradients", 2 * kMiB},
+               {"optimizer_state", 4 * kMiB},
+               {"activations", 6 * kMiB}}}},
+            {{"module", "encoder.1"},
+             {"bytes", static_cast<std::int64_t>(12 * kMiB)},
+             {"count", 28},
+             {"roles",
+              {{"parameters", 2 * kMiB},
+               {"gradients", 2 * kMiB},
+               {"optimizer_state", 4 * kMiB},
+               {"activations", 4 * kMiB}}}},
+            {{"module", ""},
+             {"bytes", static_cast<std::int64_t>(3.1 * kMiB)},
+             {"count", 6},
+             {"roles",
+              {{"activations", 2 * kMiB}, {"temporaries", kMiB}, {"other", 0.1 * kMiB}}}}})},
+      {"sites", Json::array({site("aten::addmm", "aten::linear", "encoder.0", "activations", 6, 12,
+                                  {64, 1024}, "AddmmBackward0"),
+                             site("aten::zeros_like", "aten::zeros_like", "optimizer",
+                                  "optimizer_state", 8, 16, {1024, 1024}, nullptr),
+                             site("aten::relu", "aten::relu", "encoder.1", "activations", 4, 12,
+                                  {64, 1024}, "ReluBackward0")})},
+      {"tensors", Json::array({{{"bytes", static_cast<std::int64_t>(4 * kMiB)},
+                                {"role", "optimizer_state"},
+                                {"op", "aten::zeros_like"},
+                                {"scope", "optimizer"},
+                                {"step", 3},
+                                {"tensor", {{"shape", {1024, 1024}}, {"dtype", "Float"}}}},
+                               {{"bytes", static_cast<std::int64_t>(kMiB)},
+                                {"role", "activations"},
+                                {"op", "aten::addmm"},
+                                {"scope", "encoder.0"},
+                                {"step", 6},
+                                {"tensor",
+                                 {{"shape", {256, 1024}},
+                                  {"dtype", "Float"},
+                                  {"requires_grad", true},
+                                  {"is_leaf", false},
+                                  {"grad_fn", "AddmmBackward0"}}}}})},
+      {"timeline", timeline},
+      {"step_peaks", step_peaks},
+      {"identified", {{"model", true}, {"optimizer", true}}},
+      {"notes", Json::array({"module paths come from `MEMSEAL_REGION` names"})},
+      {"remedies", Json::array({{{"kind", "checkpoint-module"},
+                                 {"target", "Net/encoder"},
+                                 {"bytes", static_cast<std::int64_t>(4 * kMiB)},
+                                 {"upper_bound", false},
+                                 {"change", "wrap Net/encoder's forward in torch.utils.checkpoint"},
+                                 {"cost", "its forward runs again in backward"}},
+                                {{"kind", "lower-precision-activations"},
+                                 {"target", ""},
+                                 {"bytes", static_cast<std::int64_t>(2 * kMiB)},
+                                 {"upper_bound", true},
+                                 {"change", "run the forward under `torch.autocast`"},
+                                 {"cost", "precision"}}})}};
 }
 
 Json fitDocument() {
@@ -463,15 +476,26 @@ Json phasedFitDocument() {
   Json fit = fitDocument();
   fit["schema"] = "memseal.fit/2";
   fit["model"] = "phases";
-  fit["phases"] = Json::array(
-      {{{"phase", "forward:0:AddmmBackward0"}, {"model", "linear"}, {"c0", 0.0}, {"c1", 1000.0},
-        {"c2", 0.0}, {"max_relative_residual", 0.0}},
-       {{"phase", "backward:3:ReluBackward0"}, {"model", "linear"}, {"c0", 1.0e6},
-        {"c1", 2.0 * kMiB}, {"c2", 0.0}, {"max_relative_residual", 0.01}},
-       {{"phase", "update"}, {"model", "linear"}, {"c0", 30.0 * kMiB}, {"c1", 0.0}, {"c2", 0.0},
-        {"max_relative_residual", 0.0}}});
-  fit["phase_changes"] = Json::array({{{"size", 8}, {"phase", "update"}},
-                                      {{"size", 15}, {"phase", "backward:3:ReluBackward0"}}});
+  fit["phases"] = Json::array({{{"phase", "forward:0:AddmmBackward0"},
+                                {"model", "linear"},
+                                {"c0", 0.0},
+                                {"c1", 1000.0},
+                                {"c2", 0.0},
+                                {"max_relative_residual", 0.0}},
+                               {{"phase", "backward:3:ReluBackward0"},
+                                {"model", "linear"},
+                                {"c0", 1.0e6},
+                                {"c1", 2.0 * kMiB},
+                                {"c2", 0.0},
+                                {"max_relative_residual", 0.01}},
+                               {{"phase", "update"},
+                                {"model", "linear"},
+                                {"c0", 30.0 * kMiB},
+                                {"c1", 0.0},
+                                {"c2", 0.0},
+                                {"max_relative_residual", 0.0}}});
+  fit["phase_changes"] = Json::array(
+      {{{"size", 8}, {"phase", "update"}}, {{"size", 15}, {"phase", "backward:3:ReluBackward0"}}});
   fit["limiting_phase"] = "backward:3:ReluBackward0";
   fit["largest_size"] = 210;
   fit["largest_size_measured"] = true;
@@ -484,6 +508,18 @@ Json phasedFitDocument() {
        {{"size", 220}, {"peak_bytes", static_cast<std::int64_t>(470 * kMiB)}, {"fits", false}},
        {{"size", 210}, {"peak_bytes", static_cast<std::int64_t>(440 * kMiB)}, {"fits", true}}});
   return fit;
+}
+
+TEST(HtmlReport, WhatWouldLowerThePeakIsATableOfChangesAndBytes) {
+  std::string html = renderHtmlReport({{"explain", explainDocument()}}, "peak");
+  EXPECT_NE(html.find("<h3>What would lower this peak</h3>"), std::string::npos);
+  EXPECT_NE(html.find("<code>Net/encoder</code>"), std::string::npos);
+  EXPECT_NE(html.find("up to 2.0 MiB"), std::string::npos);
+  EXPECT_NE(html.find("<code>torch.autocast</code>"), std::string::npos);
+  Json without = explainDocument();
+  without.erase("remedies");
+  EXPECT_EQ(renderHtmlReport({{"explain", without}}, "peak").find("What would lower"),
+            std::string::npos);
 }
 
 TEST(HtmlReport, FitPhasesAndTheSearchAreShown) {
@@ -853,9 +889,9 @@ TEST(HtmlReport, Sha256MatchesKnownDigests) {
   EXPECT_EQ(sha256Base64("abc"), "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
 }
 
-// The Content-Security-Policy lets only the page's own script run, named by its hash, which the build
-// computes from src/report/html/report.js: a hash that missed an edit would block the script in
-// the browser (and the page would never say it is ready).
+// The Content-Security-Policy lets only the page's own script run, named by its hash, which the
+// build computes from src/report/html/report.js: a hash that missed an edit would block the script
+// in the browser (and the page would never say it is ready).
 TEST(HtmlReport, ScriptHashMatchesScript) {
   std::string html = renderHtmlReport(Json::object(), "x");
   std::size_t open = html.find("<script>");

@@ -256,6 +256,27 @@ std::string stepPeaksTable(const ReadJson& explain) {
 
 }  // namespace
 
+// What would lower this peak, most bytes first: the change, the bytes it removes, its cost.
+std::string remediesTable(const ReadJson& explain, double peak_total) {
+  std::string rows;
+  for (const ReadJson& remedy : arrayAt(explain, "remedies")) {
+    std::optional<double> bytes = numberAt(remedy, "bytes");
+    bool upper_bound = flagAt(remedy, "upper_bound").value_or(false);
+    std::string target = textAt(remedy, "target");
+    rows += "<tr><td><strong>" + escapeHtml(textAt(remedy, "kind")) + "</strong>" +
+            (target.empty() ? "" : " <code>" + escapeHtml(target) + "</code>") + "<br>" +
+            richText(textAt(remedy, "change")) + "</td>" +
+            numCell((upper_bound ? "up to " : "") + bytesText(bytes)) +
+            numCell(bytes && peak_total > 0 ? ratioPercentText(*bytes / peak_total) : kDash) +
+            "<td>" + richText(textAt(remedy, "cost")) + "</td></tr>";
+  }
+  if (rows.empty()) return "";
+  return "<div class=\"card\"><h3>What would lower this peak</h3><div class=\"table-wrap\">"
+         "<table class=\"remedies\"><thead><tr><th>change</th><th class=\"num\">removes</th>"
+         "<th class=\"num\">of the peak</th><th>cost</th></tr></thead><tbody>" +
+         rows + "</tbody></table></div></div>";
+}
+
 std::string explainSection(const ReadJson& explain) {
   std::optional<double> peak = numberAt(explain, "peak_bytes");
   std::optional<double> baseline = numberAt(explain, "baseline_bytes");
@@ -292,6 +313,7 @@ std::string explainSection(const ReadJson& explain) {
                  {"peak", "the peak"}}) +
          "</div>";
   double peak_total = peak.value_or(0);
+  out += remediesTable(explain, peak_total);
   out += modulesTable(explain, peak_total);
   out += sitesTable(explain, peak_total);
   out += tensorsTable(explain);

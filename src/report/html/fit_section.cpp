@@ -331,8 +331,7 @@ std::string fitPhasesCard(const ReadJson& fit) {
   for (const ReadJson& change : arrayAt(fit, "phase_changes")) {
     std::string phase = textAt(change, "phase");
     limiting.push_back(phase);
-    changes += std::string(changes.empty() ? "in " : ", then in ") +
-               escapeHtml(phaseTitle(phase)) +
+    changes += std::string(changes.empty() ? "in " : ", then in ") + escapeHtml(phaseTitle(phase)) +
                (changes.empty() ? " at size " : " from size ") +
                countText(numberAt(change, "size"));
   }
@@ -347,8 +346,8 @@ std::string fitPhasesCard(const ReadJson& fit) {
       continue;
     }
     rows += "<tr><td>" + escapeHtml(phaseTitle(name)) + "</td><td>" +
-            escapeHtml(textAt(phase, "model")) + "</td>" + numCell(bytesText(numberAt(phase, "c0"))) +
-            numCell(bytesText(numberAt(phase, "c1"))) +
+            escapeHtml(textAt(phase, "model")) + "</td>" +
+            numCell(bytesText(numberAt(phase, "c0"))) + numCell(bytesText(numberAt(phase, "c1"))) +
             numCell(ratioPercentText(numberAt(phase, "max_relative_residual"))) + "</tr>";
   }
   std::string out = "<div class=\"card\"><h3>Phases</h3>";
@@ -359,9 +358,10 @@ std::string fitPhasesCard(const ReadJson& fit) {
       "class=\"num\">residual</th></tr></thead><tbody>" +
       rows + "</tbody></table></div>";
   if (hidden > 0) {
-    out += "<p>" + muted(std::to_string(hidden) +
-                         " more phases (forward's ops, backward's nodes) never hold the peak "
-                         "between the smallest measured size and the predicted one.") +
+    out += "<p>" +
+           muted(std::to_string(hidden) +
+                 " more phases (forward's ops, backward's nodes) never hold the peak "
+                 "between the smallest measured size and the predicted one.") +
            "</p>";
   }
   return out + "</div>";

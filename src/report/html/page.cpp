@@ -160,7 +160,8 @@ RenderedSections renderSections(const nlohmann::json& page) {
     std::string schema = textAt(document.json, "schema");
     out.schemas.push_back(schema.empty() ? document.schema : schema);
     out.sections.emplace_back(document.key, document.name);
-    out.body += schemaWarning(document.json, document.schema, document.older_schema) + document.render(document.json);
+    out.body += schemaWarning(document.json, document.schema, document.older_schema) +
+                document.render(document.json);
   }
   if (out.sections.empty()) {
     out.body +=
