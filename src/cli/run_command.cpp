@@ -15,8 +15,10 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -318,6 +320,18 @@ bool copyMemoryViz(const std::string& session, long pid, const std::string& path
   return true;
 }
 
+// How long ago `path` was written, for people ("3.2 s").
+std::string ageOf(const std::string& path) {
+  std::error_code error;
+  auto written = std::filesystem::last_write_time(path, error);
+  if (error) return "some time";
+  auto age = std::filesystem::file_time_type::clock::now() - written;
+  double seconds = std::chrono::duration<double>(age).count();
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", std::max(0.0, seconds));
+  return text;
+}
+
 // The ranks of a distributed job among the traced processes (a rank's forked workers are not),
 // with their reports.
 std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& processes,
@@ -325,9 +339,13 @@ std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& process
   std::vector<RankProcess> ranks;
   for (const TracedProcess& process : processes) {
     if (!process.rank || process.kind == "fork") continue;
-    ranks.push_back(
-        {process.pid, *process.rank,
-         readFile(session + "/" + std::to_string(process.pid) + inject::kReportSuffix)});
+    std::string base = session + "/" + std::to_string(process.pid);
+    RankProcess rank{process.pid, *process.rank, readFile(base + inject::kReportSuffix), ""};
+    if (rank.report_json.empty()) {
+      rank.report_json = readFile(base + inject::kInterimReportSuffix);
+      if (!rank.report_json.empty()) rank.interim_age = ageOf(base + inject::kInterimReportSuffix);
+    }
+    ranks.push_back(std::move(rank));
   }
   return ranks;
 }
@@ -353,12 +371,17 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
       text << "\nmemseal run: child pid " << process.pid << " of " << process.ppid << " ("
            << (process.kind == "fork" ? "forked" : "exec'd") << "): " << process.program << "\n";
     }
-    std::string json =
-        readFile(session + "/" + std::to_string(process.pid) + inject::kReportSuffix);
+    std::string base = session + "/" + std::to_string(process.pid);
+    std::string json = readFile(base + inject::kReportSuffix);
+    std::optional<std::string> interim_age;
+    if (json.empty()) {
+      json = readFile(base + inject::kInterimReportSuffix);
+      if (!json.empty()) interim_age = ageOf(base + inject::kInterimReportSuffix);
+    }
     if (json.empty()) {
       text << "memseal run: pid " << process.pid
            << " ended before memseal could write its report (killed by SIGKILL, or ended by "
-              "_exit before its first time window)\n";
+              "_exit, before its first step boundary and time window)\n";
       continue;
     }
     LeakReport report;
@@ -368,6 +391,14 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
       text << "memseal run: the report of pid " << process.pid
            << " cannot be read: " << error.what() << "\n";
       continue;
+    }
+    if (interim_age) {
+      std::string said = "memseal run: pid " + std::to_string(process.pid) +
+                         " ended before its final report (a crash, a kill or _exit): this is "
+                         "its latest report, taken while it ran, " +
+                         *interim_age + " before memseal read it";
+      text << said << "\n";
+      report.notes.push_back(said);
     }
     if (root && !ranks.empty() && report.steps == 0 && !report.leak) {
       text << "memseal run: the job's launcher; it ran no steps of its own\n";
@@ -384,7 +415,11 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
     std::string html_path = own_paths || output.html_path.empty()
                                 ? output.html_path
                                 : childPath(output.html_path, process.pid);
-    if (!json_path.empty()) outputs_ok = writeOutput("run", json_path, json) && outputs_ok;
+    // The runtime's own JSON as it wrote it, unless memseal added to it (an interim report's note).
+    if (!json_path.empty()) {
+      outputs_ok =
+          writeOutput("run", json_path, interim_age ? report.toJson() : json) && outputs_ok;
+    }
     if (!options.memory_viz_path.empty() && process.kind != "fork") {
       outputs_ok = copyMemoryViz(session, process.pid,
                                  root ? options.memory_viz_path

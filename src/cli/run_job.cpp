@@ -27,6 +27,13 @@ std::vector<RankReport> readRanks(const std::vector<RankProcess>& ranks) {
     } else {
       try {
         rank.report = LeakReport::fromJson(process.report_json);
+        if (!process.interim_age.empty()) {
+          rank.report->notes.push_back(
+              "memseal run: pid " + std::to_string(process.pid) +
+              " ended before its final report (a crash, a kill or _exit): this is its latest "
+              "report, taken while it ran, " +
+              process.interim_age + " before memseal read it");
+        }
       } catch (const std::exception& error) {
         rank.missing_reason = "its report cannot be read: " + std::string(error.what());
       }

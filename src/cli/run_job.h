@@ -17,6 +17,9 @@ struct RankProcess {
   long pid = 0;
   RankIdentity identity;
   std::string report_json;
+  // Set where report_json is the latest report taken while the rank ran (it ended before its
+  // final one): how long before memseal read it, "3.2 s".
+  std::string interim_age;
 };
 
 // The folder a job's reports go to when the user named none: memseal-RUN_ID in the current folder,

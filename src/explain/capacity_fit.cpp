@@ -143,20 +143,6 @@ std::vector<std::string> commonPhases(const std::vector<FitPoint>& points) {
   return names;
 }
 
-// Backward's node phases merged into one "backward" phase, each at its highest.
-std::vector<PhasePeak> coarsePhases(const std::vector<PhasePeak>& phases) {
-  std::vector<PhasePeak> coarse;
-  for (const PhasePeak& phase : phases) {
-    std::string name = explain::coarsePhaseOf(phase.phase);
-    if (!coarse.empty() && coarse.back().phase == name) {
-      coarse.back().peak_bytes = std::max(coarse.back().peak_bytes, phase.peak_bytes);
-    } else {
-      coarse.push_back({name, phase.peak_bytes});
-    }
-  }
-  return coarse;
-}
-
 // Each phase's model, in the points' phase order; empty when they do not share their phases.
 std::vector<PhaseModel> phaseModels(const std::vector<FitPoint>& points, double tolerance) {
   std::vector<std::string> names = commonPhases(points);
@@ -199,7 +185,7 @@ void fitPhases(FitReport& report, double tolerance) {
   std::vector<PhaseModel> models = phaseModels(report.points, tolerance);
   if (!allDescribed(models)) {
     std::vector<FitPoint> coarse = report.points;
-    for (FitPoint& point : coarse) point.phases = coarsePhases(point.phases);
+    for (FitPoint& point : coarse) point.phases = explain::coarsePhases(point.phases);
     std::vector<PhaseModel> coarse_models = phaseModels(coarse, tolerance);
     if (!coarse_models.empty() && (models.empty() || allDescribed(coarse_models))) {
       report.points = std::move(coarse);

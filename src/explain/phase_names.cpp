@@ -1,5 +1,7 @@
 #include "explain/phase_names.h"
 
+#include <algorithm>
+
 namespace memseal::explain {
 
 std::string coarsePhaseOf(const std::string& phase) {
@@ -17,6 +19,19 @@ std::string phaseTitle(const std::string& phase) {
   if (second == std::string::npos) return phase;
   return pass + (pass == "forward" ? " at op " : " at node ") +
          phase.substr(first + 1, second - first - 1) + " (" + phase.substr(second + 1) + ")";
+}
+
+std::vector<PhasePeak> coarsePhases(const std::vector<PhasePeak>& phases) {
+  std::vector<PhasePeak> coarse;
+  for (const PhasePeak& phase : phases) {
+    std::string name = coarsePhaseOf(phase.phase);
+    if (!coarse.empty() && coarse.back().phase == name) {
+      coarse.back().peak_bytes = std::max(coarse.back().peak_bytes, phase.peak_bytes);
+    } else {
+      coarse.push_back({name, phase.peak_bytes});
+    }
+  }
+  return coarse;
 }
 
 }  // namespace memseal::explain

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "memseal/fit.h"
 
 namespace memseal::explain {
 
@@ -11,5 +14,8 @@ std::string coarsePhaseOf(const std::string& phase);
 // A phase for people: "update", "forward", "forward at op 3 (AddmmBackward0)", "backward at node
 // 4 (ReluBackward0)".
 std::string phaseTitle(const std::string& phase);
+// Forward's ops and backward's nodes merged into one "forward" and one "backward", each at its
+// highest; the order kept.
+std::vector<PhasePeak> coarsePhases(const std::vector<PhasePeak>& phases);
 
 }  // namespace memseal::explain

@@ -27,7 +27,12 @@ constexpr const char* kEnvMemoryVizEvents = "MEMSEAL_RUN_MEMORY_VIZ_EVENTS";
 // every time window (they may end in _exit, which runs no exit handler).
 // With kEnvMemoryVizEvents, a process with a detector (not a forked child) also writes
 // "PID.memory_viz.pickle" (torch.cuda.memory._snapshot()'s format) with its final report.
+// While the program runs, the root and each exec'd process also keep "PID.interim.json": its latest
+// report taken at a step boundary (at most one write a second), so a program that crashes, is
+// killed or ends in _exit, which write no final report, still leaves its latest. Every file is
+// written to a temporary name and renamed: complete or absent, never truncated.
 constexpr const char* kStatusSuffix = ".status";
+constexpr const char* kInterimReportSuffix = ".interim.json";
 constexpr const char* kReportSuffix = ".json";
 constexpr const char* kMemoryVizSuffix = ".memory_viz.pickle";
 

@@ -96,6 +96,7 @@ struct Runtime {
   std::chrono::steady_clock::time_point snapshot_time{};
   std::chrono::steady_clock::time_point next_snapshot{};
   std::uint64_t snapshot_steps = 0;
+  std::chrono::steady_clock::time_point next_interim_write{};
   std::int64_t peak_snapshot_live = 0;  // tracked tensor bytes, the most at any snapshot
   bool snapshotting = false;
 };
@@ -152,6 +153,8 @@ LeakReport currentReport(Runtime& runtime) {
 
 enum class SnapshotWhen { kAfterThePause, kNow };
 
+constexpr std::chrono::seconds kInterimReportEvery{1};
+
 // A report to fall back on at exit, when main() has returned (or Python has finalised) and what
 // the loop kept is freed. Every so often, right after a step ends: the pause grows with what a
 // report costs (a twentieth of the time spent in reports at most). Taken on the thread that ended
@@ -184,6 +187,13 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   runtime.snapshot = std::move(report);
   runtime.snapshot_time = done;
   runtime.snapshot_steps = steps;
+  // Streamed to the launcher, so a crash or a kill still leaves the latest report.
+  if (done >= runtime.next_interim_write) {
+    runtime.next_interim_write = done + kInterimReportEvery;
+    writeFileWhole(
+        runtime.config.directory + "/" + std::to_string(runtime.pid) + kInterimReportSuffix,
+        runtime.snapshot->toJson());
+  }
 }
 
 void snapshotAfterStep(Runtime& runtime) { takeSnapshot(runtime, SnapshotWhen::kAfterThePause); }

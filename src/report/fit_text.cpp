@@ -27,20 +27,6 @@ std::string modelText(const std::string& model, double c0, double c1, double c2)
   return text;
 }
 
-// The phases as people read them: backward's node phases at their highest, as one.
-std::vector<PhasePeak> coarse(const std::vector<PhasePeak>& phases) {
-  std::vector<PhasePeak> out;
-  for (const PhasePeak& phase : phases) {
-    std::string name = explain::coarsePhaseOf(phase.phase);
-    if (!out.empty() && out.back().phase == name) {
-      out.back().peak_bytes = std::max(out.back().peak_bytes, phase.peak_bytes);
-    } else {
-      out.push_back({name, phase.peak_bytes});
-    }
-  }
-  return out;
-}
-
 // A phase's model is shown when it is a whole pass, or when it holds the peak somewhere between
 // the smallest measured size and the predicted one.
 bool shownPhase(const FitReport& report, const PhaseModel& phase) {
@@ -61,7 +47,7 @@ void writePoints(std::ostringstream& out, const FitReport& report) {
       out << "  (model " << roundedBytes(*fitted) << ")";
     }
     const char* separator = "  ";
-    for (const PhasePeak& phase : coarse(point.phases)) {
+    for (const PhasePeak& phase : explain::coarsePhases(point.phases)) {
       out << separator << phase.phase << " " << bytesText(phase.peak_bytes);
       separator = ", ";
     }

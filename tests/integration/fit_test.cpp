@@ -206,6 +206,15 @@ TEST(FitCapacity, AttentionTrainedOverSequenceLengthIsQuadraticAndPredictedRight
   EXPECT_TRUE(report.verification->within_budget) << report.toText();
 }
 
+// Sizes 32..128 of 4 KiB per unit, an 8 MiB budget, the prediction verified.
+memseal::FitReport verifiedFit(const SizedStep& step) {
+  memseal::FitOptions options;
+  options.sizes = {32, 64, 96, 128};
+  options.budget_bytes = std::int64_t{8} << 20;
+  options.verify = true;
+  return memseal::fitCapacity(step, options);
+}
+
 TEST(FitCapacity, AMissedPredictionIsSearchedAndTheMeasuredSizeReported) {
   // 4 KiB per unit, and past 300 a workspace of 8 MiB that no measured size shows.
   SizedStep step = [](std::int64_t size, int) {
@@ -213,11 +222,7 @@ TEST(FitCapacity, AMissedPredictionIsSearchedAndTheMeasuredSizeReported) {
     torch::Tensor workspace = size > 300 ? torch::empty({2 << 20}) : torch::Tensor();
     (void)activations.sum();
   };
-  memseal::FitOptions options;
-  options.sizes = {32, 64, 96, 128};
-  options.budget_bytes = std::int64_t{8} << 20;
-  options.verify = true;
-  memseal::FitReport report = memseal::fitCapacity(step, options);
+  memseal::FitReport report = verifiedFit(step);
   ASSERT_TRUE(report.predicted_max_size.has_value()) << report.toText();
   EXPECT_GT(*report.predicted_max_size, 1000);
   ASSERT_TRUE(report.verification.has_value());
@@ -239,11 +244,7 @@ TEST(FitCapacity, AMissedPredictionIsSearchedAndTheMeasuredSizeReported) {
 
 TEST(FitCapacity, APredictionThatHoldsIsNotSearched) {
   SizedStep step = [](std::int64_t size, int) { (void)torch::empty({size * 1024}).sum(); };
-  memseal::FitOptions options;
-  options.sizes = {32, 64, 96, 128};
-  options.budget_bytes = std::int64_t{8} << 20;
-  options.verify = true;
-  memseal::FitReport report = memseal::fitCapacity(step, options);
+  memseal::FitReport report = verifiedFit(step);
   ASSERT_TRUE(report.verification.has_value()) << report.toText();
   EXPECT_FALSE(report.verification->missed) << report.toText();
   EXPECT_TRUE(report.verification->searched.empty());
@@ -255,11 +256,7 @@ TEST(FitCapacity, ASizeThatThrowsDuringTheSearchCountsAsNotFitting) {
     if (size > 500) throw std::runtime_error("out of memory (test)");
     (void)torch::empty({size * 1024}).sum();
   };
-  memseal::FitOptions options;
-  options.sizes = {32, 64, 96, 128};
-  options.budget_bytes = std::int64_t{8} << 20;
-  options.verify = true;
-  memseal::FitReport report = memseal::fitCapacity(step, options);
+  memseal::FitReport report = verifiedFit(step);
   ASSERT_TRUE(report.verification.has_value()) << report.toText();
   EXPECT_TRUE(report.verification->missed);
   EXPECT_NE(report.verification->error.find("out of memory (test)"), std::string::npos);

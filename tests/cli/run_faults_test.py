@@ -1,0 +1,143 @@
+"""`memseal run` when the program does not end well: it crashes (SIGSEGV), aborts, ends in _exit,
+is killed with SIGKILL, closes its stdout, or exits while its threads still allocate. Each time the
+program's own exit status passes through, memseal never hangs, and a program that wrote no final
+report still gets its latest one, streamed while it ran, marked as such.
+
+The faulty programs synchronise on memseal itself, not on time: they train a leaking loop until
+their own interim report (MEMSEAL_RUN_DIR/PID.interim.json, written by memseal's runtime) says
+"leak", then fail as asked.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+ARGS = None
+
+PROGRAM = textwrap.dedent('''
+    import ctypes, json, os, signal, sys, threading
+    import torch
+
+    how = sys.argv[1]
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 64)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    interim = os.path.join(os.environ.get("MEMSEAL_RUN_DIR", "/nonexistent"),
+                           f"{os.getpid()}.interim.json")
+    kept = []
+
+    def leaked_yet():
+        try:
+            with open(interim) as source:
+                return json.load(source)["verdict"] == "leak"
+        except (OSError, ValueError, KeyError):
+            return False
+
+    def train_step():
+        loss = model(torch.randn(32, 64)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        kept.append(model(torch.randn(32, 64)))  # the leak: outputs kept, with their graphs
+
+    for step in range(20000):
+        train_step()
+        if step % 20 == 0 and leaked_yet():
+            break
+    else:
+        sys.exit("memseal wrote no interim report that says leak")
+    print("leak reported while running", flush=True)
+    if how == "segv":
+        ctypes.string_at(0)
+    elif how == "abort":
+        os.abort()
+    elif how == "exit":
+        os._exit(7)
+    elif how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif how == "close-stdout":
+        os.close(1)
+        for _ in range(50):
+            train_step()
+    elif how == "threads":
+        # Still allocating as the program exits: Python joins them after main ends. (Daemon
+        # threads inside torch abort at exit with or without memseal.)
+        stop = threading.Event()
+        def allocate_until_stopped():
+            while not stop.is_set():
+                torch.ones(256).sum()
+        for _ in range(2):
+            threading.Thread(target=allocate_until_stopped).start()
+        stop.set()
+        sys.exit(5)
+''')
+
+
+class Faults(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.TemporaryDirectory()
+        cls.program = os.path.join(cls.folder.name, "faulty_training.py")
+        with open(cls.program, "w") as file:
+            file.write(PROGRAM)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folder.cleanup()
+
+    def run_faulty(self, how, *options):
+        result = subprocess.run([ARGS.memseal, "run", *options, "--", ARGS.python, self.program,
+                                 how], capture_output=True, text=True, timeout=600)
+        self.assertNotIn("memseal wrote no interim report", result.stderr)
+        return result
+
+    def assert_latest_report_given(self, result):
+        self.assertIn("ended before its final report (a crash, a kill or _exit): this is its "
+                      "latest report", result.stderr)
+        self.assertIn("LEAK", result.stderr)
+
+    def test_a_crash_passes_its_signal_through_and_leaves_the_latest_report(self):
+        for how, number in (("segv", signal.SIGSEGV), ("abort", signal.SIGABRT),
+                            ("kill", signal.SIGKILL)):
+            with self.subTest(how=how):
+                result = self.run_faulty(how)
+                self.assertEqual(result.returncode, -number, result.stderr)
+                self.assertIn(f"killed by signal {int(number)}", result.stderr)
+                self.assert_latest_report_given(result)
+
+    def test_underscore_exit_passes_its_status_and_the_json_is_the_latest_report(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "report.json")
+            result = self.run_faulty("exit", "--json", path)
+            self.assertEqual(result.returncode, 7, result.stderr)
+            self.assertIn("exit status 7", result.stderr)
+            self.assert_latest_report_given(result)
+            with open(path) as source:
+                report = json.load(source)
+            self.assertEqual(report["verdict"], "leak")
+            self.assertTrue(any("latest report" in note for note in report["notes"]), report)
+
+    def test_a_program_that_closes_stdout_ends_cleanly_with_its_final_report(self):
+        result = self.run_faulty("close-stdout")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("LEAK", result.stderr)
+        self.assertNotIn("latest report", result.stderr)  # it wrote its final one
+
+    def test_threads_still_allocating_at_exit_do_not_change_the_status(self):
+        result = self.run_faulty("threads")
+        self.assertEqual(result.returncode, 5, result.stderr)
+        self.assertIn("exit status 5", result.stderr)
+        self.assertIn("LEAK", result.stderr)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--memseal", required=True)
+    parser.add_argument("--python", required=True)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
