@@ -92,7 +92,10 @@ bool reportJob(const std::vector<RankProcess>& ranks, const std::string& chosen_
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     std::string stem = folder + "/" + rankFileStem(ranks[i], named);
     if (!reports[i].report) continue;
-    written = writeOutput("run", stem + ".json", ranks[i].report_json) && written;
+    // The rank's own JSON as it wrote it, unless memseal added to it (an interim report's note).
+    const std::string& json =
+        ranks[i].interim_age.empty() ? ranks[i].report_json : reports[i].report->toJson();
+    written = writeOutput("run", stem + ".json", json) && written;
     HtmlPage page;
     page.title = "rank " + std::to_string(ranks[i].identity.rank);
     page.check = &*reports[i].report;

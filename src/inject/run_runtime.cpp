@@ -154,6 +154,28 @@ LeakReport currentReport(Runtime& runtime) {
 enum class SnapshotWhen { kAfterThePause, kNow };
 
 constexpr std::chrono::seconds kInterimReportEvery{1};
+constexpr std::size_t kInterimSteps = 256;
+
+// The interim report streamed to the launcher, with the newest kInterimSteps per-step samples
+// only: a file that grew with every step, written every second, would grow the program's heap
+// step by step, and memseal judges the program's resident memory.
+std::string interimJson(const LeakReport& snapshot) {
+  LeakReport report = snapshot;
+  auto keepNewest = [](auto& samples) {
+    if (samples.size() <= kInterimSteps) return false;
+    samples.erase(samples.begin(), samples.end() - static_cast<std::ptrdiff_t>(kInterimSteps));
+    return true;
+  };
+  bool cut = keepNewest(report.per_step);
+  for (DeviceMemorySummary& device : report.devices) cut = keepNewest(device.per_step) || cut;
+  if (cut) {
+    report.notes.push_back(
+        "memseal run: this report, taken while the program ran, keeps the "
+        "newest " +
+        std::to_string(kInterimSteps) + " steps' samples");
+  }
+  return report.toJson();
+}
 
 // A report to fall back on at exit, when main() has returned (or Python has finalised) and what
 // the loop kept is freed. Every so often, right after a step ends: the pause grows with what a
@@ -192,7 +214,7 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
     runtime.next_interim_write = done + kInterimReportEvery;
     writeFileWhole(
         runtime.config.directory + "/" + std::to_string(runtime.pid) + kInterimReportSuffix,
-        runtime.snapshot->toJson());
+        interimJson(*runtime.snapshot));
   }
 }
 

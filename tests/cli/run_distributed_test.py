@@ -93,15 +93,19 @@ class Job(unittest.TestCase):
         self.assertGreater(peaks[1], peaks[0], err)
         self.assertIn("rank 1 highest", err)
 
-    def test_a_killed_rank_is_missing_and_the_others_reports_are_kept(self):
+    def test_a_killed_rank_gives_its_latest_report_and_the_others_are_kept(self):
+        # Killed with SIGKILL at its step 30: it wrote no final report, but memseal streamed its
+        # latest while it ran.
         code, _, err = job(self.folder, 2, "--kill-rank", "1", "--kill-at", "30")
         self.assertNotEqual(code, 0, err)  # torchrun's own status: a rank failed
         report = merged(self.folder)
-        self.assertEqual(report["ranks"][1]["status"], "missing", err)
-        self.assertIn("SIGKILL", report["ranks"][1]["missing_reason"])
+        self.assertIn(report["ranks"][1]["status"], ("no_leak", "leak"), err)
+        with open(os.path.join(self.folder, "job", "rank-1.json")) as file:
+            notes = json.load(file)["notes"]
+        self.assertTrue(any("ended before its final report" in note for note in notes), notes)
         self.assertIn(report["ranks"][0]["status"], ("no_leak", "leak"))
         self.assertTrue(os.path.exists(os.path.join(self.folder, "job", "rank-0.json")))
-        self.assertIn("1 missing", err)
+        self.assertNotIn("missing", err)
 
     def test_a_job_folder_that_holds_reports_is_refused_before_the_job_runs(self):
         os.makedirs(os.path.join(self.folder, "job"))
