@@ -45,7 +45,7 @@ PROGRAM = textwrap.dedent('''
         optimizer.step()
         kept.append(model(torch.randn(32, 64)))  # the leak: outputs kept, with their graphs
 
-    for step in range(20000):
+    for step in range(2000):
         train_step()
         if step % 20 == 0 and leaked_yet():
             break
