@@ -59,7 +59,9 @@ struct FitOptions {
   bool verify = false;
   std::uint32_t max_search_sizes = 24;  // sizes the search may measure, at most
   std::uint32_t warmup_steps = 1;       // per size, before the measured step
-  TrackerOptions tracker;               // unset: stacks off, ops not watched (counters are enough)
+  // Unset options: stacks off. Ops are always watched on every step, with their outputs read: the
+  // phases come from the ops that record autograd history and from backward's nodes.
+  TrackerOptions tracker;
 };
 
 struct MEMSEAL_API FitReport {
