@@ -350,6 +350,43 @@ std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& process
   return ranks;
 }
 
+// The report a traced process left: its final one, else the latest it streamed while it ran
+// (marked so, `*interim`), else none (said in `text`). `*json` is the file as read.
+std::optional<LeakReport> processReport(const std::string& session, long pid,
+                                        std::ostringstream& text, std::string* json,
+                                        bool* interim) {
+  std::string base = session + "/" + std::to_string(pid);
+  *json = readFile(base + inject::kReportSuffix);
+  std::optional<std::string> interim_age;
+  if (json->empty()) {
+    *json = readFile(base + inject::kInterimReportSuffix);
+    if (!json->empty()) interim_age = ageOf(base + inject::kInterimReportSuffix);
+  }
+  *interim = interim_age.has_value();
+  if (json->empty()) {
+    text << "memseal run: pid " << pid
+         << " ended before memseal could write its report (killed by SIGKILL, or ended by "
+            "_exit, before its first step boundary and time window)\n";
+    return std::nullopt;
+  }
+  LeakReport report;
+  try {
+    report = LeakReport::fromJson(*json);
+  } catch (const std::exception& error) {
+    text << "memseal run: the report of pid " << pid << " cannot be read: " << error.what() << "\n";
+    return std::nullopt;
+  }
+  if (interim_age) {
+    std::string said = "memseal run: pid " + std::to_string(pid) +
+                       " ended before its final report (a crash, a kill or _exit): this is its "
+                       "latest report, taken while it ran, " +
+                       *interim_age + " before memseal read it";
+    text << said << "\n";
+    report.notes.push_back(said);
+  }
+  return report;
+}
+
 // The report of each traced process (the program, then its children) into `text`, and its
 // --json/--html (a child's as PATH.PID). False when an output could not be written.
 bool reportEachProcess(const RunOptions& options, const std::string& session, int status,
@@ -371,35 +408,11 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
       text << "\nmemseal run: child pid " << process.pid << " of " << process.ppid << " ("
            << (process.kind == "fork" ? "forked" : "exec'd") << "): " << process.program << "\n";
     }
-    std::string base = session + "/" + std::to_string(process.pid);
-    std::string json = readFile(base + inject::kReportSuffix);
-    std::optional<std::string> interim_age;
-    if (json.empty()) {
-      json = readFile(base + inject::kInterimReportSuffix);
-      if (!json.empty()) interim_age = ageOf(base + inject::kInterimReportSuffix);
-    }
-    if (json.empty()) {
-      text << "memseal run: pid " << process.pid
-           << " ended before memseal could write its report (killed by SIGKILL, or ended by "
-              "_exit, before its first step boundary and time window)\n";
-      continue;
-    }
-    LeakReport report;
-    try {
-      report = LeakReport::fromJson(json);
-    } catch (const std::exception& error) {
-      text << "memseal run: the report of pid " << process.pid
-           << " cannot be read: " << error.what() << "\n";
-      continue;
-    }
-    if (interim_age) {
-      std::string said = "memseal run: pid " + std::to_string(process.pid) +
-                         " ended before its final report (a crash, a kill or _exit): this is "
-                         "its latest report, taken while it ran, " +
-                         *interim_age + " before memseal read it";
-      text << said << "\n";
-      report.notes.push_back(said);
-    }
+    std::string json;
+    bool interim = false;
+    std::optional<LeakReport> read = processReport(session, process.pid, text, &json, &interim);
+    if (!read) continue;
+    LeakReport& report = *read;
     if (root && !ranks.empty() && report.steps == 0 && !report.leak) {
       text << "memseal run: the job's launcher; it ran no steps of its own\n";
       continue;
@@ -417,8 +430,7 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
                                 : childPath(output.html_path, process.pid);
     // The runtime's own JSON as it wrote it, unless memseal added to it (an interim report's note).
     if (!json_path.empty()) {
-      outputs_ok =
-          writeOutput("run", json_path, interim_age ? report.toJson() : json) && outputs_ok;
+      outputs_ok = writeOutput("run", json_path, interim ? report.toJson() : json) && outputs_ok;
     }
     if (!options.memory_viz_path.empty() && process.kind != "fork") {
       outputs_ok = copyMemoryViz(session, process.pid,
