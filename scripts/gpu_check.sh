@@ -17,13 +17,15 @@ jobs="${MEMSEAL_JOBS:-$(nproc)}"
 cd "$root"
 failed=0
 
-# part NAME LOG COMMAND...: runs COMMAND with its output appended to LOG, notes the result.
+# part NAME LOG COMMAND...: runs COMMAND (a command or one of the functions below) with its output
+# appended to LOG, notes the result. A part that hangs is stopped after MEMSEAL_PART_TIMEOUT
+# seconds (exit 124), so the parts after it still run and their logs come back.
 part() {
   local name="$1" log="$out/$2" started status
   shift 2
   started=$(date +%s)
   echo "=== $name: $*" >>"$log"
-  "$@" >>"$log" 2>&1
+  timeout -k 10 "${MEMSEAL_PART_TIMEOUT:-420}" bash -c '"$@"' part "$@" >>"$log" 2>&1
   status=$?
   printf '%-34s exit %3d  %4d s\n' "$name" "$status" "$(($(date +%s) - started))" | tee -a "$out/summary.txt"
   [ "$status" -eq 0 ] || failed=1
@@ -40,6 +42,9 @@ build_python() {
   CMAKE_GENERATOR=Ninja CMAKE_BUILD_PARALLEL_LEVEL=$((jobs / 2 > 0 ? jobs / 2 : 1)) \
     "$PYTHON" -m pip install --no-build-isolation --no-deps --disable-pip-version-check -q .
 }
+
+export -f build_cpp build_python
+export jobs
 
 {
   nvidia-smi -L
@@ -70,6 +75,8 @@ print(text)
 assert re.search(r"LEAK: \d+ findings? in 8 steps after 2 warm-up steps", text), "numbers missing"
 PY
 }
+report() { "$PYTHON" -m memseal "$@"; return 0; }
+export -f cpu_report_in_process report
 part "in-process report, CPU loop" reports.log cpu_report_in_process
 
 tests=build/release/tests
@@ -89,7 +96,6 @@ part "pytest: examples/cuda scripts" pytest.log "$PYTHON" -m pytest -p no:cachep
   tests/python/test_cuda_scripts.py
 
 # What a user sees: the reports of one leak and one healthy loop, and an out-of-memory error.
-report() { "$PYTHON" -m memseal "$@"; return 0; }
 part "report: total_loss (check)" reports.log report check examples/cuda/total_loss.py
 part "report: cached_blocks (run)" reports.log report run -- "$PYTHON" examples/cuda/cached_blocks.py
 oom="$(mktemp -d)"

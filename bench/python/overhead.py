@@ -187,7 +187,7 @@ def modes(device):
         "plain": Plain,
         "memseal.watch (default: Python lines)": lambda: MemsealWatch(True),
         "memseal.watch, stacks=on (+ native)": lambda: MemsealWatch(True, "on"),
-        "memseal.watch, Python frames off": lambda: MemsealWatch(False),
+        "memseal.watch, Python frames off (native)": lambda: MemsealWatch(False),
         "tracemalloc": Tracemalloc,
     }
     if memray is not None:

@@ -10,9 +10,9 @@
 #include <mutex>
 
 #include "track/arena_region.h"
-#include "track/memory_counters.h"
 #include "track/event_trace.h"
 #include "track/live_table.h"
+#include "track/memory_counters.h"
 #include "track/op_sampling.h"
 #include "track/record_context.h"
 #include "track/served_memory.h"

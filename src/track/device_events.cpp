@@ -77,15 +77,18 @@ void recordDeviceEvent(track::DeviceMemoryEvent event) {
   if (!sessionActive()) return;
   ThreadState& thread = threadState();
   // A block memseal's own work allocates (a report's tensors) is not the program's.
+  std::uint32_t block_site = 0;
   if (event.kind == track::DeviceEventKind::kBlockAlloc && !thread.in_tracker) {
     TrackerWork work(thread);
-    recordDeviceBlock(thread, event.device, event.address, event.bytes);
+    block_site = recordDeviceBlock(thread, event.device, event.address, event.bytes);
   }
   TrackerWork work(thread);
   if (event.step == 0) event.step = currentStep();
   bool made_by_an_op = event.kind == track::DeviceEventKind::kBlockAlloc ||
                        event.kind == track::DeviceEventKind::kSegmentAlloc ||
                        event.kind == track::DeviceEventKind::kSegmentMap;
+  // The block's own site names it on steps whose ops are not watched too (replayed).
+  if (event.site == 0 && block_site != 0) event.site = block_site;
   if (event.site == 0 && made_by_an_op) {
     // Op and scope only: a stack (and Python frames, which need the GIL) must not be taken under
     // the allocator's lock.

@@ -8,8 +8,9 @@
 
 #include <atomic>
 
-#include "track/memory_counters.h"
 #include "track/live_table.h"
+#include "track/memory_counters.h"
+#include "track/op_sampling.h"
 #include "track/record_context.h"
 #include "track/site_table.h"
 #include "track/tensor_reference.h"
@@ -22,8 +23,9 @@ std::atomic<bool> g_device_blocks_recorded{false};
 
 }  // namespace
 
-void recordDeviceBlock(ThreadState& state, int device, std::uint64_t address, std::uint64_t bytes) {
-  if (address == 0) return;
+std::uint32_t recordDeviceBlock(ThreadState& state, int device, std::uint64_t address,
+                                std::uint64_t bytes) {
+  if (address == 0) return 0;
   LiveRecord record;
   record.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(address));
   record.bytes = static_cast<std::size_t>(bytes);
@@ -32,15 +34,21 @@ void recordDeviceBlock(ThreadState& state, int device, std::uint64_t address, st
   record.flags |= kDeviceBlock | kDeviceSitePending;
   record.cuda_device = static_cast<std::int8_t>(device);
   record.thread_slot = cpuCounters().threadSlot(state);
-  record.site = siteTable().currentOpSite(state);
+  if (g_steps_vary.load(std::memory_order_relaxed)) {
+    attributeDeviceBlockBySequence(state, record);
+  } else {
+    record.site = siteTable().currentOpSite(state);
+  }
   // A block freed while no hook saw it (tracing began after its free was missed) leaves a record
   // whose weak reference must go before the new record takes its place.
   LiveRecord stale;
   if (liveAllocations().remove(record.data, &stale) && stale.tensor != nullptr) {
     dropWeakTensorReference(stale.tensor);
   }
-  if (!liveAllocations().insert(record)) return;  // no room to grow: this block goes untracked
-  g_device_blocks_recorded.store(true, std::memory_order_release);
+  // No room to grow: this block goes untracked.
+  if (liveAllocations().insert(record))
+    g_device_blocks_recorded.store(true, std::memory_order_release);
+  return record.site;
 }
 
 void forgetDeviceBlock(std::uint64_t address) {
@@ -87,6 +95,7 @@ void onDeviceOpOutput(ThreadState& state, const at::TensorBase& tensor,
       record.site = site;
       record.flags &= static_cast<std::uint8_t>(~kDeviceSitePending);
     }
+    recordDeviceOutputInSequence(state, record, signature);
     if (record.tensor != impl) {
       displaced = record.tensor;
       takeWeakTensorReference(impl);

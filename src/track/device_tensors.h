@@ -17,8 +17,10 @@ class TensorBase;
 namespace memseal::track {
 
 // A block handed to a tensor on `device` (the hook's ALLOC). The calling thread is the allocating
-// one. Takes the live table's shard lock only.
-void recordDeviceBlock(ThreadState& state, int device, std::uint64_t address, std::uint64_t bytes);
+// one. Takes the live table's shard lock only. Returns the site the block was given (its op, or
+// on a step whose ops are not watched the site replayed from the last watched one: op_sampling.h).
+std::uint32_t recordDeviceBlock(ThreadState& state, int device, std::uint64_t address,
+                                std::uint64_t bytes);
 // The tensor let go of the block (the hook's FREE_REQUESTED), whether or not a session runs: a
 // record outliving its block would stand for whatever the allocator puts there next.
 void forgetDeviceBlock(std::uint64_t address);

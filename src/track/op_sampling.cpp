@@ -8,7 +8,6 @@
 #include <atomic>
 
 #include "track/allocation_sequence.h"
-#include "track/device_tensors.h"
 #include "track/site_table.h"
 
 namespace memseal::track {
@@ -32,8 +31,10 @@ struct Schedule {
 };
 Schedule g_schedule;
 
-// Only touched when steps vary; freed when the thread exits.
+// Only touched when steps vary; freed when the thread exits. CUDA blocks have their own: the
+// allocator's hook numbers them apart from CPU allocations (ThreadState::device_block_serial).
 thread_local AllocationSequence t_sequence;
+thread_local AllocationSequence t_device_sequence;
 
 bool recordsStep(std::uint32_t step) {
   std::uint64_t published = g_schedule.watched_step.load(std::memory_order_acquire);
@@ -83,11 +84,8 @@ bool opScheduleWatches(std::uint32_t step) {
         g_schedule.full_until = std::max(g_schedule.full_until, step + g_schedule.backoff);
         g_schedule.backoff = std::min(g_schedule.backoff * 2, kAutoMaxBackoff);
       }
-      // A program with CUDA tensors is watched on every step: a CUDA block's op and tensor are
-      // only known on a watched step (the hook cannot replay them, it runs under the allocator's
-      // lock), and launching a kernel costs far more than the ~0.3 us RecordFunction adds per op.
-      watched = deviceBlocksRecorded() || step < g_schedule.full_until ||
-                (step - g_schedule.full_until) % watching.every == 0;
+      watched =
+          step < g_schedule.full_until || (step - g_schedule.full_until) % watching.every == 0;
       break;
   }
   g_schedule.last_step = step;
@@ -96,49 +94,98 @@ bool opScheduleWatches(std::uint32_t step) {
   return watched;
 }
 
-void attributeBySequence(ThreadState& state, LiveRecord& record) {
-  if (state.sequence_step != record.step || state.sequence_session != record.session) {
-    // This thread's first allocation in a new step.
-    if (state.sequence_session != record.session) t_sequence.clear();  // another session's
-    state.sequence_step = record.step;
-    state.sequence_session = record.session;
-    state.sequence_first_serial = record.thread_serial;
-    state.sequence_recording = recordsStep(record.step);
-    state.sequence_diverged = false;
-    if (state.sequence_recording) t_sequence.clear();
+namespace {
+
+// The entry index of an allocation numbered `serial` on its thread; the first one of a new step
+// starts the cursor again (and the recording, when that step is watched).
+std::uint64_t sequenceIndex(SequenceCursor& cursor, AllocationSequence& sequence,
+                            const LiveRecord& record, std::uint64_t serial) {
+  if (cursor.step != record.step || cursor.session != record.session) {
+    if (cursor.session != record.session) sequence.clear();  // another session's
+    cursor.step = record.step;
+    cursor.session = record.session;
+    cursor.first_serial = serial;
+    cursor.recording = recordsStep(record.step);
+    cursor.diverged = false;
+    if (cursor.recording) sequence.clear();
   }
-  std::uint64_t index = record.thread_serial - state.sequence_first_serial;
-  if (state.sequence_recording) {
-    record.site = siteTable().currentSite(state);
-    // Appended only in order: after an entry that did not fit, indexes would no longer line up.
-    if (index == t_sequence.size()) {
-      t_sequence.append(SequenceEntry{record.bytes, record.site, state.scope_path, {}});
-    }
-    return;
+  return serial - cursor.first_serial;
+}
+
+// Appended only in order: after an entry that did not fit, indexes would no longer line up.
+void recordInSequence(AllocationSequence& sequence, std::uint64_t index, const LiveRecord& record,
+                      std::uint32_t scope_path) {
+  if (index == sequence.size()) {
+    sequence.append(SequenceEntry{record.bytes, record.site, scope_path, {}});
   }
-  const SequenceEntry* recorded = state.sequence_diverged ? nullptr : t_sequence.at(index);
+}
+
+// The site and signature of the recording's allocation at `index` when it matches; false from
+// the first allocation that does not (later ones of this step would be guesses).
+bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequence, std::uint64_t index,
+                    std::uint32_t scope_path, LiveRecord& record) {
+  const SequenceEntry* recorded = cursor.diverged ? nullptr : sequence.at(index);
   if (recorded != nullptr && recorded->bytes == record.bytes &&
-      recorded->scope_path == state.scope_path) {
+      recorded->scope_path == scope_path) {
     record.site = recorded->site;
     record.signature = recorded->signature;
-    return;
+    return true;
   }
-  // Another allocation than on the watched step: later ones of this step would be guesses.
-  if (!state.sequence_diverged) {
-    state.sequence_diverged = true;
+  if (!cursor.diverged) {
+    cursor.diverged = true;
     g_schedule.diverged.store(true, std::memory_order_relaxed);
   }
-  record.site = siteTable().currentSite(state, g_schedule.unwatched_op_name);
+  return false;
+}
+
+// At op end on a recorded step: what the op's output showed about the allocation at `serial`.
+void completeSequenceEntry(const SequenceCursor& cursor, AllocationSequence& sequence,
+                           const LiveRecord& record, std::uint32_t site,
+                           const TensorSignature& signature) {
+  if (!cursor.recording || record.step != cursor.step || record.session != cursor.session) return;
+  SequenceEntry* entry = sequence.at(record.thread_serial - cursor.first_serial);
+  if (entry == nullptr) return;
+  if (site != 0) entry->site = site;
+  entry->signature = signature;
+}
+
+}  // namespace
+
+void attributeBySequence(ThreadState& state, LiveRecord& record) {
+  std::uint64_t index = sequenceIndex(state.cpu_sequence, t_sequence, record, record.thread_serial);
+  if (state.cpu_sequence.recording) {
+    record.site = siteTable().currentSite(state);
+    recordInSequence(t_sequence, index, record, state.scope_path);
+    return;
+  }
+  if (!replaySequence(state.cpu_sequence, t_sequence, index, state.scope_path, record)) {
+    record.site = siteTable().currentSite(state, g_schedule.unwatched_op_name);
+  }
+}
+
+void attributeDeviceBlockBySequence(ThreadState& state, LiveRecord& record) {
+  std::uint64_t index =
+      sequenceIndex(state.device_sequence, t_device_sequence, record, record.thread_serial);
+  if (state.device_sequence.recording) {
+    record.site = siteTable().currentOpSite(state);  // the op's end adds the stack
+    recordInSequence(t_device_sequence, index, record, state.scope_path);
+    return;
+  }
+  if (replaySequence(state.device_sequence, t_device_sequence, index, state.scope_path, record)) {
+    record.flags &= static_cast<std::uint8_t>(~kDeviceSitePending);  // the stack came with it
+  } else {
+    record.site = siteTable().currentOpSite(state, g_schedule.unwatched_op_name);
+  }
 }
 
 void recordOutputInSequence(ThreadState& state, const LiveRecord& record,
                             const TensorSignature& signature) {
-  if (!state.sequence_recording || record.step != state.sequence_step ||
-      record.session != state.sequence_session) {
-    return;
-  }
-  SequenceEntry* entry = t_sequence.at(record.thread_serial - state.sequence_first_serial);
-  if (entry != nullptr) entry->signature = signature;
+  completeSequenceEntry(state.cpu_sequence, t_sequence, record, 0, signature);
+}
+
+void recordDeviceOutputInSequence(ThreadState& state, const LiveRecord& record,
+                                  const TensorSignature& signature) {
+  completeSequenceEntry(state.device_sequence, t_device_sequence, record, record.site, signature);
 }
 
 }  // namespace memseal::track

@@ -38,4 +38,14 @@ inline void attributeAllocation(ThreadState& state, LiveRecord& record) {
 void recordOutputInSequence(ThreadState& state, const LiveRecord& record,
                             const TensorSignature& signature);
 
+// CUDA blocks, from the allocator's trace hook (under its lock: no stack, no Python, no lock
+// taken here). On a watched step the block gets its op site and is recorded; the op's end
+// completes the recording with the site's stack and the tensor's signature
+// (recordDeviceOutputInSequence, `record` already holding the completed site). On the other steps
+// the i-th block of the thread gets the recorded i-th block's site and signature when its size and
+// MEMSEAL_REGION match, else the op site of `<op not watched on this step>`.
+void attributeDeviceBlockBySequence(ThreadState& state, LiveRecord& record);
+void recordDeviceOutputInSequence(ThreadState& state, const LiveRecord& record,
+                                  const TensorSignature& signature);
+
 }  // namespace memseal::track

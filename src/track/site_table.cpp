@@ -122,7 +122,9 @@ std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outs
   return site;
 }
 
-std::uint32_t SiteTable::currentOpSite(ThreadState& state) { return siteFor(opKey(state, 0)); }
+std::uint32_t SiteTable::currentOpSite(ThreadState& state, std::uint32_t name_outside_ops) {
+  return siteFor(opKey(state, name_outside_ops));
+}
 
 std::uint32_t SiteTable::currentSiteNamed(ThreadState& state, std::uint32_t name) {
   SiteKey key{name, 0, state.scope_path, 0};

@@ -66,7 +66,7 @@ class SiteTable {
   std::uint32_t currentSiteNamed(ThreadState& state, std::uint32_t name);
   // The op and scope part of currentSite, never a stack: for callers that may not unwind or take
   // the GIL (the CUDA allocator's trace hook runs under the allocator's lock).
-  std::uint32_t currentOpSite(ThreadState& state);
+  std::uint32_t currentOpSite(ThreadState& state, std::uint32_t name_outside_ops = 0);
 
   // At session start, before any allocation of the session is tracked.
   void configureStacks(StackMode mode, std::uint32_t sample_every);

@@ -17,6 +17,16 @@ struct OpFrame {
   std::uint64_t device_start_serial;  // the thread's device-block serial when the op started
 };
 
+// Where a thread is in the step its allocations are recorded in (a watched step) or attributed by
+// replaying the recording (the others), when ops are watched on some steps only (OpWatching).
+struct SequenceCursor {
+  std::uint32_t step;
+  std::uint32_t session;
+  std::uint64_t first_serial;  // the thread's first serial in that step
+  bool recording;              // that step is watched
+  bool diverged;               // that step stopped matching the recording
+};
+
 struct ThreadState {
   bool in_tracker;     // set while the tracker works, so nothing it does is tracked itself
   std::uint32_t slot;  // 1-based id of this thread, given on its first tracked allocation
@@ -38,13 +48,10 @@ struct ThreadState {
   // allocation served from a planned arena does not count.
   std::uint64_t system_allocations;
   ArenaRegion* arena_region;  // the planned-arena region running on this thread, if any
-  // Ops watched on some steps only (OpWatching): where this thread is in the step its allocations
-  // are recorded in (a watched step) or attributed by replay (the others).
-  std::uint32_t sequence_step;
-  std::uint32_t sequence_session;
-  std::uint64_t sequence_first_serial;  // the thread's first allocation serial in that step
-  bool sequence_recording;              // that step is watched
-  bool sequence_diverged;               // that step stopped matching the recording
+  // Ops watched on some steps only: CPU allocations (numbered by allocation_serial) and CUDA
+  // blocks (numbered by device_block_serial) are each replayed against their own recording.
+  SequenceCursor cpu_sequence;
+  SequenceCursor device_sequence;
 };
 
 ThreadState& threadState();

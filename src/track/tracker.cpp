@@ -38,8 +38,8 @@ void setStep(std::uint32_t step) { track::setSessionStep(step); }
 std::uint32_t currentStep() { return track::currentStep(); }
 
 namespace {
-// `memseal run --step-on NAME` in a program that uses MEMSEAL_REGION: the runtime it injects asks to
-// hear of every scope entered (one relaxed load per scope otherwise).
+// `memseal run --step-on NAME` in a program that uses MEMSEAL_REGION: the runtime it injects asks
+// to hear of every scope entered (one relaxed load per scope otherwise).
 std::atomic<void (*)(const char*)> g_scope_observer{nullptr};
 }  // namespace
 

@@ -210,6 +210,60 @@ TEST(DeviceMemory, AnOutOfMemoryWritesItsForensicsAndTheReportNamesTheFile) {
   rmdir(folder.c_str());
 }
 
+// Ops watched on one step in N (as observe_ops=auto does once a loop repeats itself): the blocks
+// of the steps in between have no op around them, and get the site the same block had on the last
+// watched step, in the live table (the finding) and in the allocator's ledger (which out-of-memory
+// forensics read). A block of another size is not guessed.
+TEST(DeviceMemory, BlocksOfStepsWhoseOpsAreNotWatchedGetTheSiteOfTheWatchedStep) {
+  char folder_template[] = "/tmp/memseal-oom-test-XXXXXX";
+  ASSERT_NE(mkdtemp(folder_template), nullptr);
+  std::string folder = folder_template;
+  DetectorOptions options = quietDetector();
+  options.tracker.observe_ops = OpWatching::oneStepIn(4);
+  LeakDetector detector(options);
+  track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x60000000, 512 * kMiB));
+  constexpr std::uint64_t kSteps = 24;
+  for (std::uint64_t step = 0; step < kSteps; ++step) {
+    {
+      RECORD_FUNCTION("test::scratch", std::vector<c10::IValue>());
+      allocateAndFree(0x60000000 + 256 * kMiB, 4 * kMiB);
+    }
+    RECORD_FUNCTION("test::kept_block", std::vector<c10::IValue>());
+    // The last step (not watched) keeps a block of another size.
+    std::uint64_t bytes = step + 1 == kSteps ? 2 * kMiB : kMiB;
+    track::recordDeviceEvent(
+        event(DeviceEventKind::kBlockAlloc, 0x60000000 + step * 2 * kMiB, bytes));
+    detector.step();
+  }
+  setenv("MEMSEAL_OOM_DIR", folder.c_str(), 1);
+  DeviceMemoryEvent oom = event(DeviceEventKind::kOutOfMemory, 0, 1024 * kMiB);
+  oom.device_free_bytes = 10 * kMiB;
+  ::testing::internal::CaptureStderr();
+  track::recordDeviceEvent(oom);
+  ::testing::internal::GetCapturedStderr();
+  unsetenv("MEMSEAL_OOM_DIR");
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak) << report.toText();
+  const LeakFinding& finding = report.findings.front();
+  EXPECT_EQ(finding.site.op, "test::kept_block") << report.toText();
+  EXPECT_GE(finding.survivors, static_cast<std::int64_t>(kSteps) - 8) << report.toText();
+  std::string path = track::lastOomForensicsPath();
+  ASSERT_FALSE(path.empty());
+  nlohmann::json forensics = nlohmann::json::parse(std::ifstream(path));
+  std::int64_t kept = 0;
+  std::int64_t unwatched = 0;
+  for (const nlohmann::json& site : forensics.at("largest_sites")) {
+    if (site.at("name") == "test::kept_block") kept += site.at("blocks").get<std::int64_t>();
+    if (site.at("name") == "<op not watched on this step>") {
+      unwatched += site.at("bytes").get<std::int64_t>();
+    }
+  }
+  EXPECT_EQ(kept, static_cast<std::int64_t>(kSteps) - 1) << forensics.dump(2);
+  EXPECT_EQ(unwatched, static_cast<std::int64_t>(2 * kMiB)) << forensics.dump(2);
+  std::remove(path.c_str());
+  rmdir(folder.c_str());
+}
+
 TEST(DeviceMemory, TheReportSummarisesEachDeviceInJsonAndHtml) {
   LeakDetector detector(quietDetector());
   // cuda:0 caches a big warm-up request; cuda:1 holds one steady block.
