@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# memseal's fuzz targets (fuzz/: the JSON reports' readers and the HTML page), built by clang with
+# memseal's fuzz targets (fuzz/: the JSON reports' readers, the HTML page, the option grammar and
+# the parsers of byte sizes, durations and step rules), built by clang with
 # libFuzzer, AddressSanitizer and UBSan into build/fuzz.
 #
 #   scripts/fuzz.sh --regression      # each target over its corpus once (the test command runs this)
@@ -34,7 +35,7 @@ if ! { cmake -S "$root/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$compile
   exit 1
 fi
 status=0
-for target in reports html; do
+for target in reports html options; do
   program="$build/fuzz_$target"
   if [ "$mode" = --regression ]; then
     # -runs=0: every input of the corpus once, then exit.

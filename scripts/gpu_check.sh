@@ -109,5 +109,5 @@ done
 
 part "bench: CudaRegion" bench.log build/release/bench/memseal_bench_cuda_region 5 500
 part "bench: watch on the GPU" bench.log "$PYTHON" bench/python/overhead.py --device cuda \
-  --rounds "${MEMSEAL_GPU_BENCH_ROUNDS:-5}" --steps "${MEMSEAL_GPU_BENCH_STEPS:-100}"
+  --rounds "${MEMSEAL_GPU_BENCH_ROUNDS:-7}" --steps "${MEMSEAL_GPU_BENCH_STEPS:-130}" --settle 30
 exit "$failed"

@@ -2,6 +2,7 @@
 on a GPU beside PyTorch's own allocator recorder.
 
     <venv>/bin/python bench/python/overhead.py [--rounds 7] [--steps 200] [--device cpu|cuda]
+                                               [--settle N]
 
 On the CPU the loops are a small MLP's training and a small CNN's inference (one intra-op thread).
 With --device cuda they are a ResNet-like network's training and inference at batch 64, and
@@ -11,7 +12,9 @@ with torch.cuda.synchronize(), so the GPU's work is in the time.
 Every round runs each mode once on the same loop, in a rotating order (interleaved, so a noisy
 machine slows all modes alike); the ratio of a round is the mode's time over the plain loop's in
 that round, and the median over rounds is reported. Only the loop is timed: starting and
-finishing the watch (the report, the holder search) are outside. memray is optional: found on
+finishing the watch (the report, the holder search) are outside. With --settle N the same rounds
+also give the ratio of the steps after the first N alone (the steady state: memseal watches every
+op through warm-up and the ten steps after it, then one step in 16). memray is optional: found on
 sys.path or in MEMSEAL_BENCH_PACKAGES (bench/python/run.sh installs it there, outside the venv).
 """
 
@@ -202,20 +205,25 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def run(step, make, steps, device):
+def run(step, make, steps, device, settle):
+    """Seconds for all `steps`, and for those after the first `settle` of them."""
     gc.collect()
     context = make()
     with context as watcher:
         synchronize(device)
         start = time.perf_counter()
+        settled = start
         for i in range(steps):
+            if i == settle:
+                synchronize(device)
+                settled = time.perf_counter()
             step(i)
             watcher.step()
         synchronize(device)
-        elapsed = time.perf_counter() - start
+        end = time.perf_counter()
     if hasattr(context, "finish"):
         context.finish()
-    return elapsed
+    return end - start, end - settled
 
 
 def main():
@@ -223,7 +231,11 @@ def main():
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--settle", type=int, default=0,
+                        help="also time the steps after the first N apart (0: no)")
     args = parser.parse_args()
+    if not 0 <= args.settle < args.steps:
+        parser.error("--settle must be at least 0 and less than --steps")
     if args.device == "cuda":
         if not torch.cuda.is_available():
             print("overhead.py: no CUDA device here; nothing measured")
@@ -247,12 +259,21 @@ def main():
         for round_index in range(args.rounds):
             order = names[round_index % len(names):] + names[:round_index % len(names)]
             for name in order:
-                times[name].append(run(step, modes(args.device)[name], args.steps, args.device))
-        print(f"\n{loop_name}: plain {statistics.median(times['plain']) / args.steps * 1e6:.0f} us/step")
+                times[name].append(
+                    run(step, modes(args.device)[name], args.steps, args.device, args.settle))
+        plain = times["plain"]
+        print(f"\n{loop_name}: plain {statistics.median(t for t, _ in plain) / args.steps * 1e6:.0f} us/step")
+        if args.settle:
+            print(f"  {'':40s} all {args.steps} steps       steps {args.settle + 1}..{args.steps}")
         for name in names[1:]:
-            ratios = [t / p for t, p in zip(times[name], times["plain"])]
-            print(f"  {name:40s} {statistics.median(ratios):.2f}x  ({min(ratios):.2f}..{max(ratios):.2f})")
+            line = f"  {name:40s} {summary([t / p for (t, _), (p, _) in zip(times[name], plain)])}"
+            if args.settle:
+                line += "   " + summary([t / p for (_, t), (_, p) in zip(times[name], plain)])
+            print(line)
 
+
+def summary(ratios):
+    return f"{statistics.median(ratios):.2f}x  ({min(ratios):.2f}..{max(ratios):.2f})"
 
 if __name__ == "__main__":
     main()

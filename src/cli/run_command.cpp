@@ -34,6 +34,7 @@
 #include "cli/run_job.h"
 #include "cli/run_target.h"
 #include "inject/run_protocol.h"
+#include "inject/step_rule.h"
 #include "memseal/leak_detector.h"
 
 extern char** environ;
@@ -67,20 +68,6 @@ struct TracedProcess {
 };
 
 void fail(const std::string& message) { std::cerr << "memseal run: " << message << "\n"; }
-
-// "250ms", "2s", "1.5s", "1m": a positive duration.
-std::optional<std::chrono::nanoseconds> parseDuration(const std::string& text) {
-  char* end = nullptr;
-  double value = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || !(value > 0)) return std::nullopt;
-  std::string unit(end);
-  double scale = 0;
-  if (unit == "ms") scale = 1e6;
-  if (unit == "s") scale = 1e9;
-  if (unit == "m" || unit == "min") scale = 60e9;
-  if (scale == 0 || value * scale < 1e6 || value * scale > 86400e9) return std::nullopt;
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(value * scale));
-}
 
 std::string makeSessionDirectory() {
   const char* tmp = std::getenv("TMPDIR");
@@ -173,27 +160,11 @@ void forwardSignal(int signal_number) {
 // The step rule the program's runtime reads (auto, interval:NS or on:NAME), or nothing after
 // saying what is wrong with --interval / --step-on.
 std::optional<std::string> stepRule(const RunOptions& options) {
-  if (options.interval && options.step_on) {
-    fail("--interval and --step-on choose the steps two ways: give one");
-    return std::nullopt;
-  }
-  if (options.interval) {
-    auto duration = parseDuration(*options.interval);
-    if (!duration) {
-      fail("--interval '" + *options.interval +
-           "': expected a duration from 1ms to 24h such as 250ms, 2s or 1m");
-      return std::nullopt;
-    }
-    return "interval:" + std::to_string(duration->count());
-  }
-  if (options.step_on) {
-    if (options.step_on->empty()) {
-      fail("--step-on needs the name of an op, TorchScript function or named region");
-      return std::nullopt;
-    }
-    return "on:" + *options.step_on;
-  }
-  return std::string("auto");
+  std::string error;
+  std::optional<std::string> rule =
+      inject::stepRuleFromFlags(options.interval, options.step_on, &error);
+  if (!rule) fail(error);
+  return rule;
 }
 
 // The tracker's flags and the environment's MEMSEAL_* read as the program will read them, and the

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include <unistd.h>
 
@@ -101,7 +102,9 @@ bool writeFileAtomically(const std::string& path, const std::string& content, st
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
+    // A full disk (or a file-size limit) shows here, as a failed write or a failed close: the
+    // file in place stays as it was, and the half-written temporary goes.
+    out.close();
     if (!out) {
       if (error != nullptr) *error = "cannot write " + temporary + ": " + std::strerror(errno);
       std::remove(temporary.c_str());
@@ -114,6 +117,58 @@ bool writeFileAtomically(const std::string& path, const std::string& content, st
     return false;
   }
   return true;
+}
+
+std::optional<std::int64_t> parseByteSize(const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  if (text.find('x') != std::string::npos || text.find('X') != std::string::npos) {
+    return std::nullopt;  // strtod reads hexadecimal; sizes are decimal
+  }
+  double value = std::strtod(begin, &end);
+  if (end == begin || errno != 0 || !(value > 0)) return std::nullopt;
+  std::string unit(end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  double scale = 0;
+  static const struct {
+    const char* names[4];
+    double scale;
+  } kUnits[] = {
+      {{"", "B", "b", nullptr}, 1.0},
+      {{"K", "KiB", "k", "Ki"}, 1024.0},
+      {{"M", "MiB", "m", "Mi"}, 1024.0 * 1024},
+      {{"G", "GiB", "g", "Gi"}, 1024.0 * 1024 * 1024},
+      {{"T", "TiB", "t", "Ti"}, 1024.0 * 1024 * 1024 * 1024},
+      {{"kB", "KB", nullptr, nullptr}, 1e3},
+      {{"MB", nullptr, nullptr, nullptr}, 1e6},
+      {{"GB", nullptr, nullptr, nullptr}, 1e9},
+      {{"TB", nullptr, nullptr, nullptr}, 1e12},
+  };
+  for (const auto& candidate : kUnits) {
+    for (const char* name : candidate.names) {
+      if (name != nullptr && unit == name) scale = candidate.scale;
+    }
+  }
+  if (scale == 0) return std::nullopt;
+  double bytes = value * scale;
+  if (bytes >= 9.2e18 || bytes < 1) return std::nullopt;
+  return static_cast<std::int64_t>(bytes);
+}
+
+std::optional<std::int64_t> parseDurationNs(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  if (text.find_first_of("xXpP") != std::string::npos) return std::nullopt;  // no hexadecimal
+  double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || errno != 0 || !(value > 0)) return std::nullopt;
+  std::string unit(end);
+  double scale = 0;
+  if (unit == "ms") scale = 1e6;
+  if (unit == "s") scale = 1e9;
+  if (unit == "m" || unit == "min") scale = 60e9;
+  if (scale == 0 || value * scale < 1e6 || value * scale > 86400e9) return std::nullopt;
+  return static_cast<std::int64_t>(value * scale);
 }
 
 }  // namespace memseal::common

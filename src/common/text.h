@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,11 @@ namespace memseal::common {
 // Writes `content` beside `path` and renames it there, so a failed write never leaves half a file
 // (nor replaces a good one). False with `error` set ("cannot write PATH: reason") on failure.
 bool writeFileAtomically(const std::string& path, const std::string& content, std::string* error);
+
+// "16GiB", "512 MiB", "1.5G", "4096", "64KB": bytes (K/M/G/T and KiB/MiB/GiB/TiB are powers of
+// 1024, kB/MB/GB/TB powers of 1000). nullopt when not understood, not positive or too large.
+std::optional<std::int64_t> parseByteSize(const std::string& text);
+// "250ms", "2s", "1.5s", "1m": nanoseconds, from 1 ms to 24 h; nullopt otherwise.
+std::optional<std::int64_t> parseDurationNs(const std::string& text);
 
 }  // namespace memseal::common

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/text.h"
 #include "explain/fit_models.h"
 #include "explain/fit_search.h"
 #include "explain/phase_names.h"
@@ -333,40 +334,7 @@ FitReport fitCapacity(const std::function<void(std::int64_t, int)>& step,
 }
 
 std::optional<std::int64_t> parseByteSize(const std::string& text) {
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
-  if (text.find('x') != std::string::npos || text.find('X') != std::string::npos) {
-    return std::nullopt;  // strtod reads hexadecimal; sizes are decimal
-  }
-  double value = std::strtod(begin, &end);
-  if (end == begin || errno != 0 || !(value > 0)) return std::nullopt;
-  std::string unit(end);
-  unit.erase(0, unit.find_first_not_of(' '));
-  double scale = 0;
-  static const struct {
-    const char* names[4];
-    double scale;
-  } kUnits[] = {
-      {{"", "B", "b", nullptr}, 1.0},
-      {{"K", "KiB", "k", "Ki"}, 1024.0},
-      {{"M", "MiB", "m", "Mi"}, 1024.0 * 1024},
-      {{"G", "GiB", "g", "Gi"}, 1024.0 * 1024 * 1024},
-      {{"T", "TiB", "t", "Ti"}, 1024.0 * 1024 * 1024 * 1024},
-      {{"kB", "KB", nullptr, nullptr}, 1e3},
-      {{"MB", nullptr, nullptr, nullptr}, 1e6},
-      {{"GB", nullptr, nullptr, nullptr}, 1e9},
-      {{"TB", nullptr, nullptr, nullptr}, 1e12},
-  };
-  for (const auto& candidate : kUnits) {
-    for (const char* name : candidate.names) {
-      if (name != nullptr && unit == name) scale = candidate.scale;
-    }
-  }
-  if (scale == 0) return std::nullopt;
-  double bytes = value * scale;
-  if (bytes >= 9.2e18 || bytes < 1) return std::nullopt;
-  return static_cast<std::int64_t>(bytes);
+  return common::parseByteSize(text);
 }
 
 }  // namespace memseal

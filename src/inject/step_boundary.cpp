@@ -57,42 +57,6 @@ std::uint64_t threadNumber() {
   return t_thread;
 }
 
-bool parseStepRule(const std::string& text, StepRule* rule, std::string* error) {
-  StepRule parsed;
-  if (text == "auto") {
-    parsed.kind = StepRule::Kind::kAuto;
-  } else if (text.rfind("interval:", 0) == 0) {
-    char* end = nullptr;
-    long long ns = std::strtoll(text.c_str() + 9, &end, 10);
-    if (end == text.c_str() + 9 || *end != '\0' || ns <= 0) {
-      *error = "bad step rule '" + text + "'";
-      return false;
-    }
-    parsed.kind = StepRule::Kind::kInterval;
-    parsed.interval = std::chrono::nanoseconds(ns);
-  } else if (text.rfind("on:", 0) == 0 && text.size() > 3) {
-    parsed.kind = StepRule::Kind::kOn;
-    parsed.name = text.substr(3);
-  } else {
-    *error = "bad step rule '" + text + "'";
-    return false;
-  }
-  *rule = parsed;
-  return true;
-}
-
-std::string stepRuleText(const StepRule& rule) {
-  switch (rule.kind) {
-    case StepRule::Kind::kAuto:
-      return "auto";
-    case StepRule::Kind::kInterval:
-      return "interval:" + std::to_string(rule.interval.count());
-    case StepRule::Kind::kOn:
-      return "on:" + rule.name;
-  }
-  return "auto";
-}
-
 bool stepNameMatches(const char* name, const std::string& wanted) {
   if (name == nullptr) return false;
   if (wanted == name) return true;

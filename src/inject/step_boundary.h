@@ -29,16 +29,10 @@
 #include <vector>
 
 #include "analyze/repeating_ops.h"
+#include "inject/step_rule.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal::inject {
-
-struct StepRule {
-  enum class Kind { kAuto, kInterval, kOn };
-  Kind kind = Kind::kAuto;
-  std::chrono::nanoseconds interval{0};
-  std::string name;
-};
 
 // Time windows sized to the run, for steps (StepBoundary) and forked children (ForkChildWatch):
 // the first ones short, so that a run of a few seconds still gets dozens of them; later ones a
@@ -48,10 +42,6 @@ constexpr int kWindowsPerRun = 48;
 inline std::chrono::nanoseconds runSizedWindow(std::chrono::nanoseconds since_start) {
   return std::max<std::chrono::nanoseconds>(kShortestWindow, since_start / kWindowsPerRun);
 }
-
-// "auto", "interval:NANOSECONDS" or "on:NAME" (what the launcher writes in MEMSEAL_RUN_STEP).
-bool parseStepRule(const std::string& text, StepRule* rule, std::string* error);
-std::string stepRuleText(const StepRule& rule);
 
 // Whether an op or function named `name` is what the user named: the whole name, or the part after
 // its namespace ("linear" for "aten::linear", "forward" for "__torch__.Model.forward").

@@ -2,6 +2,15 @@
 // never wrap, and step samples thinned in bounded memory.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -33,6 +42,40 @@ TEST(CommonText, DifferencesNeverWrapAndNumbersKeepTheirDecimals) {
   EXPECT_EQ(minusOrZero(3, 10), 0u);
   EXPECT_EQ(fixedText(2.345, 1), "2.3");
   EXPECT_EQ(fixedText(2, 0), "2");
+}
+
+std::string contentOf(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+// A write that cannot finish (the disk full, here a file-size limit that makes write() fail with
+// EFBIG the same way) leaves the report already there as it was and no temporary beside it.
+TEST(CommonText, AWriteThatFailsHalfwayKeepsTheFileThereWholeAndLeavesNoTemporary) {
+  char folder_template[] = "/tmp/memseal-write-test-XXXXXX";
+  ASSERT_NE(mkdtemp(folder_template), nullptr);
+  std::string path = std::string(folder_template) + "/report.json";
+  std::string error;
+  ASSERT_TRUE(common::writeFileAtomically(path, "the earlier report", &error)) << error;
+
+  rlimit before{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
+  rlimit small = before;
+  small.rlim_cur = 4096;
+  void (*previous_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);  // a failed write, not a signal
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool written = common::writeFileAtomically(path, std::string(1 << 20, 'x'), &error);
+  setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, previous_handler);
+
+  EXPECT_FALSE(written);
+  EXPECT_EQ(error.rfind("cannot write " + path + ".tmp", 0), 0u) << error;
+  EXPECT_EQ(contentOf(path), "the earlier report");
+  EXPECT_NE(access((path + ".tmp").c_str(), F_OK), 0);
+  std::remove(path.c_str());
+  rmdir(folder_template);
 }
 
 TEST(BoundedSamples, ThinningHalvesTheOlderHalfAndKeepsTheRecentOnes) {
