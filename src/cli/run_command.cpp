@@ -32,6 +32,7 @@
 #include "cli/command_support.h"
 #include "cli/commands.h"
 #include "cli/run_job.h"
+#include "cli/run_processes.h"
 #include "cli/run_target.h"
 #include "inject/run_protocol.h"
 #include "inject/step_rule.h"
@@ -58,15 +59,6 @@ struct RunOptions {
   TrackerFlags tracker;
 };
 
-// A traced process, from its status file.
-struct TracedProcess {
-  long pid = 0;
-  long ppid = 0;
-  std::string kind;
-  std::string program;
-  std::optional<RankIdentity> rank;  // a distributed job's rank
-};
-
 void fail(const std::string& message) { std::cerr << "memseal run: " << message << "\n"; }
 
 std::string makeSessionDirectory() {
@@ -88,49 +80,6 @@ void removeSessionDirectory(const std::string& folder) {
     closedir(dir);
   }
   rmdir(folder.c_str());
-}
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-std::vector<TracedProcess> tracedProcesses(const std::string& folder) {
-  std::vector<TracedProcess> processes;
-  DIR* dir = opendir(folder.c_str());
-  if (dir == nullptr) return processes;
-  const std::string suffix = inject::kStatusSuffix;
-  while (dirent* entry = readdir(dir)) {
-    std::string name = entry->d_name;
-    if (name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
-    TracedProcess process;
-    std::stringstream lines(readFile(folder + "/" + name));
-    std::string line;
-    while (std::getline(lines, line)) {
-      std::size_t equals = line.find('=');
-      if (equals == std::string::npos) continue;
-      std::string key = line.substr(0, equals), value = line.substr(equals + 1);
-      if (key == "pid") process.pid = std::strtol(value.c_str(), nullptr, 10);
-      if (key == "ppid") process.ppid = std::strtol(value.c_str(), nullptr, 10);
-      if (key == "kind") process.kind = value;
-      if (key == "program") process.program = value;
-      if (key == "rank") process.rank.emplace().rank = std::atoi(value.c_str());
-      if (key == "local_rank" && process.rank) process.rank->local_rank = std::atoi(value.c_str());
-      if (key == "world_size" && process.rank) process.rank->world_size = std::atoi(value.c_str());
-      if (key == "run_id" && process.rank) process.rank->run_id = value;
-    }
-    if (process.pid > 0) processes.push_back(process);
-  }
-  closedir(dir);
-  // The program first, then its children in the order they started (pids grow, mostly).
-  std::sort(processes.begin(), processes.end(), [](const TracedProcess& a, const TracedProcess& b) {
-    if ((a.kind == "root") != (b.kind == "root")) return a.kind == "root";
-    return a.pid < b.pid;
-  });
-  return processes;
 }
 
 // report.json -> report.PID.json, for a child's copy of --json/--html.
@@ -291,75 +240,43 @@ bool copyMemoryViz(const std::string& session, long pid, const std::string& path
   return true;
 }
 
-// How long ago `path` was written, for people ("3.2 s").
-std::string ageOf(const std::string& path) {
-  std::error_code error;
-  auto written = std::filesystem::last_write_time(path, error);
-  if (error) return "some time";
-  auto age = std::filesystem::file_time_type::clock::now() - written;
-  double seconds = std::chrono::duration<double>(age).count();
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", std::max(0.0, seconds));
-  return text;
-}
-
-// The ranks of a distributed job among the traced processes (a rank's forked workers are not),
-// with their reports.
-std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& processes,
-                                       const std::string& session) {
-  std::vector<RankProcess> ranks;
-  for (const TracedProcess& process : processes) {
-    if (!process.rank || process.kind == "fork") continue;
-    std::string base = session + "/" + std::to_string(process.pid);
-    RankProcess rank{process.pid, *process.rank, readFile(base + inject::kReportSuffix), ""};
-    if (rank.report_json.empty()) {
-      rank.report_json = readFile(base + inject::kInterimReportSuffix);
-      if (!rank.report_json.empty()) rank.interim_age = ageOf(base + inject::kInterimReportSuffix);
-    }
-    ranks.push_back(std::move(rank));
+// A process's --json, --memory-viz and --html (a child's as PATH.PID; in a distributed job, the
+// paths are the merged report's). False when one could not be written.
+bool writeProcessOutputs(const RunOptions& options, const std::string& session,
+                         const TracedProcess& process, bool own_paths, const LeakReport& report,
+                         const std::string& json, bool interim, std::ostringstream& text) {
+  bool root = process.kind == "root";
+  bool outputs_ok = true;
+  const OutputFlags& output = options.output;
+  std::string json_path = own_paths || output.json_path.empty()
+                              ? output.json_path
+                              : childPath(output.json_path, process.pid);
+  std::string html_path = own_paths || output.html_path.empty()
+                              ? output.html_path
+                              : childPath(output.html_path, process.pid);
+  // The runtime's own JSON as it wrote it, unless memseal added to it (an interim report's note).
+  if (!json_path.empty()) {
+    outputs_ok = writeOutput("run", json_path, interim ? report.toJson() : json) && outputs_ok;
   }
-  return ranks;
-}
-
-// The report a traced process left: its final one, else the latest it streamed while it ran
-// (marked so, `*interim`), else none (said in `text`). `*json` is the file as read.
-std::optional<LeakReport> processReport(const std::string& session, long pid,
-                                        std::ostringstream& text, std::string* json,
-                                        bool* interim) {
-  std::string base = session + "/" + std::to_string(pid);
-  *json = readFile(base + inject::kReportSuffix);
-  std::optional<std::string> interim_age;
-  if (json->empty()) {
-    *json = readFile(base + inject::kInterimReportSuffix);
-    if (!json->empty()) interim_age = ageOf(base + inject::kInterimReportSuffix);
+  if (!options.memory_viz_path.empty() && process.kind != "fork") {
+    outputs_ok = copyMemoryViz(session, process.pid,
+                               root ? options.memory_viz_path
+                                    : childPath(options.memory_viz_path, process.pid),
+                               text) &&
+                 outputs_ok;
   }
-  *interim = interim_age.has_value();
-  if (json->empty()) {
-    text << "memseal run: pid " << pid
-         << " ended before memseal could write its report (killed by SIGKILL, or ended by "
-            "_exit, before its first step boundary and time window)\n";
-    return std::nullopt;
+  if (!html_path.empty()) {
+    const std::string& name = options.command.front();
+    std::string title = root ? name : name + " child " + std::to_string(process.pid);
+    outputs_ok =
+        writeHtmlIfAsked("run", html_path, title, HtmlPage{"", &report, nullptr, nullptr, ""}) &&
+        outputs_ok;
   }
-  LeakReport report;
-  try {
-    report = LeakReport::fromJson(*json);
-  } catch (const std::exception& error) {
-    text << "memseal run: the report of pid " << pid << " cannot be read: " << error.what() << "\n";
-    return std::nullopt;
-  }
-  if (interim_age) {
-    std::string said = "memseal run: pid " + std::to_string(pid) +
-                       " ended before its final report (a crash, a kill or _exit): this is its "
-                       "latest report, taken while it ran, " +
-                       *interim_age + " before memseal read it";
-    text << said << "\n";
-    report.notes.push_back(said);
-  }
-  return report;
+  return outputs_ok;
 }
 
 // The report of each traced process (the program, then its children) into `text`, and its
-// --json/--html (a child's as PATH.PID). False when an output could not be written.
+// outputs. False when an output could not be written.
 bool reportEachProcess(const RunOptions& options, const std::string& session, int status,
                        std::ostringstream& text, bool* any_leak) {
   const std::string& name = options.command.front();
@@ -367,6 +284,7 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
   bool root_seen = false;
   std::vector<TracedProcess> processes = tracedProcesses(session);
   std::vector<RankProcess> ranks = rankProcesses(processes, session);
+  std::vector<TracedProcess> without_report;
   for (const TracedProcess& process : processes) {
     bool root = process.kind == "root";
     root_seen = root_seen || root;
@@ -375,6 +293,10 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
            << "\n";
     }
     if (process.rank && process.kind != "fork") continue;  // in the job's merged report
+    if (!root && leftNoReport(session, process.pid)) {
+      without_report.push_back(process);
+      continue;
+    }
     if (!root) {
       text << "\nmemseal run: child pid " << process.pid << " of " << process.ppid << " ("
            << (process.kind == "fork" ? "forked" : "exec'd") << "): " << process.program << "\n";
@@ -383,40 +305,17 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
     bool interim = false;
     std::optional<LeakReport> read = processReport(session, process.pid, text, &json, &interim);
     if (!read) continue;
-    LeakReport& report = *read;
-    if (root && !ranks.empty() && report.steps == 0 && !report.leak) {
+    if (root && !ranks.empty() && read->steps == 0 && !read->leak) {
       text << "memseal run: the job's launcher; it ran no steps of its own\n";
       continue;
     }
-    *any_leak = *any_leak || report.leak;
-    text << report.toText();
-    const OutputFlags& output = options.output;
-    // In a distributed job, --json and --html are the merged report's.
-    bool own_paths = root && ranks.empty();
-    std::string json_path = own_paths || output.json_path.empty()
-                                ? output.json_path
-                                : childPath(output.json_path, process.pid);
-    std::string html_path = own_paths || output.html_path.empty()
-                                ? output.html_path
-                                : childPath(output.html_path, process.pid);
-    // The runtime's own JSON as it wrote it, unless memseal added to it (an interim report's note).
-    if (!json_path.empty()) {
-      outputs_ok = writeOutput("run", json_path, interim ? report.toJson() : json) && outputs_ok;
-    }
-    if (!options.memory_viz_path.empty() && process.kind != "fork") {
-      outputs_ok = copyMemoryViz(session, process.pid,
-                                 root ? options.memory_viz_path
-                                      : childPath(options.memory_viz_path, process.pid),
-                                 text) &&
-                   outputs_ok;
-    }
-    if (!html_path.empty()) {
-      std::string title = root ? name : name + " child " + std::to_string(process.pid);
-      outputs_ok =
-          writeHtmlIfAsked("run", html_path, title, HtmlPage{"", &report, nullptr, nullptr, ""}) &&
-          outputs_ok;
-    }
+    *any_leak = *any_leak || read->leak;
+    text << read->toText();
+    outputs_ok = writeProcessOutputs(options, session, process, root && ranks.empty(), *read, json,
+                                     interim, text) &&
+                 outputs_ok;
   }
+  sayChildrenWithoutReport(without_report, text);
   if (!root_seen) {
     text << "memseal run: " << name << " never loaded libtorch: nothing was tracked in it ("
          << exitText(status) << ")\n";

@@ -1,5 +1,6 @@
 """`memseal run` when the program does not end well: it crashes (SIGSEGV), aborts, ends in _exit,
-is killed with SIGKILL, closes its stdout, or exits while its threads still allocate. Each time the
+is killed with SIGKILL, execs a program that is not libtorch, forks many children that end at
+once, closes its stdout, or exits while its threads still allocate. Each time the
 program's own exit status passes through, memseal never hangs, and a program that wrote no final
 report still gets its latest one, streamed while it ran, marked as such.
 
@@ -64,6 +65,14 @@ PROGRAM = textwrap.dedent('''
         os.close(1)
         for _ in range(50):
             train_step()
+    elif how == "exec":
+        os.execv("/bin/sh", ["sh", "-c", "exit 4"])  # a program that is not libtorch takes over
+    elif how == "forks":
+        # Many children that end at once (a fork bomb held by the loop's bound): none can report.
+        children = [pid for pid in (os.fork() for _ in range(40)) if pid != 0 or os._exit(0)]
+        for child in children:
+            os.waitpid(child, 0)
+        sys.exit(3)
     elif how == "threads":
         # Still allocating as the program exits: Python joins them after main ends. (Daemon
         # threads inside torch abort at exit with or without memseal.)
@@ -121,6 +130,21 @@ class Faults(unittest.TestCase):
                 report = json.load(source)
             self.assertEqual(report["verdict"], "leak")
             self.assertTrue(any("latest report" in note for note in report["notes"]), report)
+
+    def test_a_program_that_execs_another_passes_its_status_and_leaves_the_latest_report(self):
+        result = self.run_faulty("exec")
+        self.assertEqual(result.returncode, 4, result.stderr)
+        self.assertIn("exit status 4", result.stderr)
+        self.assert_latest_report_given(result)
+
+    def test_many_children_without_reports_are_one_line_after_the_programs_report(self):
+        result = self.run_faulty("forks", "--follow-fork")
+        self.assertEqual(result.returncode, 3, result.stderr)
+        self.assertIn("LEAK", result.stderr)
+        self.assertIn("40 child processes ended before memseal could write their reports",
+                      result.stderr)
+        self.assertNotIn("memseal run: child pid", result.stderr)  # none named one by one
+        self.assertLess(len(result.stderr.splitlines()), 80, result.stderr)
 
     def test_a_program_that_closes_stdout_ends_cleanly_with_its_final_report(self):
         result = self.run_faulty("close-stdout")

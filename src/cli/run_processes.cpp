@@ -1,0 +1,163 @@
+// What the processes `memseal run` traced left in its session folder: their status files (which
+// process, whose child, which rank) and their reports, final or streamed.
+#include "cli/run_processes.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "inject/run_protocol.h"
+
+namespace memseal::cli {
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::vector<TracedProcess> tracedProcesses(const std::string& folder) {
+  std::vector<TracedProcess> processes;
+  DIR* dir = opendir(folder.c_str());
+  if (dir == nullptr) return processes;
+  const std::string suffix = inject::kStatusSuffix;
+  while (dirent* entry = readdir(dir)) {
+    std::string name = entry->d_name;
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    TracedProcess process;
+    std::stringstream lines(readFile(folder + "/" + name));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::size_t equals = line.find('=');
+      if (equals == std::string::npos) continue;
+      std::string key = line.substr(0, equals), value = line.substr(equals + 1);
+      if (key == "pid") process.pid = std::strtol(value.c_str(), nullptr, 10);
+      if (key == "ppid") process.ppid = std::strtol(value.c_str(), nullptr, 10);
+      if (key == "kind") process.kind = value;
+      if (key == "program") process.program = value;
+      if (key == "rank") process.rank.emplace().rank = std::atoi(value.c_str());
+      if (key == "local_rank" && process.rank) process.rank->local_rank = std::atoi(value.c_str());
+      if (key == "world_size" && process.rank) process.rank->world_size = std::atoi(value.c_str());
+      if (key == "run_id" && process.rank) process.rank->run_id = value;
+    }
+    if (process.pid > 0) processes.push_back(process);
+  }
+  closedir(dir);
+  // The program first, then its children in the order they started (pids grow, mostly).
+  std::sort(processes.begin(), processes.end(), [](const TracedProcess& a, const TracedProcess& b) {
+    if ((a.kind == "root") != (b.kind == "root")) return a.kind == "root";
+    return a.pid < b.pid;
+  });
+  return processes;
+}
+
+// How long ago `path` was written, for people ("3.2 s").
+std::string ageOf(const std::string& path) {
+  std::error_code error;
+  auto written = std::filesystem::last_write_time(path, error);
+  if (error) return "some time";
+  auto age = std::filesystem::file_time_type::clock::now() - written;
+  double seconds = std::chrono::duration<double>(age).count();
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", std::max(0.0, seconds));
+  return text;
+}
+
+// The ranks of a distributed job among the traced processes (a rank's forked workers are not),
+// with their reports.
+std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& processes,
+                                       const std::string& session) {
+  std::vector<RankProcess> ranks;
+  for (const TracedProcess& process : processes) {
+    if (!process.rank || process.kind == "fork") continue;
+    std::string base = session + "/" + std::to_string(process.pid);
+    RankProcess rank{process.pid, *process.rank, readFile(base + inject::kReportSuffix), ""};
+    if (rank.report_json.empty()) {
+      rank.report_json = readFile(base + inject::kInterimReportSuffix);
+      if (!rank.report_json.empty()) rank.interim_age = ageOf(base + inject::kInterimReportSuffix);
+    }
+    ranks.push_back(std::move(rank));
+  }
+  return ranks;
+}
+
+// The report a traced process left: its final one, else the latest it streamed while it ran
+// (marked so, `*interim`), else none (said in `text`). `*json` is the file as read.
+std::optional<LeakReport> processReport(const std::string& session, long pid,
+                                        std::ostringstream& text, std::string* json,
+                                        bool* interim) {
+  std::string base = session + "/" + std::to_string(pid);
+  *json = readFile(base + inject::kReportSuffix);
+  std::optional<std::string> interim_age;
+  if (json->empty()) {
+    *json = readFile(base + inject::kInterimReportSuffix);
+    if (!json->empty()) interim_age = ageOf(base + inject::kInterimReportSuffix);
+  }
+  *interim = interim_age.has_value();
+  if (json->empty()) {
+    text << "memseal run: pid " << pid
+         << " ended before memseal could write its report (killed by SIGKILL, or ended by "
+            "_exit, before its first step boundary and time window)\n";
+    return std::nullopt;
+  }
+  LeakReport report;
+  try {
+    report = LeakReport::fromJson(*json);
+  } catch (const std::exception& error) {
+    text << "memseal run: the report of pid " << pid << " cannot be read: " << error.what() << "\n";
+    return std::nullopt;
+  }
+  if (interim_age) {
+    std::string said = "memseal run: pid " + std::to_string(pid) +
+                       " ended before its final report (a crash, a kill or _exit): this is its "
+                       "latest report, taken while it ran, " +
+                       *interim_age + " before memseal read it";
+    text << said << "\n";
+    report.notes.push_back(said);
+  }
+  return report;
+}
+
+// A child that wrote no report at all (neither final nor interim): one that ended at once, as the
+// children of a program that forks many do.
+bool leftNoReport(const std::string& session, long pid) {
+  std::string base = session + "/" + std::to_string(pid);
+  return access((base + inject::kReportSuffix).c_str(), F_OK) != 0 &&
+         access((base + inject::kInterimReportSuffix).c_str(), F_OK) != 0;
+}
+
+// Children that left no report: each named while they are few; past that, one line, so a program
+// that forks thousands of short-lived children does not bury its own report.
+void sayChildrenWithoutReport(const std::vector<TracedProcess>& children,
+                              std::ostringstream& text) {
+  constexpr std::size_t kNamedOneByOne = 4;
+  constexpr std::size_t kPidsListed = 8;
+  if (children.size() <= kNamedOneByOne) {
+    for (const TracedProcess& child : children) {
+      text << "\nmemseal run: child pid " << child.pid << " of " << child.ppid << " ("
+           << (child.kind == "fork" ? "forked" : "exec'd") << "): " << child.program << "\n"
+           << "memseal run: pid " << child.pid
+           << " ended before memseal could write its report (killed by SIGKILL, or ended by "
+              "_exit, before its first step boundary and time window)\n";
+    }
+    return;
+  }
+  text << "\nmemseal run: " << children.size()
+       << " child processes ended before memseal could write their reports (killed by SIGKILL, or "
+          "ended by _exit, before their first step boundary and time window): pids";
+  for (std::size_t i = 0; i < children.size() && i < kPidsListed; ++i) {
+    text << (i == 0 ? " " : ", ") << children[i].pid;
+  }
+  text << (children.size() > kPidsListed ? ", ...\n" : "\n");
+}
+
+}  // namespace memseal::cli
