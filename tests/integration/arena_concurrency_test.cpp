@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "integration/tensor_overlap.h"
 #include "memseal/arena.h"
 
 namespace memseal {
@@ -166,16 +167,6 @@ TEST(ArenaConcurrency, RandomProgramsOnSeveralThreadsNeverShareLiveMemory) {
         int throw_at = random() % 6 == 0 ? static_cast<int>(random() % count) : -1;
         std::vector<torch::Tensor> live(count);
         std::vector<std::uint8_t> values(count);
-        auto overlapsLive = [&](const torch::Tensor& fresh, int self) {
-          auto begin = reinterpret_cast<std::uintptr_t>(fresh.data_ptr());
-          auto end = begin + fresh.nbytes();
-          for (int j = 0; j < count; ++j) {
-            if (j == self || !live[j].defined()) continue;
-            auto other = reinterpret_cast<std::uintptr_t>(live[j].data_ptr());
-            if (begin < other + live[j].nbytes() && other < end) return true;
-          }
-          return false;
-        };
         try {
           arena.run("program " + std::to_string(program), [&] {
             for (int i = 0; i < count; ++i) {
@@ -184,7 +175,7 @@ TEST(ArenaConcurrency, RandomProgramsOnSeveralThreadsNeverShareLiveMemory) {
               live[i] = torch::empty({size}, torch::kByte);
               values[i] = static_cast<std::uint8_t>(random());
               live[i].fill_(values[i]);
-              if (overlapsLive(live[i], i)) ++overlaps[t];
+              if (test::overlapsAny(live[i], live, i)) ++overlaps[t];
               if (i == throw_at) throw std::runtime_error("the request failed");
               // Each tensor dies within a few allocations, some later when perturbed.
               int j = i - static_cast<int>(shape_of_program() % 4);

@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "integration/tensor_overlap.h"
 #include "memseal/arena.h"
 #include "memseal/gtest.h"
 #include "models/example_models.h"
@@ -417,25 +418,12 @@ TEST(PlannedArena, ServedMemoryNeverOverlapsLiveMemoryUnderRandomPrograms) {
       bool perturb = replay >= 2;
       std::vector<torch::Tensor> live(count);
       std::vector<torch::Tensor> outputs;
-      auto overlapsLive = [&](const torch::Tensor& fresh, int self) {
-        auto begin = reinterpret_cast<std::uintptr_t>(fresh.data_ptr());
-        auto end = begin + fresh.nbytes();
-        for (int j = 0; j < count; ++j) {
-          if (j == self || !live[j].defined()) continue;
-          auto other = reinterpret_cast<std::uintptr_t>(live[j].data_ptr());
-          if (begin < other + live[j].nbytes() && other < end) return true;
-        }
-        for (const torch::Tensor& output : outputs) {
-          auto other = reinterpret_cast<std::uintptr_t>(output.data_ptr());
-          if (begin < other + output.nbytes() && other < end) return true;
-        }
-        return false;
-      };
       arena.run(key, [&] {
         for (int i = 0; i < count; ++i) {
           std::int64_t size = sizes[i] + (perturb && random() % 10 == 0 ? 64 : 0);
           live[i] = torch::empty({size}, torch::kByte);
-          EXPECT_FALSE(overlapsLive(live[i], i)) << key << " replay " << replay << " alloc " << i;
+          EXPECT_FALSE(test::overlapsAny(live[i], live, i) || test::overlapsAny(live[i], outputs))
+              << key << " replay " << replay << " alloc " << i;
           ++checks;
           for (int j = 0; j <= i; ++j) {
             bool delay = perturb && random() % 4 == 0;
