@@ -60,7 +60,6 @@ std::vector<TracedProcess> tracedProcesses(const std::string& folder) {
   return processes;
 }
 
-// How long ago `path` was written, for people ("3.2 s").
 std::string ageOf(const std::string& path) {
   std::error_code error;
   auto written = std::filesystem::last_write_time(path, error);
@@ -72,8 +71,6 @@ std::string ageOf(const std::string& path) {
   return text;
 }
 
-// The ranks of a distributed job among the traced processes (a rank's forked workers are not),
-// with their reports.
 std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& processes,
                                        const std::string& session) {
   std::vector<RankProcess> ranks;
@@ -90,8 +87,6 @@ std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& process
   return ranks;
 }
 
-// The report a traced process left: its final one, else the latest it streamed while it ran
-// (marked so, `*interim`), else none (said in `text`). `*json` is the file as read.
 std::optional<LeakReport> processReport(const std::string& session, long pid,
                                         std::ostringstream& text, std::string* json,
                                         bool* interim) {
@@ -127,16 +122,12 @@ std::optional<LeakReport> processReport(const std::string& session, long pid,
   return report;
 }
 
-// A child that wrote no report at all (neither final nor interim): one that ended at once, as the
-// children of a program that forks many do.
 bool leftNoReport(const std::string& session, long pid) {
   std::string base = session + "/" + std::to_string(pid);
   return access((base + inject::kReportSuffix).c_str(), F_OK) != 0 &&
          access((base + inject::kInterimReportSuffix).c_str(), F_OK) != 0;
 }
 
-// Children that left no report: each named while they are few; past that, one line, so a program
-// that forks thousands of short-lived children does not bury its own report.
 void sayChildrenWithoutReport(const std::vector<TracedProcess>& children,
                               std::ostringstream& text) {
   constexpr std::size_t kNamedOneByOne = 4;

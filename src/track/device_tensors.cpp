@@ -45,9 +45,9 @@ std::uint32_t recordDeviceBlock(ThreadState& state, int device, std::uint64_t ad
   if (liveAllocations().remove(record.data, &stale) && stale.tensor != nullptr) {
     dropWeakTensorReference(stale.tensor);
   }
-  // No room to grow: this block goes untracked.
-  if (liveAllocations().insert(record))
+  if (liveAllocations().insert(record)) {
     g_device_blocks_recorded.store(true, std::memory_order_release);
+  }  // else no room to grow: this block goes untracked
   return record.site;
 }
 
@@ -63,8 +63,6 @@ void forgetDeviceBlock(std::uint64_t address) {
   if (!device_block || !liveAllocations().remove(data, &record)) return;
   if (record.tensor != nullptr) dropWeakTensorReference(record.tensor);
 }
-
-bool deviceBlocksRecorded() { return g_device_blocks_recorded.load(std::memory_order_acquire); }
 
 void onDeviceOpOutput(ThreadState& state, const at::TensorBase& tensor,
                       std::uint64_t device_start_serial,

@@ -24,8 +24,6 @@ std::uint32_t recordDeviceBlock(ThreadState& state, int device, std::uint64_t ad
 // The tensor let go of the block (the hook's FREE_REQUESTED), whether or not a session runs: a
 // record outliving its block would stand for whatever the allocator puts there next.
 void forgetDeviceBlock(std::uint64_t address);
-// Whether this process ever recorded a device block (cheap; read on every step boundary).
-bool deviceBlocksRecorded();
 
 // At an op's end, for an output whose storage is on a CUDA device: fills in the record's signature
 // and weak tensor reference when this op made the block on this thread, and completes a pending

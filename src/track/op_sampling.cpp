@@ -138,7 +138,8 @@ bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequence, std::u
   return false;
 }
 
-// At op end on a recorded step: what the op's output showed about the allocation at `serial`.
+// At op end on a recorded step: what the op's output showed about the recorded allocation of
+// `record` (its signature, and for a CUDA block the site with its stack).
 void completeSequenceEntry(const SequenceCursor& cursor, AllocationSequence& sequence,
                            const LiveRecord& record, std::uint32_t site,
                            const TensorSignature& signature) {
