@@ -15,10 +15,8 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -244,7 +242,7 @@ bool copyMemoryViz(const std::string& session, long pid, const std::string& path
 // paths are the merged report's). False when one could not be written.
 bool writeProcessOutputs(const RunOptions& options, const std::string& session,
                          const TracedProcess& process, bool own_paths, const LeakReport& report,
-                         const std::string& json, bool interim, std::ostringstream& text) {
+                         const ProcessReportFile& file, std::ostringstream& text) {
   bool root = process.kind == "root";
   bool outputs_ok = true;
   const OutputFlags& output = options.output;
@@ -256,7 +254,8 @@ bool writeProcessOutputs(const RunOptions& options, const std::string& session,
                               : childPath(output.html_path, process.pid);
   // The runtime's own JSON as it wrote it, unless memseal added to it (an interim report's note).
   if (!json_path.empty()) {
-    outputs_ok = writeOutput("run", json_path, interim ? report.toJson() : json) && outputs_ok;
+    const std::string& json = file.interim_age.empty() ? file.json : report.toJson();
+    outputs_ok = writeOutput("run", json_path, json) && outputs_ok;
   }
   if (!options.memory_viz_path.empty() && process.kind != "fork") {
     outputs_ok = copyMemoryViz(session, process.pid,
@@ -293,17 +292,13 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
            << "\n";
     }
     if (process.rank && process.kind != "fork") continue;  // in the job's merged report
-    if (!root && leftNoReport(session, process.pid)) {
+    ProcessReportFile file = readProcessReport(session, process.pid);
+    if (!root && file.json.empty()) {
       without_report.push_back(process);
       continue;
     }
-    if (!root) {
-      text << "\nmemseal run: child pid " << process.pid << " of " << process.ppid << " ("
-           << (process.kind == "fork" ? "forked" : "exec'd") << "): " << process.program << "\n";
-    }
-    std::string json;
-    bool interim = false;
-    std::optional<LeakReport> read = processReport(session, process.pid, text, &json, &interim);
+    if (!root) text << childHeading(process);
+    std::optional<LeakReport> read = processReport(process.pid, file, text);
     if (!read) continue;
     if (root && !ranks.empty() && read->steps == 0 && !read->leak) {
       text << "memseal run: the job's launcher; it ran no steps of its own\n";
@@ -311,9 +306,9 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
     }
     *any_leak = *any_leak || read->leak;
     text << read->toText();
-    outputs_ok = writeProcessOutputs(options, session, process, root && ranks.empty(), *read, json,
-                                     interim, text) &&
-                 outputs_ok;
+    outputs_ok =
+        writeProcessOutputs(options, session, process, root && ranks.empty(), *read, file, text) &&
+        outputs_ok;
   }
   sayChildrenWithoutReport(without_report, text);
   if (!root_seen) {

@@ -12,6 +12,13 @@
 
 namespace memseal::cli {
 
+std::string interimReportNote(long pid, const std::string& age) {
+  return "memseal run: pid " + std::to_string(pid) +
+         " ended before its final report (a crash, a kill or _exit): this is its latest report, "
+         "taken while it ran, " +
+         age + " before memseal read it";
+}
+
 namespace {
 
 std::vector<RankReport> readRanks(const std::vector<RankProcess>& ranks) {
@@ -28,11 +35,7 @@ std::vector<RankReport> readRanks(const std::vector<RankProcess>& ranks) {
       try {
         rank.report = LeakReport::fromJson(process.report_json);
         if (!process.interim_age.empty()) {
-          rank.report->notes.push_back(
-              "memseal run: pid " + std::to_string(process.pid) +
-              " ended before its final report (a crash, a kill or _exit): this is its latest "
-              "report, taken while it ran, " +
-              process.interim_age + " before memseal read it");
+          rank.report->notes.push_back(interimReportNote(process.pid, process.interim_age));
         }
       } catch (const std::exception& error) {
         rank.missing_reason = "its report cannot be read: " + std::string(error.what());

@@ -22,6 +22,10 @@ struct RankProcess {
   std::string interim_age;
 };
 
+// What an interim report (taken while process `pid` ran; it ended before its final one) says of
+// itself, `age` being how long before memseal read it ("3.2 s").
+std::string interimReportNote(long pid, const std::string& age);
+
 // The folder a job's reports go to when the user named none: memseal-RUN_ID in the current folder,
 // or memseal-job-PID (this memseal's pid) where the launcher gave no run id.
 std::string defaultJobFolder(const std::vector<RankProcess>& ranks);

@@ -71,61 +71,61 @@ std::string ageOf(const std::string& path) {
   return text;
 }
 
+ProcessReportFile readProcessReport(const std::string& session, long pid) {
+  std::string base = session + "/" + std::to_string(pid);
+  ProcessReportFile file{readFile(base + inject::kReportSuffix), ""};
+  if (file.json.empty()) {
+    file.json = readFile(base + inject::kInterimReportSuffix);
+    if (!file.json.empty()) file.interim_age = ageOf(base + inject::kInterimReportSuffix);
+  }
+  return file;
+}
+
 std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& processes,
                                        const std::string& session) {
   std::vector<RankProcess> ranks;
   for (const TracedProcess& process : processes) {
     if (!process.rank || process.kind == "fork") continue;
-    std::string base = session + "/" + std::to_string(process.pid);
-    RankProcess rank{process.pid, *process.rank, readFile(base + inject::kReportSuffix), ""};
-    if (rank.report_json.empty()) {
-      rank.report_json = readFile(base + inject::kInterimReportSuffix);
-      if (!rank.report_json.empty()) rank.interim_age = ageOf(base + inject::kInterimReportSuffix);
-    }
-    ranks.push_back(std::move(rank));
+    ProcessReportFile file = readProcessReport(session, process.pid);
+    ranks.push_back(
+        {process.pid, *process.rank, std::move(file.json), std::move(file.interim_age)});
   }
   return ranks;
 }
 
-std::optional<LeakReport> processReport(const std::string& session, long pid,
-                                        std::ostringstream& text, std::string* json,
-                                        bool* interim) {
-  std::string base = session + "/" + std::to_string(pid);
-  *json = readFile(base + inject::kReportSuffix);
-  std::optional<std::string> interim_age;
-  if (json->empty()) {
-    *json = readFile(base + inject::kInterimReportSuffix);
-    if (!json->empty()) interim_age = ageOf(base + inject::kInterimReportSuffix);
-  }
-  *interim = interim_age.has_value();
-  if (json->empty()) {
-    text << "memseal run: pid " << pid
-         << " ended before memseal could write its report (killed by SIGKILL, or ended by "
-            "_exit, before its first step boundary and time window)\n";
+namespace {
+
+const char* const kNoReportReason =
+    " (killed by SIGKILL, or ended by _exit, before its first step boundary and time window)";
+
+}  // namespace
+
+std::optional<LeakReport> processReport(long pid, const ProcessReportFile& file,
+                                        std::ostringstream& text) {
+  if (file.json.empty()) {
+    text << "memseal run: pid " << pid << " ended before memseal could write its report"
+         << kNoReportReason << "\n";
     return std::nullopt;
   }
   LeakReport report;
   try {
-    report = LeakReport::fromJson(*json);
+    report = LeakReport::fromJson(file.json);
   } catch (const std::exception& error) {
     text << "memseal run: the report of pid " << pid << " cannot be read: " << error.what() << "\n";
     return std::nullopt;
   }
-  if (interim_age) {
-    std::string said = "memseal run: pid " + std::to_string(pid) +
-                       " ended before its final report (a crash, a kill or _exit): this is its "
-                       "latest report, taken while it ran, " +
-                       *interim_age + " before memseal read it";
+  if (!file.interim_age.empty()) {
+    std::string said = interimReportNote(pid, file.interim_age);
     text << said << "\n";
     report.notes.push_back(said);
   }
   return report;
 }
 
-bool leftNoReport(const std::string& session, long pid) {
-  std::string base = session + "/" + std::to_string(pid);
-  return access((base + inject::kReportSuffix).c_str(), F_OK) != 0 &&
-         access((base + inject::kInterimReportSuffix).c_str(), F_OK) != 0;
+std::string childHeading(const TracedProcess& child) {
+  return "\nmemseal run: child pid " + std::to_string(child.pid) + " of " +
+         std::to_string(child.ppid) + " (" + (child.kind == "fork" ? "forked" : "exec'd") +
+         "): " + child.program + "\n";
 }
 
 void sayChildrenWithoutReport(const std::vector<TracedProcess>& children,
@@ -134,11 +134,8 @@ void sayChildrenWithoutReport(const std::vector<TracedProcess>& children,
   constexpr std::size_t kPidsListed = 8;
   if (children.size() <= kNamedOneByOne) {
     for (const TracedProcess& child : children) {
-      text << "\nmemseal run: child pid " << child.pid << " of " << child.ppid << " ("
-           << (child.kind == "fork" ? "forked" : "exec'd") << "): " << child.program << "\n"
-           << "memseal run: pid " << child.pid
-           << " ended before memseal could write its report (killed by SIGKILL, or ended by "
-              "_exit, before its first step boundary and time window)\n";
+      text << childHeading(child);
+      processReport(child.pid, ProcessReportFile{}, text);  // says it left none
     }
     return;
   }

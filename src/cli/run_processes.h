@@ -29,13 +29,19 @@ std::string ageOf(const std::string& path);
 // with their reports.
 std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& processes,
                                        const std::string& session);
-// The report a traced process left: its final one, else the latest it streamed while it ran
-// (marked so, `*interim`), else none (said in `text`). `*json` is the file as read.
-std::optional<LeakReport> processReport(const std::string& session, long pid,
-                                        std::ostringstream& text, std::string* json, bool* interim);
-// A child that wrote no report at all (neither final nor interim): one that ended at once, as the
-// children of a program that forks many do.
-bool leftNoReport(const std::string& session, long pid);
+// The report file a traced process left: its final report, else the latest it streamed while it
+// ran (then `interim_age` says how long before memseal read it); `json` is empty when it left none.
+struct ProcessReportFile {
+  std::string json;
+  std::string interim_age;
+};
+ProcessReportFile readProcessReport(const std::string& session, long pid);
+// That file read: the report (an interim one noted as such, in `text` and in its notes), or none,
+// said in `text`.
+std::optional<LeakReport> processReport(long pid, const ProcessReportFile& file,
+                                        std::ostringstream& text);
+// "memseal run: child pid P of PARENT (forked): PROGRAM", on a line of its own after an empty one.
+std::string childHeading(const TracedProcess& child);
 // Children that left no report: each named while they are few; past that, one line, so a program
 // that forks thousands of short-lived children does not bury its own report.
 void sayChildrenWithoutReport(const std::vector<TracedProcess>& children, std::ostringstream& text);
