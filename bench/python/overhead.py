@@ -275,5 +275,6 @@ def main():
 def summary(ratios):
     return f"{statistics.median(ratios):.2f}x  ({min(ratios):.2f}..{max(ratios):.2f})"
 
+
 if __name__ == "__main__":
     main()
