@@ -67,9 +67,11 @@ class Watch:
                       (torch.cuda._memory_viz, pytorch.org/memory_viz) to this path at the end
       memory_viz_events  newest allocations and frees the trace keeps (40000)
       gather          in a distributed job: when the watch ends, every rank's report goes to rank
-                      0 over the job's process group, and rank 0 gets the merged view of the ranks
-                      (w.merged; printed when a rank leaks and on_leak is 'warn'). Every rank must
-                      end its watch (a collective); the report names its rank either way.
+                      0 through the store of the job's process group, and rank 0 gets the merged
+                      view of the ranks (w.merged; printed when a rank leaks and on_leak is
+                      'warn'). Every rank should end its watch so; a report that has not arrived
+                      within the store's timeout is a missing rank. The report names its rank
+                      either way.
     """
 
     def __init__(
@@ -168,7 +170,7 @@ class Watch:
         name_the_rank(report)
         self._final = report
         if self._gather:
-            # Before the policy: a rank that raises must still take part in the collective.
+            # Before the policy: a rank that raises must still send its report to rank 0.
             self.merged = gather_to_rank_0(report)
             if self.merged is not None and self.merged.leak and self._on_leak == "warn":
                 print(self.merged.text(), file=sys.stderr, end="")

@@ -37,21 +37,66 @@ def name_the_rank(report):
             _memseal.set_report_rank(report._native, identity)
 
 
+_gathers_taken = 0  # gathers this process took part in; every rank counts the same ones
+
+
+def _job_store():
+    """The key-value store the job's default process group was made with (TCPStore under torchrun,
+    FileStore for file://), or None where torch does not expose it."""
+    from torch.distributed import distributed_c10d
+
+    try:
+        return distributed_c10d._get_default_store()
+    except (AttributeError, KeyError, ValueError):
+        return None
+
+
 def gather_to_rank_0(report):
-    """Sends every rank's report to rank 0 over the job's process group (gather_object: gloo, or
-    NCCL with the rank's CUDA device set); rank 0 gets the merged view, the others None. A
-    collective: every rank must call it."""
+    """Sends every rank's report to rank 0 through the store of the job's process group (the one
+    its ranks met through: no other channel or port); rank 0 gets the merged view, the others None.
+    Every rank should call it; only rank 0 waits.
+
+    The store, not a collective of the process group: gather_object's tensors are made in Python,
+    and a gloo worker thread that drops them after the program's last collective needs the GIL
+    while the interpreter finalises, which aborts the process ("terminate called without an
+    active exception"); NCCL would also need each rank's CUDA device set. A rank whose report never
+    arrives (the store's timeout, the job's) is missing from the merged view, said as such."""
     if not _process_group_ready():
         raise RuntimeError("memseal: watch(gather=True) needs torch.distributed initialised "
                            "(init_process_group) when the watch ends, and every rank to end its watch")
     import torch.distributed as dist
 
-    rank = dist.get_rank()
-    gathered = [None] * dist.get_world_size() if rank == 0 else None
-    dist.gather_object(report.to_json(), gathered, dst=0)
+    global _gathers_taken
+    _gathers_taken += 1
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    store = _job_store()
+    if store is None:
+        raise RuntimeError("memseal: watch(gather=True) needs the store of the job's process group, "
+                           "which this torch does not expose (distributed_c10d._get_default_store)")
+    prefix = f"memseal/gather/{_gathers_taken}/"
+    store.set(prefix + str(rank), report.to_json())
     if rank != 0:
         return None
-    return _memseal.merge_json([(text, f"rank {index}") for index, text in enumerate(gathered)])
+    pairs, missing = [], []
+    why = ("its report did not reach rank 0 within the job's store timeout (it did not end its "
+           "watch with gather=True)")
+    timed_out = False  # after one rank's timeout, the others are only looked for, not waited for
+    for index in range(world_size):
+        key = prefix + str(index)
+        try:
+            if timed_out and not store.check([key]):
+                missing.append((index, world_size, why))
+                continue
+            pairs.append((store.get(key).decode(), f"rank {index}"))
+        except RuntimeError:  # not there within the store's timeout
+            timed_out = True
+            missing.append((index, world_size, why))
+            continue
+        try:
+            store.delete_key(key)
+        except RuntimeError:  # a store without deletion keeps it; the job's store ends with it
+            pass
+    return _memseal.merge_json(pairs, missing)
 
 
 def merge(reports):

@@ -284,6 +284,7 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
   std::vector<TracedProcess> processes = tracedProcesses(session);
   std::vector<RankProcess> ranks = rankProcesses(processes, session);
   std::vector<TracedProcess> without_report;
+  std::vector<QuietChild> quiet_children;  // children whose report found no leak
   for (const TracedProcess& process : processes) {
     bool root = process.kind == "root";
     root_seen = root_seen || root;
@@ -297,19 +298,28 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
       without_report.push_back(process);
       continue;
     }
-    if (!root) text << childHeading(process);
-    std::optional<LeakReport> read = processReport(process.pid, file, text);
-    if (!read) continue;
-    if (root && !ranks.empty() && read->steps == 0 && !read->leak) {
-      text << "memseal run: the job's launcher; it ran no steps of its own\n";
-      continue;
+    std::ostringstream own;  // a child's, said in full when it leaks or its siblings are few
+    if (!root) own << childHeading(process);
+    std::optional<LeakReport> read = processReport(process.pid, file, own);
+    if (read && root && !ranks.empty() && read->steps == 0 && !read->leak) {
+      own << "memseal run: the job's launcher; it ran no steps of its own\n";
+      read.reset();
     }
-    *any_leak = *any_leak || read->leak;
-    text << read->toText();
-    outputs_ok =
-        writeProcessOutputs(options, session, process, root && ranks.empty(), *read, file, text) &&
-        outputs_ok;
+    bool written = true;
+    if (read) {
+      *any_leak = *any_leak || read->leak;
+      own << read->toText();
+      written =
+          writeProcessOutputs(options, session, process, root && ranks.empty(), *read, file, own);
+      outputs_ok = outputs_ok && written;
+    }
+    if (!root && read && !read->leak && written && file.interim_age.empty()) {
+      quiet_children.push_back({process, own.str()});
+    } else {
+      text << own.str();
+    }
   }
+  sayQuietChildren(quiet_children, text);
   sayChildrenWithoutReport(without_report, text);
   if (!root_seen) {
     text << "memseal run: " << name << " never loaded libtorch: nothing was tracked in it ("

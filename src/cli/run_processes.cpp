@@ -128,10 +128,35 @@ std::string childHeading(const TracedProcess& child) {
          "): " + child.program + "\n";
 }
 
+namespace {
+
+constexpr std::size_t kNamedOneByOne = 4;
+constexpr std::size_t kPidsListed = 8;
+
+void listPids(const std::vector<long>& pids, std::ostringstream& text) {
+  text << "pids";
+  for (std::size_t i = 0; i < pids.size() && i < kPidsListed; ++i) {
+    text << (i == 0 ? " " : ", ") << pids[i];
+  }
+  text << (pids.size() > kPidsListed ? ", ...\n" : "\n");
+}
+
+}  // namespace
+
+void sayQuietChildren(const std::vector<QuietChild>& children, std::ostringstream& text) {
+  if (children.size() <= kNamedOneByOne) {
+    for (const QuietChild& child : children) text << child.said;
+    return;
+  }
+  std::vector<long> pids;
+  for (const QuietChild& child : children) pids.push_back(child.process.pid);
+  text << "\nmemseal run: " << children.size()
+       << " child processes reported no leak (each report in full with --json PATH: PATH.PID): ";
+  listPids(pids, text);
+}
+
 void sayChildrenWithoutReport(const std::vector<TracedProcess>& children,
                               std::ostringstream& text) {
-  constexpr std::size_t kNamedOneByOne = 4;
-  constexpr std::size_t kPidsListed = 8;
   if (children.size() <= kNamedOneByOne) {
     for (const TracedProcess& child : children) {
       text << childHeading(child);
@@ -139,13 +164,12 @@ void sayChildrenWithoutReport(const std::vector<TracedProcess>& children,
     }
     return;
   }
+  std::vector<long> pids;
+  for (const TracedProcess& child : children) pids.push_back(child.pid);
   text << "\nmemseal run: " << children.size()
        << " child processes ended before memseal could write their reports (killed by SIGKILL, or "
-          "ended by _exit, before their first step boundary and time window): pids";
-  for (std::size_t i = 0; i < children.size() && i < kPidsListed; ++i) {
-    text << (i == 0 ? " " : ", ") << children[i].pid;
-  }
-  text << (children.size() > kPidsListed ? ", ...\n" : "\n");
+          "ended by _exit, before their first step boundary and time window): ";
+  listPids(pids, text);
 }
 
 }  // namespace memseal::cli

@@ -42,6 +42,14 @@ std::optional<LeakReport> processReport(long pid, const ProcessReportFile& file,
                                         std::ostringstream& text);
 // "memseal run: child pid P of PARENT (forked): PROGRAM", on a line of its own after an empty one.
 std::string childHeading(const TracedProcess& child);
+// A child whose final report found no leak (its outputs written), with what would be said of it.
+struct QuietChild {
+  TracedProcess process;
+  std::string said;
+};
+// Those children: each said in full while they are few; past that, one line naming them, so a
+// program with many healthy workers does not bury the report that matters.
+void sayQuietChildren(const std::vector<QuietChild>& children, std::ostringstream& text);
 // Children that left no report: each named while they are few; past that, one line, so a program
 // that forks thousands of short-lived children does not bury its own report.
 void sayChildrenWithoutReport(const std::vector<TracedProcess>& children, std::ostringstream& text);

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "common/text.h"
@@ -336,6 +337,18 @@ void writeFinalReport(Runtime& runtime) {
   writeMemoryViz(runtime);
 }
 
+// Signals the runtime took go back to their default action where no thread of the runtime acts on
+// them (a forked child that is not watched, a thread that could not start): the handler would
+// write to nothing, and SIGTERM would no longer end the program (a pool's terminate() would hang).
+void giveSignalsBack() {
+  for (int signal_number : kHandledSignals) {
+    struct sigaction current {};
+    if (sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == &onSignal) {
+      signal(signal_number, SIG_DFL);
+    }
+  }
+}
+
 // The runtime's own thread: time windows, the step rule's decisions, signals, and in a forked
 // child the windows of its watch.
 void runThread(Runtime* runtime) {
@@ -375,12 +388,22 @@ void runThread(Runtime* runtime) {
 }
 
 void startThread(Runtime& runtime) {
-  if (pipe2(runtime.wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    runtime.wake_pipe[0] = runtime.wake_pipe[1] = -1;
-    return;
+  if (pipe2(runtime.wake_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+    // The read end blocks in poll() only; reads after poll never wait.
+    try {
+      runtime.thread = std::thread(runThread, &runtime);
+      return;
+    } catch (const std::system_error&) {
+      // No thread left under the process limit (a child forked at the limit). An exception
+      // here would end the program from inside fork().
+      close(runtime.wake_pipe[0]);
+      close(runtime.wake_pipe[1]);
+    }
   }
-  // The read end blocks in poll() only; reads after poll never wait.
-  runtime.thread = std::thread(runThread, &runtime);
+  // The program goes on without interim reports or time windows; its report is still written
+  // when it exits.
+  runtime.wake_pipe[0] = runtime.wake_pipe[1] = -1;
+  giveSignalsBack();
 }
 
 void stopThread(Runtime& runtime) {
@@ -405,18 +428,6 @@ void beforeFork() {
 
 void afterForkInParent() {
   if (g_runtime != nullptr && g_runtime->boundary) g_runtime->boundary->stepMutex().unlock();
-}
-
-// Signals the parent's runtime took go back to their default action in a child that is not
-// watched: its handler would write to nothing, and SIGTERM would no longer end it (a pool's
-// terminate() would hang).
-void giveSignalsBack() {
-  for (int signal_number : kHandledSignals) {
-    struct sigaction current {};
-    if (sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == &onSignal) {
-      signal(signal_number, SIG_DFL);
-    }
-  }
 }
 
 void afterForkInChild() {
@@ -569,7 +580,7 @@ int activate() {
   if (g_runtime->config.rule.kind == StepRule::Kind::kOn) listenToMemsealScopes();
   writeStatus(*g_runtime);
   startThread(*g_runtime);
-  takeSignalsLeftAtDefault();
+  if (g_runtime->thread.joinable()) takeSignalsLeftAtDefault();  // a thread to act on them
   pthread_atfork(&beforeFork, &afterForkInParent, &afterForkInChild);
   std::atexit(&onExit);
   return 0;

@@ -4,6 +4,11 @@
 
 #include <pybind11/stl.h>
 
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
 #include "memseal/merged_report.h"
 
 namespace py = pybind11;
@@ -12,9 +17,17 @@ namespace memseal::python {
 
 namespace {
 
-// (json, source) pairs: each a memseal.check report; its own rank where it names one.
-MergedReport mergeJson(const std::vector<std::pair<std::string, std::string>>& reports) {
+// (json, source) pairs: each a memseal.check report, its own rank where it names one; and the
+// ranks known to be missing as (rank, world size, why).
+MergedReport mergeJson(const std::vector<std::pair<std::string, std::string>>& reports,
+                       const std::vector<std::tuple<int, int, std::string>>& missing) {
   std::vector<RankReport> ranks;
+  for (const auto& [rank, world_size, why] : missing) {
+    RankReport absent;
+    absent.identity = RankIdentity{rank, rank, world_size, ""};
+    absent.missing_reason = why;
+    ranks.push_back(std::move(absent));
+  }
   for (const auto& [json, source] : reports) {
     try {
       ranks.push_back(rankReportFromJson(json, source));
@@ -85,7 +98,8 @@ void bindDistributed(py::module_& m) {
       .def("text", &MergedReport::toText)
       .def("to_json", &MergedReport::toJson)
       .def("__str__", &MergedReport::toText);
-  m.def("merge_json", &mergeJson, py::arg("reports"));
+  m.def("merge_json", &mergeJson, py::arg("reports"),
+        py::arg("missing") = std::vector<std::tuple<int, int, std::string>>{});
 }
 
 }  // namespace memseal::python

@@ -1,6 +1,7 @@
 """`memseal run` when the program does not end well: it crashes (SIGSEGV), aborts, ends in _exit,
 is killed with SIGKILL, execs a program that is not libtorch, forks many children that end at
-once, closes its stdout, or exits while its threads still allocate. Each time the
+once, forks until the process limit stops it, closes its stdout, or exits while its threads still
+allocate. Each time the
 program's own exit status passes through, memseal never hangs, and a program that wrote no final
 report still gets its latest one, streamed while it ran, marked as such.
 
@@ -73,6 +74,32 @@ PROGRAM = textwrap.dedent('''
         for child in children:
             os.waitpid(child, 0)
         sys.exit(3)
+    elif how == "fork-bomb":
+        # Every process forks two children, which do the same, until fork() fails (the process
+        # limit the test sets; 12 generations at most); then each waits for its children.
+        def fork_until_the_limit(generation):
+            children, limit_reached = [], False
+            while len(children) < 2 and generation < 12:
+                try:
+                    pid = os.fork()
+                except OSError:  # EAGAIN: no process left under the limit
+                    limit_reached = True
+                    break
+                if pid == 0:
+                    generation, children = generation + 1, []
+                    continue
+                children.append(pid)
+            healthy = True
+            for child in children:
+                _, status = os.waitpid(child, 0)
+                healthy = healthy and os.waitstatus_to_exitcode(status) in (0, 8)
+                limit_reached = limit_reached or os.waitstatus_to_exitcode(status) == 8
+            return healthy, limit_reached, generation
+        healthy, limit_reached, generation = fork_until_the_limit(0)
+        if generation > 0:
+            os._exit(8 if limit_reached and healthy else 0 if healthy else 1)
+        print("the process limit was reached" if limit_reached else "no fork failed", flush=True)
+        sys.exit(3 if healthy else 1)
     elif how == "threads":
         # Still allocating as the program exits: Python joins them after main ends. (Daemon
         # threads inside torch abort at exit with or without memseal.)
@@ -85,6 +112,55 @@ PROGRAM = textwrap.dedent('''
         stop.set()
         sys.exit(5)
 ''')
+
+
+class ProcessLimit:
+    """At most `count` more processes (and threads) for what `enter` starts: a pids cgroup of its
+    own where this test may make one (root), else RLIMIT_NPROC above what the user runs now
+    (which does not bind root). `enter` is None, with `why_not`, where neither holds."""
+
+    def __init__(self, count):
+        self.count, self.group, self.enter, self.why_not = count, None, None, ""
+
+    def __enter__(self):
+        for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+            group = os.path.join(root, f"memseal-faults-{os.getpid()}")
+            try:
+                os.mkdir(group)
+            except OSError:
+                continue
+            if not os.path.exists(os.path.join(group, "pids.max")):
+                os.rmdir(group)
+                continue
+            with open(os.path.join(group, "pids.max"), "w") as limit:
+                limit.write(str(self.count))
+            self.group = group
+            procs = os.path.join(group, "cgroup.procs")
+            def join_the_group():
+                with open(procs, "w") as members:
+                    members.write(str(os.getpid()))
+            self.enter = join_the_group
+            return self
+        if os.geteuid() != 0:
+            import resource
+            running = len([name for name in os.listdir("/proc") if name.isdigit()])
+            limit = running + self.count
+            self.enter = lambda: resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+            return self
+        self.why_not = "no pids cgroup could be made, and RLIMIT_NPROC does not bind root"
+        return self
+
+    def __exit__(self, *exception):
+        if self.group is None:
+            return
+        # Every process of a passing run has ended; a failed one may leave some behind.
+        with open(os.path.join(self.group, "cgroup.procs")) as members:
+            for pid in members.read().split():
+                os.kill(int(pid), signal.SIGKILL)
+        try:
+            os.rmdir(self.group)
+        except OSError as error:
+            print(f"note: {self.group} not removed: {error}", file=sys.stderr)
 
 
 class Faults(unittest.TestCase):
@@ -144,6 +220,23 @@ class Faults(unittest.TestCase):
         self.assertIn("40 child processes ended before memseal could write their reports",
                       result.stderr)
         self.assertNotIn("memseal run: child pid", result.stderr)  # none named one by one
+        self.assertLess(len(result.stderr.splitlines()), 80, result.stderr)
+
+    def test_a_fork_bomb_held_by_the_process_limit_passes_its_status_through(self):
+        with ProcessLimit(96) as limit:
+            if limit.enter is None:
+                self.skipTest(limit.why_not)
+            result = subprocess.run([ARGS.memseal, "run", "--follow-fork", "--", ARGS.python,
+                                     self.program, "fork-bomb"], capture_output=True, text=True,
+                                    timeout=600, preexec_fn=limit.enter)
+        # Every process the limit let start ended well: none crashed because memseal could not
+        # start its thread in it, and memseal's launcher neither hung nor failed.
+        self.assertEqual(result.returncode, 3, result.stdout + result.stderr)
+        self.assertIn("the process limit was reached", result.stdout)
+        self.assertIn("exit status 3", result.stderr)
+        self.assertIn("LEAK", result.stderr)
+        self.assertIn("child processes ended before memseal could write their reports",
+                      result.stderr)
         self.assertLess(len(result.stderr.splitlines()), 80, result.stderr)
 
     def test_a_program_that_closes_stdout_ends_cleanly_with_its_final_report(self):

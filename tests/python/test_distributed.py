@@ -1,6 +1,7 @@
 """memseal in a distributed job from Python: a watch in each rank names its rank (torchrun's
 variables, or torch.distributed under mp.spawn), gather=True sends every rank's report to rank 0
-over the job's own process group, and memseal.merge gives the same merged view from reports."""
+through the store of the job's own process group, and memseal.merge gives the same merged view
+from reports."""
 import json
 import os
 import subprocess
@@ -40,6 +41,16 @@ def test_a_leak_of_rank_0_is_gathered_to_rank_0_as_divergent(tmp_path, torchrun)
     assert merged["findings"][0]["ranks"] == [0]
     assert merged["findings"][0]["category"] == "autograd-graph-retained"
     assert "rank 0 only" in stderr  # on_leak='warn' prints the merged view on rank 0
+
+
+def test_a_rank_that_never_sends_its_report_is_missing_from_the_merged_view(tmp_path):
+    # Rank 1 ends its watch without gather=True; rank 0 waits the job's store timeout (5 s here).
+    ranks, merged, stderr = run_job(tmp_path, "--leak", "--silent-rank", "1")
+    assert [rank["merged"] for rank in ranks] == [True, False]
+    assert [rank["status"] for rank in merged["ranks"]] == ["leak", "missing"]
+    assert "did not reach rank 0" in merged["ranks"][1]["missing_reason"]
+    assert merged["findings"][0]["ranks"] == [0]
+    assert "rank 1" in stderr and "missing" in stderr
 
 
 def test_a_healthy_job_merges_to_no_leak(tmp_path):

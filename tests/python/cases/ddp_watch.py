@@ -3,9 +3,10 @@ rank 0, which writes the merged view. Launched by torchrun (RANK in the environm
 --spawn N, by torch.multiprocessing.spawn (the rank known only to torch.distributed).
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 ddp_watch.py --out DIR [--leak]
-    python ddp_watch.py --spawn 2 --out DIR [--leak]
+    python ddp_watch.py --spawn 2 --out DIR [--leak] [--silent-rank R]
 """
 import argparse
+import datetime
 import json
 import os
 
@@ -17,17 +18,20 @@ import memseal
 
 
 def train(rank, world_size, args):
+    # A rank that never sends its report is waited for as long as the job's store waits.
+    timeout = {"timeout": datetime.timedelta(seconds=5)} if args.silent_rank is not None else {}
     if args.spawn:
         dist.init_process_group("gloo", init_method="file://" + os.path.join(args.out, "rendezvous"),
-                                rank=rank, world_size=world_size)
+                                rank=rank, world_size=world_size, **timeout)
     else:
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", **timeout)
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
                                                         torch.nn.Linear(64, 4)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     kept = []
-    with memseal.watch(warmup=3, gather=True, on_leak="warn") as watch:
+    gather = dist.get_rank() != args.silent_rank
+    with memseal.watch(warmup=3, gather=gather, on_leak="warn") as watch:
         for _ in range(40):
             loss = model(torch.randn(16, 32)).pow(2).mean()
             optimizer.zero_grad()
@@ -44,17 +48,9 @@ def train(rank, world_size, args):
     if watch.merged is not None:
         with open(os.path.join(args.out, "merged.json"), "w") as file:
             file.write(watch.merged.to_json())
-    dist.barrier()  # no rank tears its connections down while another still uses them
+    if args.silent_rank is None:
+        dist.barrier()  # no rank tears its connections down while another still uses them
     dist.destroy_process_group()
-
-
-def spawned(index, world_size, args):
-    train(index, world_size, args)
-    # Everything is written and the process group destroyed. A spawned rank's interpreter
-    # teardown now and then ends in "terminate called without an active exception" (a joinable
-    # std::thread of torch's distributed runtime destroyed; memseal starts no thread here), which
-    # would fail the job after its work is done: end the rank here.
-    os._exit(0)
 
 
 if __name__ == "__main__":
@@ -62,9 +58,10 @@ if __name__ == "__main__":
     parser.add_argument("--out", required=True)
     parser.add_argument("--leak", action="store_true")
     parser.add_argument("--spawn", type=int, default=0)
+    parser.add_argument("--silent-rank", type=int, help="this rank does not send its report")
     arguments = parser.parse_args()
     torch.set_num_threads(1)
     if arguments.spawn:
-        torch.multiprocessing.spawn(spawned, args=(arguments.spawn, arguments), nprocs=arguments.spawn)
+        torch.multiprocessing.spawn(train, args=(arguments.spawn, arguments), nprocs=arguments.spawn)
     else:
         train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), arguments)
