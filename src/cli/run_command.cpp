@@ -294,7 +294,8 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
     }
     if (process.rank && process.kind != "fork") continue;  // in the job's merged report
     ProcessReportFile file = readProcessReport(session, process.pid);
-    if (!root && file.json.empty()) {
+    outputs_ok = outputs_ok && !file.folder_full;  // a report that could not be delivered
+    if (!root && file.json.empty() && !file.folder_full) {
       without_report.push_back(process);
       continue;
     }
@@ -321,7 +322,12 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
   }
   sayQuietChildren(quiet_children, text);
   sayChildrenWithoutReport(without_report, text);
-  if (!root_seen) {
+  if (!root_seen && folderIsFull(session)) {
+    text << "memseal run: " << name << " (" << exitText(status)
+         << "): nothing could be read back from it: the folder for its reports (" << session
+         << ") has no space left; it said on stderr what it could not write\n";
+    outputs_ok = false;
+  } else if (!root_seen) {
     text << "memseal run: " << name << " never loaded libtorch: nothing was tracked in it ("
          << exitText(status) << ")\n";
   }

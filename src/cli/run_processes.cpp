@@ -3,6 +3,7 @@
 #include "cli/run_processes.h"
 
 #include <dirent.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,13 +72,21 @@ std::string ageOf(const std::string& path) {
   return text;
 }
 
+bool folderIsFull(const std::string& folder) {
+  constexpr unsigned long long kTooLittleForAReport = 64 * 1024;
+  struct statvfs space {};
+  if (statvfs(folder.c_str(), &space) != 0) return false;
+  return static_cast<unsigned long long>(space.f_bavail) * space.f_frsize < kTooLittleForAReport;
+}
+
 ProcessReportFile readProcessReport(const std::string& session, long pid) {
   std::string base = session + "/" + std::to_string(pid);
-  ProcessReportFile file{readFile(base + inject::kReportSuffix), ""};
+  ProcessReportFile file{readFile(base + inject::kReportSuffix), "", false};
   if (file.json.empty()) {
     file.json = readFile(base + inject::kInterimReportSuffix);
     if (!file.json.empty()) file.interim_age = ageOf(base + inject::kInterimReportSuffix);
   }
+  if (file.json.empty()) file.folder_full = folderIsFull(session);
   return file;
 }
 
@@ -102,6 +111,11 @@ const char* const kNoReportReason =
 
 std::optional<LeakReport> processReport(long pid, const ProcessReportFile& file,
                                         std::ostringstream& text) {
+  if (file.json.empty() && file.folder_full) {
+    text << "memseal run: pid " << pid << " could not write its report: the run's folder has no "
+         << "space left (the process said its report on stderr)\n";
+    return std::nullopt;
+  }
   if (file.json.empty()) {
     text << "memseal run: pid " << pid << " ended before memseal could write its report"
          << kNoReportReason << "\n";

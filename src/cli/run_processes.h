@@ -34,7 +34,10 @@ std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& process
 struct ProcessReportFile {
   std::string json;
   std::string interim_age;
+  bool folder_full = false;  // no report, and the session folder has no space left
 };
+// Whether `folder`'s file system has too little space left for a report (a full disk).
+bool folderIsFull(const std::string& folder);
 ProcessReportFile readProcessReport(const std::string& session, long pid);
 // That file read: the report (an interim one noted as such, in `text` and in its notes), or none,
 // said in `text`.

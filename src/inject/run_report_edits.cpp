@@ -66,4 +66,21 @@ void devicesAtTheLastStep(LeakReport& report) {
   }
 }
 
+std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_steps) {
+  LeakReport report = snapshot;
+  auto keepNewest = [newest_steps](auto& samples) {
+    if (samples.size() <= newest_steps) return false;
+    samples.erase(samples.begin(), samples.end() - static_cast<std::ptrdiff_t>(newest_steps));
+    return true;
+  };
+  bool cut = keepNewest(report.per_step);
+  for (DeviceMemorySummary& device : report.devices) cut = keepNewest(device.per_step) || cut;
+  if (cut) {
+    report.notes.push_back(
+        "memseal run: this report, taken while the program ran, keeps the newest " +
+        std::to_string(newest_steps) + " steps' samples");
+  }
+  return report.toJson();
+}
+
 }  // namespace memseal::inject

@@ -1,8 +1,9 @@
 // What the runtime of `memseal run` changes in the detector's reports: the periods of held causes
 // in loop iterations, Python lines taken from an earlier snapshot once Python has finalised, and
-// the CUDA totals as the loop left them.
+// the CUDA totals as the loop left them; the interim report's samples.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,5 +28,11 @@ void framesFromTheSnapshot(LeakReport& now, const LeakReport& snapshot);
 // By the time exit handlers run, the program has freed its CUDA memory (or most of it): the
 // devices' totals are the last step boundary's, as the loop left them.
 void devicesAtTheLastStep(LeakReport& report);
+
+// The interim report streamed to the launcher as JSON, with the newest `newest_steps` per-step
+// samples only (said in a note when some were left out): a file that grew with every step,
+// written every second, would grow the program's heap step by step, and memseal judges the
+// program's resident memory.
+std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_steps);
 
 }  // namespace memseal::inject

@@ -105,9 +105,14 @@ struct Runtime {
 Runtime* g_runtime = nullptr;
 const int kHandledSignals[] = {SIGUSR1, SIGINT, SIGTERM};
 
+// A file of the run's folder, written whole or not at all. The first failure (a full disk) is
+// said once per process: the launcher reads nothing it could not write.
 bool writeFileWhole(const std::string& path, const std::string& content) {
+  static std::atomic<bool> failure_said{false};
   std::string error;
-  return common::writeFileAtomically(path, content, &error);
+  if (common::writeFileAtomically(path, content, &error)) return true;
+  if (!failure_said.exchange(true)) std::cerr << "memseal run: " << error << "\n" << std::flush;
+  return false;
 }
 
 std::string reportPath(const Runtime& runtime) {
@@ -155,28 +160,7 @@ LeakReport currentReport(Runtime& runtime) {
 enum class SnapshotWhen { kAfterThePause, kNow };
 
 constexpr std::chrono::seconds kInterimReportEvery{1};
-constexpr std::size_t kInterimSteps = 256;
-
-// The interim report streamed to the launcher, with the newest kInterimSteps per-step samples
-// only: a file that grew with every step, written every second, would grow the program's heap
-// step by step, and memseal judges the program's resident memory.
-std::string interimJson(const LeakReport& snapshot) {
-  LeakReport report = snapshot;
-  auto keepNewest = [](auto& samples) {
-    if (samples.size() <= kInterimSteps) return false;
-    samples.erase(samples.begin(), samples.end() - static_cast<std::ptrdiff_t>(kInterimSteps));
-    return true;
-  };
-  bool cut = keepNewest(report.per_step);
-  for (DeviceMemorySummary& device : report.devices) cut = keepNewest(device.per_step) || cut;
-  if (cut) {
-    report.notes.push_back(
-        "memseal run: this report, taken while the program ran, keeps the "
-        "newest " +
-        std::to_string(kInterimSteps) + " steps' samples");
-  }
-  return report.toJson();
-}
+constexpr std::size_t kInterimSteps = 256;  // per-step samples an interim report keeps
 
 // A report to fall back on at exit, when main() has returned (or Python has finalised) and what
 // the loop kept is freed. Every so often, right after a step ends: the pause grows with what a
@@ -215,7 +199,7 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
     runtime.next_interim_write = done + kInterimReportEvery;
     writeFileWhole(
         runtime.config.directory + "/" + std::to_string(runtime.pid) + kInterimReportSuffix,
-        interimJson(*runtime.snapshot));
+        interimReportJson(*runtime.snapshot, kInterimSteps));
   }
 }
 
@@ -281,7 +265,13 @@ LeakReport finalReport(Runtime& runtime) {
 
 void writeReport(Runtime& runtime, bool also_text) {
   LeakReport report = also_text ? currentReport(runtime) : finalReport(runtime);
-  writeFileWhole(reportPath(runtime), report.toJson());
+  bool written = writeFileWhole(reportPath(runtime), report.toJson());
+  if (!written && !also_text) {
+    // The launcher will find no report: this process says its own, so the verdict is not lost.
+    std::cerr << "memseal run: report of pid " << runtime.pid << " (not written to "
+              << runtime.config.directory << ")\n"
+              << report.toText() << std::flush;
+  }
   if (!also_text) return;
   std::string text = "memseal run: report of pid " + std::to_string(runtime.pid) +
                      " while it runs\n" + report.toText();

@@ -1,7 +1,7 @@
 """`memseal run` when the program does not end well: it crashes (SIGSEGV), aborts, ends in _exit,
 is killed with SIGKILL, execs a program that is not libtorch, forks many children that end at
-once, forks until the process limit stops it, closes its stdout, or exits while its threads still
-allocate. Each time the
+once, forks until the process limit stops it, closes its stdout, exits while its threads still
+allocate, or writes its reports on a full disk. Each time the
 program's own exit status passes through, memseal never hangs, and a program that wrote no final
 report still gets its latest one, streamed while it ran, marked as such.
 
@@ -163,6 +163,38 @@ class ProcessLimit:
             print(f"note: {self.group} not removed: {error}", file=sys.stderr)
 
 
+class FullDisk:
+    """A file system of 256 KiB, filled to the last block, at `path` (a tmpfs: root may mount
+    one; `path` is None, with `why_not`, where that is refused)."""
+
+    def __enter__(self):
+        self.folder = tempfile.TemporaryDirectory()
+        self.path, self.why_not = None, ""
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs",
+                                  self.folder.name], capture_output=True, text=True)
+        if mounted.returncode != 0:
+            self.why_not = "cannot mount a small file system here: " + mounted.stderr.strip()
+            return self
+        self.path = self.folder.name
+        with open(os.path.join(self.path, "report.json"), "w") as earlier:
+            earlier.write('{"an earlier report": true}')
+        os.mkdir(os.path.join(self.path, "tmp"))
+        filler = os.open(os.path.join(self.path, "filler"), os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(filler, b"\0" * 4096) > 0:
+                pass
+        except OSError:  # ENOSPC: full
+            pass
+        finally:
+            os.close(filler)
+        return self
+
+    def __exit__(self, *exception):
+        if self.path is not None:
+            subprocess.run(["umount", self.path], check=True)
+        self.folder.cleanup()
+
+
 class Faults(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -238,6 +270,31 @@ class Faults(unittest.TestCase):
         self.assertIn("child processes ended before memseal could write their reports",
                       result.stderr)
         self.assertLess(len(result.stderr.splitlines()), 80, result.stderr)
+
+    def test_a_full_disk_loses_no_report_and_no_earlier_file(self):
+        with FullDisk() as disk:
+            if disk.path is None:
+                self.skipTest(disk.why_not)
+            json_path = os.path.join(disk.path, "report.json")
+            # The report files asked for, on the full disk.
+            result = self.run_faulty("close-stdout", "--json", json_path, "--html",
+                                     os.path.join(disk.path, "report.html"))
+            self.assertEqual(result.returncode, 2, result.stderr)  # the outputs failed
+            self.assertIn(f"cannot write {json_path}.tmp: No space left on device", result.stderr)
+            self.assertIn("LEAK", result.stderr)  # the text report still said
+            with open(json_path) as earlier:
+                self.assertEqual(earlier.read(), '{"an earlier report": true}')
+            self.assertEqual(sorted(os.listdir(disk.path)), ["filler", "report.json", "tmp"])
+            # The run's own folder on the full disk (TMPDIR): the program says its report itself.
+            result = subprocess.run([ARGS.memseal, "run", "--", ARGS.python, self.program,
+                                     "close-stdout"], capture_output=True, text=True, timeout=600,
+                                    env=dict(os.environ, TMPDIR=os.path.join(disk.path, "tmp")))
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn("No space left on device", result.stderr)
+            self.assertIn("not written to", result.stderr)
+            self.assertIn("LEAK", result.stderr)
+            self.assertIn("has no space left", result.stderr)
+            self.assertNotIn("never loaded libtorch", result.stderr)
 
     def test_a_program_that_closes_stdout_ends_cleanly_with_its_final_report(self):
         result = self.run_faulty("close-stdout")
