@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # memseal's fuzz targets (fuzz/: the JSON reports' readers, the HTML page, the option grammar and
-# the parsers of byte sizes, durations and step rules), built by clang with
+# the parsers of byte sizes, durations and step rules, the memory_viz writer), built by clang with
 # libFuzzer, AddressSanitizer and UBSan into build/fuzz.
 #
 #   scripts/fuzz.sh --regression      # each target over its corpus once (the test command runs this)
@@ -24,18 +24,28 @@ if ! command -v "$compiler" >/dev/null; then
   echo "memseal: no $compiler: the fuzz targets need clang (libFuzzer); skipped" >&2
   exit 3
 fi
+source "$root/scripts/env.sh"
 build="$root/build/fuzz"
+# The memory_viz writer's target needs libtorch: the torch package of the project's Python.
+torch_dir=$("$MEMSEAL_PYTHON" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null || true)
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 mkdir -p "$build"
-if ! { cmake -S "$root/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$compiler" "${launcher[@]}" &&
+if ! { cmake -S "$root/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$compiler" "${launcher[@]}" \
+         -DMEMSEAL_FUZZ_TORCH="$torch_dir" &&
        cmake --build "$build" -j "${MEMSEAL_JOBS:-$(nproc)}"; } >"$build/build.log" 2>&1; then
   cat "$build/build.log" >&2
   echo "fuzz.sh: the fuzz targets do not build" >&2
   exit 1
 fi
 status=0
-for target in reports html options; do
+targets=(reports html options)
+if [ -n "$torch_dir" ]; then
+  targets+=(memory_viz)
+else
+  echo "fuzz_memory_viz: $MEMSEAL_PYTHON cannot import torch: skipped" >&2
+fi
+for target in "${targets[@]}"; do
   program="$build/fuzz_$target"
   if [ "$mode" = --regression ]; then
     # -runs=0: every input of the corpus once, then exit.

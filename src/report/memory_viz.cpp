@@ -373,7 +373,7 @@ std::string writePickle(const IValue& value) {
 
 // Shared by every device: the interned strings, the one empty frame list and the pool id.
 struct PickleContext {
-  const Names names;
+  const Names names{};
   // Shared like the stacks: every frameless block and event refers to this one list.
   const GenericList empty_frames = newList();
   // Every segment is in the default pool, (0, 0) as torch writes it; one tuple, memoized.
