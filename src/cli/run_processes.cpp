@@ -165,7 +165,8 @@ void sayQuietChildren(const std::vector<QuietChild>& children, std::ostringstrea
   std::vector<long> pids;
   for (const QuietChild& child : children) pids.push_back(child.process.pid);
   text << "\nmemseal run: " << children.size()
-       << " child processes reported no leak (each report in full with --json PATH: PATH.PID): ";
+       << " child processes reported no leak (--json writes each child's report, .PID before the "
+          "extension): ";
   listPids(pids, text);
 }
 

@@ -38,6 +38,19 @@ Polynomial polynomialOf(const PhaseModel& phase) {
   return model;
 }
 
+// The measured points as a series to fit: each size's peak as `peakOf` reads it, against the
+// step's peak (the scale residuals are relative to).
+template <typename PeakOf>
+PeakSeries seriesOf(const std::vector<FitPoint>& points, PeakOf peakOf) {
+  PeakSeries series;
+  for (const FitPoint& point : points) {
+    series.sizes.push_back(static_cast<double>(point.size));
+    series.peaks.push_back(static_cast<double>(peakOf(point)));
+    series.scales.push_back(static_cast<double>(point.peak_bytes));
+  }
+  return series;
+}
+
 // The step's peak at `size` under the report's model; the phase that holds it in `phase_index`
 // (-1 for a model of the step alone).
 double modelPeak(const FitReport& report, double size, int* phase_index = nullptr) {
@@ -150,12 +163,8 @@ std::vector<PhaseModel> phaseModels(const std::vector<FitPoint>& points, double 
   std::vector<PhaseModel> models;
   if (names.size() < 2) return models;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    PeakSeries series;
-    for (const FitPoint& point : points) {
-      series.sizes.push_back(static_cast<double>(point.size));
-      series.peaks.push_back(static_cast<double>(point.phases[i].peak_bytes));
-      series.scales.push_back(static_cast<double>(point.peak_bytes));
-    }
+    PeakSeries series =
+        seriesOf(points, [i](const FitPoint& point) { return point.phases[i].peak_bytes; });
     SeriesFit fit = explain::fitSeries(series, tolerance);
     PhaseModel phase;
     phase.phase = names[i];
@@ -245,12 +254,7 @@ FitReport fitPeaks(std::vector<FitPoint> points, const FitOptions& options) {
   report.margin = options.margin;
   report.budget_bytes = options.budget_bytes;
   report.budget_source = options.budget_bytes ? "api" : "";
-  PeakSeries series;
-  for (const FitPoint& point : points) {
-    series.sizes.push_back(static_cast<double>(point.size));
-    series.peaks.push_back(static_cast<double>(point.peak_bytes));
-    series.scales.push_back(static_cast<double>(point.peak_bytes));
-  }
+  PeakSeries series = seriesOf(points, [](const FitPoint& point) { return point.peak_bytes; });
   SeriesFit fit = explain::fitSeries(series, options.tolerance);
   report.linear_intercept = fit.line.c[0];
   report.linear_slope = fit.line.c[1];

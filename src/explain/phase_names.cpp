@@ -34,4 +34,9 @@ std::vector<PhasePeak> coarsePhases(const std::vector<PhasePeak>& phases) {
   return coarse;
 }
 
+bool listedPhase(const std::string& phase, const std::vector<std::string>& limiting) {
+  return coarsePhaseOf(phase) == phase ||
+         std::find(limiting.begin(), limiting.end(), phase) != limiting.end();
+}
+
 }  // namespace memseal::explain

@@ -17,5 +17,9 @@ std::string phaseTitle(const std::string& phase);
 // Forward's ops and backward's nodes merged into one "forward" and one "backward", each at its
 // highest; the order kept.
 std::vector<PhasePeak> coarsePhases(const std::vector<PhasePeak>& phases);
+// Whether a fit report lists a phase's model: a whole pass always, an op's or a node's phase
+// where it limits the peak somewhere (`limiting`: the phases of its phase changes and the
+// limiting phase).
+bool listedPhase(const std::string& phase, const std::vector<std::string>& limiting);
 
 }  // namespace memseal::explain

@@ -27,15 +27,11 @@ std::string modelText(const std::string& model, double c0, double c1, double c2)
   return text;
 }
 
-// A phase's model is shown when it is a whole pass, or when it holds the peak somewhere between
-// the smallest measured size and the predicted one.
-bool shownPhase(const FitReport& report, const PhaseModel& phase) {
-  if (explain::coarsePhaseOf(phase.phase) == phase.phase) return true;
-  if (phase.phase == report.limiting_phase) return true;
-  for (const PhaseChange& change : report.phase_changes) {
-    if (change.phase == phase.phase) return true;
-  }
-  return false;
+// The phases that limit the peak somewhere between the smallest measured size and the predicted.
+std::vector<std::string> limitingPhases(const FitReport& report) {
+  std::vector<std::string> limiting{report.limiting_phase};
+  for (const PhaseChange& change : report.phase_changes) limiting.push_back(change.phase);
+  return limiting;
 }
 
 void writePoints(std::ostringstream& out, const FitReport& report) {
@@ -70,8 +66,9 @@ void writeModels(std::ostringstream& out, const FitReport& report) {
     out << line << "\n";
   }
   std::size_t node_phases = 0;
+  const std::vector<std::string> limiting = limitingPhases(report);
   for (const PhaseModel& phase : report.phases) {
-    if (!shownPhase(report, phase)) {
+    if (!explain::listedPhase(phase.phase, limiting)) {
       ++node_phases;
       continue;
     }

@@ -84,7 +84,7 @@ class Server(unittest.TestCase):
     def test_step_on_takes_a_memseal_scope_of_a_program_linked_to_libmemseal(self):
         code, out, err = run("--step-on", "request", "--", ARGS.scoped_loop)
         self.assertEqual(code, 0, err)
-        self.assertEqual(out, "kept 20000\n")
+        self.assertEqual(out, "kept 4000\n")
         self.assertIn("one step per outermost call of request (--step-on)", err)
         self.assertIn("tensors-retained", err)
         self.assertNotIn("(0 steps)", err)

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "memseal/explain.h"
@@ -88,6 +91,51 @@ TEST(TrackerConcurrency, SnapshotsWhileOtherThreadsAllocate) {
   stop.store(true);
   for (auto& worker : workers) worker.join();
   EXPECT_EQ(tracker.stats().live_count, 0);
+}
+
+// Threads allocating at the same sites, in turn through nine of them: a snapshot taken meanwhile
+// never counts an allocation twice, and once they are done every site's totals are exact.
+TEST(TrackerConcurrency, SiteTotalsOfThreadsAllocatingAtTheSameSitesAddUpExactly) {
+  Tracker tracker;
+  tracker.start();
+  constexpr int kThreads = 4;
+  constexpr int kSites = 9;
+  constexpr int kRounds = 300;
+  const char* const names[kSites] = {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"};
+  std::vector<std::vector<torch::Tensor>> kept(kThreads);
+  std::atomic<int> running{kThreads};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round <= kRounds; ++round) {
+        for (int site = 0; site < kSites; ++site) {
+          MEMSEAL_REGION(names[site]);
+          torch::Tensor tensor = torch::empty({8 + site});
+          if (round == kRounds) kept[t].push_back(tensor);  // a live one per site, to be listed
+        }
+      }
+      running.fetch_sub(1);
+    });
+  }
+  auto totalsByScope = [&] {
+    std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals;
+    for (const SiteSnapshot& site : tracker.snapshot().sites) {
+      totals[site.site.scope] = {site.allocations_total, site.allocated_bytes_total};
+    }
+    return totals;
+  };
+  while (running.load() > 0) {
+    for (const auto& [scope, totals] : totalsByScope()) {
+      EXPECT_LE(totals.first, kThreads * (kRounds + 1)) << scope;
+    }
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = totalsByScope();
+  for (int site = 0; site < kSites; ++site) {
+    std::int64_t allocations = kThreads * (kRounds + 1);
+    EXPECT_EQ(totals[names[site]].first, allocations) << names[site];
+    EXPECT_EQ(totals[names[site]].second, allocations * (8 + site) * 4) << names[site];
+  }
 }
 
 // Ops watched on every other step: setStep adds and removes the op observer while other threads

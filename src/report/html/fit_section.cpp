@@ -326,7 +326,7 @@ std::string fitPointsCard(const ReadJson& fit) {
 std::string fitPhasesCard(const ReadJson& fit) {
   const ReadJson& phases = arrayAt(fit, "phases");
   if (phases.empty()) return "";
-  std::vector<std::string> limiting;
+  std::vector<std::string> limiting{textAt(fit, "limiting_phase")};
   std::string changes;
   for (const ReadJson& change : arrayAt(fit, "phase_changes")) {
     std::string phase = textAt(change, "phase");
@@ -339,9 +339,7 @@ std::string fitPhasesCard(const ReadJson& fit) {
   int hidden = 0;
   for (const ReadJson& phase : phases) {
     std::string name = textAt(phase, "phase");
-    bool listed = explain::coarsePhaseOf(name) == name ||
-                  std::find(limiting.begin(), limiting.end(), name) != limiting.end();
-    if (!listed) {
+    if (!explain::listedPhase(name, limiting)) {
       ++hidden;
       continue;
     }

@@ -12,7 +12,7 @@ int main() {
   torch::manual_seed(0);
   torch::Tensor weight = torch::randn({128, 128});
   std::vector<torch::Tensor> kept;
-  for (int i = 0; i < 20000; ++i) {
+  for (int i = 0; i < 4000; ++i) {
     MEMSEAL_REGION("request");
     torch::Tensor input = torch::randn({4, 128});
     kept.push_back(torch::relu(torch::mm(input, weight)).sum(1));
