@@ -83,4 +83,16 @@ std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_ste
   return report.toJson();
 }
 
+bool endedByTeardown(const LeakReport& now) {
+  constexpr std::size_t kEndSteps = 3;
+  const std::vector<StepSample>& steps = now.per_step;
+  if (steps.size() <= kEndSteps) return false;
+  std::int64_t peak = 0;
+  for (std::size_t i = 0; i + kEndSteps < steps.size(); ++i) {
+    peak = std::max(peak, steps[i].live_bytes);
+  }
+  std::int64_t before_the_end = steps[steps.size() - kEndSteps - 1].live_bytes;
+  return 2 * before_the_end >= peak && 2 * steps.back().live_bytes < peak;
+}
+
 }  // namespace memseal::inject

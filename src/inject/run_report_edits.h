@@ -35,4 +35,9 @@ void devicesAtTheLastStep(LeakReport& report);
 // program's resident memory.
 std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_steps);
 
+// Time windows go on after the program's loop: the window in which it ended, freeing at once what
+// its loop had kept (main's locals), is a step like the others. Seen in the report at exit: tensor
+// memory that stayed above half of its peak until its last few steps and fell below half in them.
+bool endedByTeardown(const LeakReport& now);
+
 }  // namespace memseal::inject

@@ -241,7 +241,10 @@ LeakReport finalReport(Runtime& runtime) {
                        std::any_of(now.notes.begin(), now.notes.end(), [](const std::string& note) {
                          return note.rfind(detect::kHeldNotLeakNote, 0) == 0;
                        });
-  if (phases_judged) return now;
+  if (phases_judged &&
+      !(runtime.config.rule.kind == StepRule::Kind::kInterval && endedByTeardown(now))) {
+    return now;
+  }
   bool kept_every_cause = now.leak;
   for (const LeakFinding& earlier : runtime.snapshot->findings) {
     // Resident growth is the weakest evidence: a report at exit without it lost nothing.

@@ -239,6 +239,24 @@ class Python(unittest.TestCase):
         self.assertLess(int(match.group(1)), 60, err)
 
 
+    def test_a_loop_whose_end_frees_what_it_kept_is_still_a_leak_in_time_windows(self):
+        # Every output is kept; the program lets them all go as it ends (as main's locals go) and
+        # writes its results without tensors: with time windows, that end is a step of its own.
+        with tempfile.TemporaryDirectory() as folder:
+            script = os.path.join(folder, "ends.py")
+            with open(script, "w") as file:
+                file.write("import time\nimport torch\nkept = []\n"
+                           "for _ in range(600):\n"
+                           "    kept.append(torch.ones(256) * 2)\n"
+                           "    time.sleep(0.002)\n"
+                           "kept.clear()\n"
+                           "time.sleep(0.05)\n")
+            code, _, err = run("--interval", "5ms", "--", ARGS.python, script)
+        self.assertEqual(code, 0, err)
+        self.assertIn("tensors-retained", err)
+        self.assertNotIn("held for a while, then freed", err)
+
+
 class Children(unittest.TestCase):
     def dataloader(self, dataset, *flags):
         return run(*flags, "--", ARGS.python, os.path.join(ARGS.scripts, "dataloader.py"),
