@@ -96,6 +96,7 @@ void require(bool holds) {
   if (!holds) std::abort();
 }
 
+// Written apart from the writer's own repair of names (memory_viz.cpp), as the check of it.
 bool validUtf8(const std::string& text) {
   for (std::size_t at = 0; at < text.size();) {
     auto lead = static_cast<unsigned char>(text[at]);

@@ -24,6 +24,15 @@ def run(*command, stdin_text=None, timeout=300):
     return result.returncode, result.stdout, result.stderr
 
 
+def run_script(name, source, *flags):
+    """memseal run FLAGS... -- python NAME, NAME holding `source`: (exit status, stdout, stderr)."""
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, name)
+        with open(script, "w") as file:
+            file.write(source)
+        return run(*flags, "--", ARGS.python, script)
+
+
 class Server(unittest.TestCase):
     """The example server: no memseal code in it, requests made by itself or read from stdin."""
 
@@ -191,15 +200,12 @@ class Python(unittest.TestCase):
     def test_tensors_still_kept_as_python_ends_are_reported_with_their_python_line(self):
         # The kept list outlives the interpreter's teardown, so the report at exit, made after
         # Python has finalised (no frame can be read then), still holds the leak.
-        with tempfile.TemporaryDirectory() as folder:
-            script = os.path.join(folder, "immortal.py")
-            with open(script, "w") as file:
-                file.write("import ctypes\nimport torch\nkept = []\n"
-                           "ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))\n"
-                           "w = torch.randn(64, 64)\n"
-                           "for i in range(300):\n"
-                           "    kept.append(torch.relu(torch.randn(16, 64) @ w))\n")
-            code, _, err = run("--", ARGS.python, script)
+        code, _, err = run_script("immortal.py",
+                                  "import ctypes\nimport torch\nkept = []\n"
+                                  "ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))\n"
+                                  "w = torch.randn(64, 64)\n"
+                                  "for i in range(300):\n"
+                                  "    kept.append(torch.relu(torch.randn(16, 64) @ w))\n")
         self.assertEqual(code, 0, err)
         self.assertIn("tensors-retained", err)
         self.assertRegex(err, r"immortal\.py:7\b")
@@ -225,33 +231,28 @@ class Python(unittest.TestCase):
     def test_time_windows_in_which_the_program_is_idle_are_no_steps(self):
         # 12 bursts of allocations, each followed by 100 ms of waiting (as on I/O): with 5 ms
         # windows, the waits alone would make some 240 empty steps.
-        with tempfile.TemporaryDirectory() as folder:
-            script = os.path.join(folder, "bursts.py")
-            with open(script, "w") as file:
-                file.write("import time\nimport torch\nkept = []\n"
-                           "for _ in range(12):\n"
-                           "    kept.append(torch.ones(256) * 2)\n"
-                           "    time.sleep(0.1)\n")
-            code, _, err = run("--interval", "5ms", "--", ARGS.python, script)
+        code, _, err = run_script("bursts.py",
+                                  "import time\nimport torch\nkept = []\n"
+                                  "for _ in range(12):\n"
+                                  "    kept.append(torch.ones(256) * 2)\n"
+                                  "    time.sleep(0.1)\n",
+                                  "--interval", "5ms")
         self.assertEqual(code, 0, err)
         match = re.search(r"time windows of 5 ms \(--interval\) \((\d+) steps\)", err)
         self.assertIsNotNone(match, err)
         self.assertLess(int(match.group(1)), 60, err)
 
-
     def test_a_loop_whose_end_frees_what_it_kept_is_still_a_leak_in_time_windows(self):
         # Every output is kept; the program lets them all go as it ends (as main's locals go) and
         # writes its results without tensors: with time windows, that end is a step of its own.
-        with tempfile.TemporaryDirectory() as folder:
-            script = os.path.join(folder, "ends.py")
-            with open(script, "w") as file:
-                file.write("import time\nimport torch\nkept = []\n"
-                           "for _ in range(600):\n"
-                           "    kept.append(torch.ones(256) * 2)\n"
-                           "    time.sleep(0.002)\n"
-                           "kept.clear()\n"
-                           "time.sleep(0.05)\n")
-            code, _, err = run("--interval", "5ms", "--", ARGS.python, script)
+        code, _, err = run_script("ends.py",
+                                  "import time\nimport torch\nkept = []\n"
+                                  "for _ in range(600):\n"
+                                  "    kept.append(torch.ones(256) * 2)\n"
+                                  "    time.sleep(0.002)\n"
+                                  "kept.clear()\n"
+                                  "time.sleep(0.05)\n",
+                                  "--interval", "5ms")
         self.assertEqual(code, 0, err)
         self.assertIn("tensors-retained", err)
         self.assertNotIn("held for a while, then freed", err)

@@ -116,7 +116,7 @@ PROGRAM = textwrap.dedent('''
 
 class ProcessLimit:
     """At most `count` more processes (and threads) for what `enter` starts: a pids cgroup of its
-    own where this test may make one (root), else RLIMIT_NPROC above what the user runs now
+    own where this test may make one (root), else RLIMIT_NPROC above the processes running now
     (which does not bind root). `enter` is None, with `why_not`, where neither holds."""
 
     def __init__(self, count):
