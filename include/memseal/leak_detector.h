@@ -244,6 +244,10 @@ class MEMSEAL_API LeakDetector {
   // `steps_back`: the last that many steps taken belong to it too (a caller that learns where a
   // phase began only a few steps into it).
   void phase(const std::string& name, std::uint32_t steps_back = 0);
+  // Watches ops as `watching` says from the step now running on, in place of the options'
+  // observe_ops: a caller whose steps became whole iterations of its loop (`memseal run`, once it
+  // counts them) lets the ops of most steps go unwatched. Not concurrently with step().
+  void watchOps(const OpWatching& watching);
   // The analysis as of the last step boundary. Like step(), not to be called from two threads at
   // once (it may write down what a build-up holds, which step() left for later).
   LeakReport report() const;

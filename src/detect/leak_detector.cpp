@@ -389,6 +389,13 @@ LeakDetector::LeakDetector(DetectorOptions options) {
   }
 }
 
+void LeakDetector::watchOps(const OpWatching& watching) {
+  // Whether backward ran where survivors were made stays judged step by step when the detector
+  // began with every step watched: a change to OpWatching::automatic() still watches one step in
+  // 32 at least, and StepPhases::markBackward bridges up to 64 unwatched steps within a run.
+  track::setSessionOpWatching(watching);
+}
+
 LeakDetector::~LeakDetector() {
   if (!state_->finished) state_->stopWatching();
 }

@@ -540,10 +540,10 @@ int activate() {
   options.on_leak = ReportPolicy::kNone;
   // Steps found by the runtime are not one per iteration in every mode (time windows), so the
   // one-step-in-N replay of op names would not match: ops are watched on every step unless the
-  // user asks otherwise.
-  if (std::getenv(TrackerOptions::environmentVariable("observe_ops").c_str()) == nullptr) {
-    options.tracker.observe_ops = OpWatching::everyStep();
-  }
+  // user asks otherwise, until the steps are counted iterations of a loop (StepBoundary).
+  bool ops_chosen =
+      std::getenv(TrackerOptions::environmentVariable("observe_ops").c_str()) != nullptr;
+  if (!ops_chosen) options.tracker.observe_ops = OpWatching::everyStep();
   // A Python program's report shows its Python lines and folds native frames: unwinding those
   // for every tensor would cost more than the op (a GPU loop's step doubled), so unless the user
   // asks for native stacks, only the Python frames are taken.
@@ -569,6 +569,7 @@ int activate() {
   Runtime* raw = runtime.get();
   runtime->boundary = std::make_unique<StepBoundary>(runtime->config.rule, *runtime->detector,
                                                      [raw] { snapshotAfterStep(*raw); });
+  if (!ops_chosen) runtime->boundary->watchOpsAutomaticallyWhileCounting();
   g_runtime = runtime.release();
   if (g_runtime->config.rule.kind == StepRule::Kind::kOn) listenToMemsealScopes();
   writeStatus(*g_runtime);

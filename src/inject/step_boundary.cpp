@@ -13,6 +13,7 @@
 #include "analyze/repeating_ops.h"
 #include "inject/python_lock.h"
 #include "inject/step_boundary_tuning.h"
+#include "track/counted_steps.h"
 #include "track/device_events.h"
 #include "track/memory_counters.h"
 
@@ -37,6 +38,11 @@ std::unique_ptr<at::ObserverContext> onOpStart(const at::RecordFunction& fn) {
 // depth stays at 0 rather than going below it (which would hide every later outermost op).
 void onOpEnd(const at::RecordFunction&, at::ObserverContext*) {
   if (t_op_depth > 0) --t_op_depth;
+}
+
+std::uint64_t onCountedStep() {
+  StepBoundary* boundary = g_boundary.load(std::memory_order_acquire);
+  return boundary != nullptr ? boundary->onCountedBoundary() : 0;
 }
 
 std::string durationText(std::chrono::nanoseconds duration) {
@@ -88,16 +94,29 @@ StepBoundary::StepBoundary(StepRule rule, LeakDetector& detector, std::function<
   // Time windows need no ops: without a callback, libtorch skips its RecordFunction work on every
   // op (unless the tracker watches ops), the largest cost of watching a loop of small ops.
   if (rule_.kind == StepRule::Kind::kInterval) return;
-  // Outermost ops only need their names: no inputs, no outputs.
-  callback_ = at::addGlobalCallback(
-      at::RecordFunctionCallback(&onOpStart, &onOpEnd)
-          .scopes({at::RecordScope::FUNCTION, at::RecordScope::TORCHSCRIPT_FUNCTION,
-                   at::RecordScope::USER_SCOPE}));
+  if (rule_.kind == StepRule::Kind::kAuto) track::setCountedStepHandler(&onCountedStep);
+  setCallbackInstalled(true);
 }
 
 StepBoundary::~StepBoundary() {
+  track::setCountedStepHandler(nullptr);
   g_boundary.store(nullptr, std::memory_order_release);
-  if (callback_ != 0) at::removeCallback(callback_);
+  setCallbackInstalled(false);
+}
+
+void StepBoundary::setCallbackInstalled(bool installed) {
+  std::lock_guard<std::mutex> lock(callback_mutex_);
+  if (installed && callback_ == 0) {
+    // Outermost ops only need their names: no inputs, no outputs.
+    callback_ = at::addGlobalCallback(
+        at::RecordFunctionCallback(&onOpStart, &onOpEnd)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::TORCHSCRIPT_FUNCTION,
+                     at::RecordScope::USER_SCOPE}));
+  } else if (!installed && callback_ != 0) {
+    // An op already running keeps its own copy of the callbacks: its end still comes.
+    at::removeCallback(callback_);
+    callback_ = 0;
+  }
 }
 
 void StepBoundary::onOp(const char* name, bool outermost) {
@@ -111,7 +130,9 @@ void StepBoundary::onOp(const char* name, bool outermost) {
         if (stepNameMatches(name, anchor_)) takeStep();
         return;
       }
-      if (t_thread != 0 && checkLoopStillRepeats(name)) {
+      // While steps are counted, only the anchor is looked at (a check of the count).
+      if (t_thread != 0 && !counting_.load(std::memory_order_relaxed) &&
+          checkLoopStillRepeats(name)) {
         applyPhaseChange(false);
         return;
       }
@@ -123,7 +144,16 @@ void StepBoundary::onOp(const char* name, bool outermost) {
         std::lock_guard<std::mutex> lock(anchor_mutex_);
         anchor = anchor_ == name;
       }
-      if (anchor && phase_.load(std::memory_order_acquire) == Phase::kOps) takeStep();
+      if (!anchor) return;
+      if (counting_.load(std::memory_order_relaxed)) {
+        checkCountedAnchor();
+        return;
+      }
+      if (phase_.load(std::memory_order_acquire) != Phase::kOps) return;
+      Clock::time_point now = Clock::now();
+      bool count = countIterationAllocations(now);
+      takeStep();
+      if (count && phase_.load(std::memory_order_acquire) == Phase::kOps) startCounting(now);
       return;
     }
     case Phase::kWindows: {
@@ -185,14 +215,15 @@ void StepBoundary::onNamedScope(const char* name) {
   }
 }
 
-bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce, Phase expected) {
+bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce, Phase expected,
+                              std::uint64_t iterations) {
   std::lock_guard<std::mutex> lock(step_mutex_);
   Phase phase = phase_.load();
   // The phase the caller saw may have changed while it waited for the GIL or this lock.
   if (phase != expected) return false;
   bool in_loop = phase == Phase::kOps && rule_.kind == StepRule::Kind::kAuto &&
                  current_ < loop_iterations_.size();
-  if (in_loop) ++loop_iterations_[current_];
+  if (in_loop) loop_iterations_[current_] += iterations;
   if (coalesce && steps_taken_ > 0 && now - last_step_ < min_step_gap_) return false;
   last_step_ = now;
   ++steps_taken_;
@@ -356,6 +387,14 @@ std::vector<std::string> StepBoundary::description() {
                     std::to_string(loop.found_after) + " ops): " + std::to_string(loop_steps) +
                     " steps in " + std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs") +
                     together);
+  }
+  if (std::uint64_t counted = counted_steps_.load(std::memory_order_relaxed); counted > 0) {
+    lines.push_back("memseal run: " + std::to_string(counted) +
+                    " of these steps were ended by counting the loop's allocations (" +
+                    std::to_string(counted_allocations_.load(std::memory_order_relaxed)) +
+                    " an iteration) instead of following every op, checked against the op "
+                    "that starts each iteration every " +
+                    std::to_string(kCountedStepsBetweenChecks) + " steps");
   }
   if (!decision_.empty() && phase_.load() == Phase::kWindows) {
     lines.push_back("memseal run: then " + decision_);

@@ -71,6 +71,10 @@ class StepBoundary {
     std::lock_guard<std::mutex> lock(step_mutex_);
     return steps_taken_;
   }
+  // While steps are counted (whole iterations each), the detector watches ops automatically (one
+  // step in a few, the others replayed) instead of on every step, and again on every step when
+  // counting stops. For a runtime whose user did not choose which steps' ops are watched.
+  void watchOpsAutomaticallyWhileCounting() { ops_follow_counting_.store(true); }
   // Which boundary was used, in words, for the report's notes (one line per loop found).
   std::vector<std::string> description();
   // Each loop's phase name and its iterations per step, where steps took several iterations.
@@ -134,12 +138,37 @@ class StepBoundary {
   bool startWindows(std::string reason);
   void resetLearning();
   void takeStep();
-  // The step itself, under the step lock; false when it was not taken.
-  bool stepLocked(Clock::time_point now, bool coalesce, Phase expected);
+  // The step itself, under the step lock; false when it was not taken. `iterations`: the loop's
+  // iterations it ends (a counted step ends several).
+  bool stepLocked(Clock::time_point now, bool coalesce, Phase expected,
+                  std::uint64_t iterations = 1);
 
+  // Counted steps (step_boundary_counted.cpp), all on the loop's thread. Once the loop's last
+  // kEqualIterationsToCount iterations each made the same number of allocations, the op callback
+  // is removed and the allocator hook ends the steps (track/counted_steps.h); every
+  // kCountedStepsBetweenChecks steps the callback comes back until two calls of the anchor fall on
+  // iteration boundaries. A check that fails (the iterations no longer allocate alike, or the
+  // anchor no longer runs: the loop ended) stops counting, and the ops are followed again.
+  // At the anchor, with the callback on: whether counting may start now.
+  bool countIterationAllocations(Clock::time_point now);
+  void startCounting(Clock::time_point now);
+  // At the anchor while counting (the callback is on only during a check).
+  void checkCountedAnchor();
+  void stopCounting(const char* why);
+  void takeCountedStep(Clock::time_point now);
+  void setCallbackInstalled(bool installed);
+  std::uint64_t iterationsPerCountedStep(Clock::duration iteration);
+
+ public:
+  // The allocator hook's handler (track::CountedStepHandler): ends a counted step and returns the
+  // allocations until the next one (0: counting stopped).
+  std::uint64_t onCountedBoundary();
+
+ private:
   StepRule rule_;
   LeakDetector& detector_;
   std::uint64_t callback_ = 0;  // the RecordFunction callback's handle, 0: none
+  std::mutex callback_mutex_;   // guards callback_ (installed and removed on the loop's thread)
   std::function<void()> after_step_;
   std::atomic<Phase> phase_{Phase::kLearning};
   std::mutex step_mutex_;
@@ -199,6 +228,33 @@ class StepBoundary {
   std::string anchor_;           // the op a step ends at (kOps); read without learn_mutex_
   std::mutex anchor_mutex_;      // guards anchor_ against a decision on another thread
   std::string decision_;         // why time windows, in words
+
+  // Counted steps. Written on the loop's thread only, except counting_ and the totals.
+  struct IterationAllocations {
+    bool seen = false;
+    std::uint64_t last_serial = 0;    // the thread's allocation serial at the anchor's last call
+    Clock::time_point last_anchor{};  // ... and when
+    std::uint64_t allocations = 0;    // of the iterations in the current run of equal ones
+    std::uint32_t equal = 0;          // iterations in that run
+    Clock::time_point run_started{};  // when its first iteration began
+  };
+  IterationAllocations iteration_;
+  std::atomic<bool> counting_{false};
+  std::atomic<bool> ops_follow_counting_{false};
+  std::uint64_t allocations_per_iteration_ = 0;
+  std::uint64_t iterations_per_step_ = 1;
+  std::uint64_t count_base_ = 0;       // an allocation serial at which an iteration began
+  // Where the first counted step began (whereThisThreadIs), without and with op callbacks.
+  std::uint64_t iteration_start_[2] = {0, 0};
+  Clock::time_point last_counted_step_{};
+  Clock::duration counted_iteration_time_{};
+  bool checking_ = false;
+  std::uint32_t steps_since_check_ = 0;
+  std::uint32_t boundaries_while_checking_ = 0;
+  std::uint32_t checked_anchors_ = 0;
+  std::atomic<std::uint64_t> counted_steps_{0};        // for the description
+  std::atomic<std::uint64_t> countings_{0};            // times counting started
+  std::atomic<std::uint64_t> counted_allocations_{0};  // per iteration, the last counting's
 };
 
 }  // namespace memseal::inject

@@ -48,6 +48,16 @@ inline constexpr std::size_t kAbsentSlack = 16;
 inline constexpr std::size_t kRememberedCandidates = 8;
 // A loop found before runs again after this many of its iterations in a row.
 inline constexpr int kRecognisedAfter = 2;
+// Counted steps (StepBoundary::startCounting): iterations alike in allocations before counting
+// starts, steps between two checks against the anchor, anchors a check needs, and the step
+// boundaries a check waits for the anchor before it takes the loop as gone. Counting pays off in
+// long loops; a short phase (a validation pass of a few dozen batches) keeps its ops followed,
+// so that where it ends, and which steps were its own, stays exact.
+inline constexpr std::uint32_t kEqualIterationsToCount = 64;
+inline constexpr std::uint32_t kCountedStepsBetweenChecks = 64;
+inline constexpr std::uint32_t kAnchorsPerCheck = 2;
+inline constexpr std::uint32_t kBoundariesWithoutAnchor = 3;
+inline constexpr std::uint64_t kMaxIterationsPerStep = 4096;
 inline constexpr const char* kOutsideLoops = "outside loops";
 inline constexpr std::size_t kMaxOpNames = 4096;
 inline constexpr std::uint32_t kOtherOps = std::numeric_limits<std::uint32_t>::max();

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "track/arena_region.h"
+#include "track/counted_steps.h"
 #include "track/event_trace.h"
 #include "track/live_table.h"
 #include "track/memory_counters.h"
@@ -55,6 +56,7 @@ class InterposingCpuAllocator final : public c10::Allocator {
     c10::DataPtr inner = system->allocate(bytes);
     if (region != nullptr) inner = adoptAllocation(region->observe(std::move(inner), bytes));
     if (state.in_tracker || !sessionActive()) return inner;
+    countAllocationTowardsStep(state);
     return trackAllocation(state, std::move(inner), bytes);
   }
   // raw_allocate/raw_deallocate work: tracked pointers carry data == context, and trackedFree

@@ -30,6 +30,7 @@ struct Schedule {
   std::atomic<bool> diverged{false};           // a replay stopped matching since the last step
 };
 Schedule g_schedule;
+std::atomic<std::uint64_t> g_iteration_length{0};
 
 // Only touched when steps vary; freed when the thread exits. CUDA blocks have their own: the
 // allocator's hook numbers them apart from CPU allocations (ThreadState::device_block_serial).
@@ -61,6 +62,10 @@ void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step) {
 
 void extendOpScheduleFullPhase(std::uint32_t step) {
   g_schedule.full_until = std::max(g_schedule.full_until, step);
+}
+
+void setReplayIterationLength(std::uint64_t allocations) {
+  g_iteration_length.store(allocations, std::memory_order_relaxed);
 }
 
 bool opScheduleVaries() { return g_steps_vary.load(std::memory_order_acquire); }
@@ -107,6 +112,7 @@ std::uint64_t sequenceIndex(SequenceCursor& cursor, AllocationSequence& sequence
     cursor.first_serial = serial;
     cursor.recording = recordsStep(record.step);
     cursor.diverged = false;
+    cursor.scale_recorded = 0;
     if (cursor.recording) sequence.clear();
   }
   return serial - cursor.first_serial;
@@ -120,16 +126,59 @@ void recordInSequence(AllocationSequence& sequence, std::uint64_t index, const L
   }
 }
 
+// The recorded tensor's shape with its first dimension scaled to `bytes`, or no shape where the
+// rest of the shape does not divide it.
+TensorSignature scaledSignature(const TensorSignature& recorded, std::size_t recorded_bytes,
+                                std::size_t bytes) {
+  TensorSignature scaled = recorded;
+  scaled.dims = -1;
+  if (recorded.dims < 1 || recorded.dims > kMaxCachedDims) return scaled;
+  std::int64_t elements = 1;
+  for (int dim = 0; dim < recorded.dims; ++dim) elements *= recorded.sizes[dim];
+  if (elements <= 0 || recorded_bytes % static_cast<std::size_t>(elements) != 0) return scaled;
+  std::size_t item = recorded_bytes / static_cast<std::size_t>(elements);
+  auto rest = static_cast<std::size_t>(elements / recorded.sizes[0]);
+  if (bytes % item != 0 || (bytes / item) % rest != 0) return scaled;
+  scaled.sizes[0] = static_cast<std::int64_t>(bytes / item / rest);
+  scaled.dims = recorded.dims;
+  return scaled;
+}
+
+// Whether an allocation of another size than the recording's is still its: in an iteration of
+// known length, when its ratio to the recorded size is the iteration's first resized one's.
+bool resizedAlike(SequenceCursor& cursor, std::uint64_t index, std::size_t recorded,
+                  std::size_t bytes) {
+  std::uint64_t length = g_iteration_length.load(std::memory_order_relaxed);
+  if (length == 0 || recorded == 0) return false;
+  std::uint64_t iteration = index / length;
+  if (cursor.scale_recorded == 0 || cursor.scaled_iteration != iteration) {
+    cursor.scaled_iteration = iteration;
+    cursor.scale_now = bytes;
+    cursor.scale_recorded = recorded;
+    return true;
+  }
+  // bytes / recorded == scale_now / scale_recorded, without division (sizes are far below 2^32).
+  return static_cast<unsigned __int128>(bytes) * cursor.scale_recorded ==
+         static_cast<unsigned __int128>(recorded) * cursor.scale_now;
+}
+
 // The site and signature of the recording's allocation at `index` when it matches; false from
 // the first allocation that does not (later ones of this step would be guesses).
+// `may_resize`: CPU allocations, which counted steps count (CUDA blocks are numbered apart).
 bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequence, std::uint64_t index,
-                    std::uint32_t scope_path, LiveRecord& record) {
+                    std::uint32_t scope_path, LiveRecord& record, bool may_resize) {
   const SequenceEntry* recorded = cursor.diverged ? nullptr : sequence.at(index);
-  if (recorded != nullptr && recorded->bytes == record.bytes &&
-      recorded->scope_path == scope_path) {
-    record.site = recorded->site;
-    record.signature = recorded->signature;
-    return true;
+  if (recorded != nullptr && recorded->scope_path == scope_path) {
+    if (recorded->bytes == record.bytes) {
+      record.site = recorded->site;
+      record.signature = recorded->signature;
+      return true;
+    }
+    if (may_resize && resizedAlike(cursor, index, recorded->bytes, record.bytes)) {
+      record.site = recorded->site;
+      record.signature = scaledSignature(recorded->signature, recorded->bytes, record.bytes);
+      return true;
+    }
   }
   if (!cursor.diverged) {
     cursor.diverged = true;
@@ -159,7 +208,7 @@ void attributeBySequence(ThreadState& state, LiveRecord& record) {
     recordInSequence(t_sequence, index, record, state.scope_path);
     return;
   }
-  if (!replaySequence(state.cpu_sequence, t_sequence, index, state.scope_path, record)) {
+  if (!replaySequence(state.cpu_sequence, t_sequence, index, state.scope_path, record, true)) {
     record.site = siteTable().currentSite(state, g_schedule.unwatched_op_name);
   }
 }
@@ -172,7 +221,8 @@ void attributeDeviceBlockBySequence(ThreadState& state, LiveRecord& record) {
     recordInSequence(t_device_sequence, index, record, state.scope_path);
     return;
   }
-  if (replaySequence(state.device_sequence, t_device_sequence, index, state.scope_path, record)) {
+  if (replaySequence(state.device_sequence, t_device_sequence, index, state.scope_path, record,
+                     false)) {
     record.flags &= static_cast<std::uint8_t>(~kDeviceSitePending);  // the stack came with it
   } else {
     record.site = siteTable().currentOpSite(state, g_schedule.unwatched_op_name);

@@ -20,6 +20,11 @@ void extendOpScheduleFullPhase(std::uint32_t step);
 // With kAuto, a replay that stopped matching on the step before sends the schedule back to
 // watching every step for a while, twice as long each time.
 bool opScheduleWatches(std::uint32_t step);
+// Steps made of whole iterations of `allocations` each (memseal run's counted steps), 0: unknown.
+// Within one iteration, an allocation whose size differs from the recording's by the same ratio as
+// the iteration's other resized ones (a batch of another size) is still the recording's, its
+// tensor's first dimension scaled; without it, any other size ends the replay of the step.
+void setReplayIterationLength(std::uint64_t allocations);
 // True for kOneStepIn and kAuto: steps differ, and setStep must consult the schedule.
 bool opScheduleVaries();
 

@@ -79,6 +79,13 @@ void setSessionStep(std::uint32_t step) {
   applySchedule(step);  // stop() may have run meanwhile: the schedule is off then
 }
 
+void setSessionOpWatching(const OpWatching& watching) {
+  std::lock_guard<std::mutex> lock(controlMutex());
+  if (!sessionActive()) return;
+  configureOpSchedule(watching, currentStep());
+  applySchedule(currentStep());
+}
+
 void watchEveryStepUntil(std::uint32_t step) {
   std::lock_guard<std::mutex> lock(controlMutex());
   extendOpScheduleFullPhase(step);

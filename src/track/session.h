@@ -40,5 +40,7 @@ void setSessionStep(std::uint32_t step);
 // With OpWatching::kAuto: ops are watched on every step at least until `step` (the leak detector
 // asks for its warm-up and the steps its verdict needs).
 void watchEveryStepUntil(std::uint32_t step);
+// Watches ops as `watching` says from the step now running on (a change of OpWatching mid-session).
+void setSessionOpWatching(const OpWatching& watching);
 
 }  // namespace memseal::track

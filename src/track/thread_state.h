@@ -25,6 +25,11 @@ struct SequenceCursor {
   std::uint64_t first_serial;  // the thread's first serial in that step
   bool recording;              // that step is watched
   bool diverged;               // that step stopped matching the recording
+  // Sizes scaled in one iteration (setReplayIterationLength): the iteration, and the ratio of its
+  // first resized allocation (bytes now / bytes recorded), 0 / 0 when none was resized yet.
+  std::uint64_t scaled_iteration;
+  std::uint64_t scale_now;
+  std::uint64_t scale_recorded;
 };
 
 struct ThreadState {
@@ -52,6 +57,9 @@ struct ThreadState {
   // blocks (numbered by device_block_serial) are each replayed against their own recording.
   SequenceCursor cpu_sequence;
   SequenceCursor device_sequence;
+  // Tracked allocations left before this thread ends a step, 0 when it does not count them
+  // (track/counted_steps.h).
+  std::uint64_t allocations_until_step;
 };
 
 ThreadState& threadState();

@@ -1,0 +1,171 @@
+// StepBoundary's counted steps: once a loop's iterations each make the same number of CPU
+// allocations, the steps are ended by the allocator hook counting them (track/counted_steps.h), and
+// the RecordFunction callback, which makes libtorch run its per-op machinery on every op of the
+// program, is removed. The callback comes back now and then to check that the anchor still starts
+// an iteration where the count says one starts. Everything here runs on the loop's thread.
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <string>
+
+#include "inject/python_lock.h"
+#include "inject/step_boundary.h"
+#include "inject/step_boundary_tuning.h"
+#include "track/counted_steps.h"
+#include "track/op_sampling.h"
+#include "track/thread_state.h"
+
+namespace memseal::inject {
+
+bool StepBoundary::countIterationAllocations(Clock::time_point now) {
+  if (rule_.kind != StepRule::Kind::kAuto) return false;
+  std::uint64_t serial = track::threadState().allocation_serial;
+  IterationAllocations& iteration = iteration_;
+  if (!iteration.seen) {
+    iteration = IterationAllocations{true, serial, now, 0, 0, now};
+    return false;
+  }
+  std::uint64_t made = serial - iteration.last_serial;
+  if (made == 0 || made != iteration.allocations) {
+    iteration.allocations = made;
+    iteration.equal = made == 0 ? 0 : 1;
+    iteration.run_started = iteration.last_anchor;
+  } else {
+    ++iteration.equal;
+  }
+  iteration.last_serial = serial;
+  iteration.last_anchor = now;
+  if (iteration.equal < kEqualIterationsToCount) return false;
+  // Only a loop whose recent iterations all matched its ops, judged again and settled.
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  constexpr std::uint32_t all = (1u << kJudgedIterations) - 1;
+  return verify_ops_.empty() && recent_judged_ >= kJudgedIterations && recent_matches_ == all;
+}
+
+std::uint64_t StepBoundary::iterationsPerCountedStep(Clock::duration iteration) {
+  Clock::duration gap;
+  {
+    std::lock_guard<std::mutex> lock(step_mutex_);
+    gap = min_step_gap_;
+  }
+  if (iteration <= Clock::duration::zero()) return 1;
+  // As coalescing does: steps no closer than a multiple of what a step costs.
+  auto iterations = static_cast<std::uint64_t>((gap + iteration - Clock::duration(1)) / iteration);
+  return std::clamp<std::uint64_t>(iterations, 1, kMaxIterationsPerStep);
+}
+
+void StepBoundary::startCounting(Clock::time_point now) {
+  const IterationAllocations& iteration = iteration_;
+  allocations_per_iteration_ = iteration.allocations;
+  count_base_ = iteration.last_serial;
+  counted_iteration_time_ = (now - iteration.run_started) / iteration.equal;
+  iterations_per_step_ = iterationsPerCountedStep(counted_iteration_time_);
+  last_counted_step_ = now;
+  checking_ = false;
+  steps_since_check_ = 0;
+  iteration_start_[0] = iteration_start_[1] = 0;
+  countings_.fetch_add(1, std::memory_order_relaxed);
+  counted_allocations_.store(allocations_per_iteration_, std::memory_order_relaxed);
+  counting_.store(true, std::memory_order_release);
+  if (ops_follow_counting_.load()) {
+    track::setReplayIterationLength(allocations_per_iteration_);
+    std::lock_guard<std::mutex> lock(step_mutex_);
+    detector_.watchOps(OpWatching::automatic());
+  }
+  track::countStepsOnThisThread(allocations_per_iteration_ * iterations_per_step_);
+  setCallbackInstalled(false);
+  trace("counting steps: " + std::to_string(allocations_per_iteration_) +
+        " allocations an iteration, " + std::to_string(iterations_per_step_) +
+        " iterations a step");
+}
+
+void StepBoundary::stopCounting(const char* why) {
+  counting_.store(false, std::memory_order_release);
+  checking_ = false;
+  iteration_ = IterationAllocations{};
+  track::countStepsOnThisThread(0);
+  setCallbackInstalled(true);
+  if (ops_follow_counting_.load()) {
+    track::setReplayIterationLength(0);
+    std::lock_guard<std::mutex> lock(step_mutex_);
+    detector_.watchOps(OpWatching::everyStep());
+  }
+  // The loop is judged afresh from its next anchor: the ops seen before counting are stale.
+  {
+    std::lock_guard<std::mutex> lock(learn_mutex_);
+    segment_started_ = false;
+    recent_matches_ = 0;
+    recent_judged_ = 0;
+    mismatching_ = false;
+    ops_since_anchor_ = 0;
+  }
+  trace(std::string("counting stopped: ") + why);
+}
+
+void StepBoundary::checkCountedAnchor() {
+  if (!checking_) return;  // the callback is going; ops already started still end here
+  std::uint64_t serial = track::threadState().allocation_serial;
+  if ((serial - count_base_) % allocations_per_iteration_ != 0) {
+    stopCounting("the anchor no longer starts an iteration where the count does");
+    return;
+  }
+  if (++checked_anchors_ < kAnchorsPerCheck) return;
+  checking_ = false;
+  steps_since_check_ = 0;
+  setCallbackInstalled(false);
+}
+
+void StepBoundary::takeCountedStep(Clock::time_point now) {
+  bool taken;
+  {
+    PythonLock python(PythonLock::Threads::kPythonOnly);
+    taken = stepLocked(now, false, Phase::kOps, iterations_per_step_);
+  }
+  if (!taken) return;
+  counted_steps_.fetch_add(1, std::memory_order_relaxed);
+  if (after_step_) after_step_();
+}
+
+std::uint64_t StepBoundary::onCountedBoundary() {
+  if (phase_.load(std::memory_order_acquire) != Phase::kOps ||
+      !counting_.load(std::memory_order_relaxed)) {
+    return 0;
+  }
+  if (checking_ && ++boundaries_while_checking_ > kBoundariesWithoutAnchor) {
+    stopCounting("the anchor no longer runs");
+    return 0;
+  }
+  // An iteration begins with the same allocation, made in the same place, each time: elsewhere,
+  // the loop has ended (a validation pass after training) and its ops are followed again. Native
+  // stacks pass through libtorch's dispatcher, whose path differs while any RecordFunction
+  // callback is installed: one place for each.
+  std::uint64_t where = track::whereThisThreadIs();
+  std::uint64_t& start = iteration_start_[at::hasGlobalCallbacks() ? 1 : 0];
+  if (start == 0) {
+    start = where;
+  } else if (where != start) {
+    trace("iteration began at " + std::to_string(where) + ", not " + std::to_string(start));
+    stopCounting("the iteration no longer starts where it did");
+    return 0;
+  }
+  Clock::time_point now = Clock::now();
+  Clock::duration iteration = (now - last_counted_step_) / iterations_per_step_;
+  counted_iteration_time_ = (3 * counted_iteration_time_ + iteration) / 4;
+  last_counted_step_ = now;
+  takeCountedStep(now);
+  if (!counting_.load(std::memory_order_relaxed)) return 0;
+  if (!checking_ && ++steps_since_check_ >= kCountedStepsBetweenChecks) {
+    checking_ = true;
+    boundaries_while_checking_ = 0;
+    checked_anchors_ = 0;
+    // Steps of another length from here on, if the loop's pace changed by far.
+    std::uint64_t iterations = iterationsPerCountedStep(counted_iteration_time_);
+    if (iterations > 2 * iterations_per_step_ || 2 * iterations < iterations_per_step_) {
+      iterations_per_step_ = iterations;
+    }
+    setCallbackInstalled(true);
+  }
+  return allocations_per_iteration_ * iterations_per_step_;
+}
+
+}  // namespace memseal::inject

@@ -1,0 +1,111 @@
+// Steps ended by counting a thread's allocations (track/counted_steps.h), and the replay of a step
+// whose tensors were resized alike (a batch of another size) against the watched step's recording.
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "memseal/tracker.h"
+#include "track/counted_steps.h"
+#include "track/op_sampling.h"
+
+namespace {
+
+std::atomic<int> g_boundaries{0};
+std::uint64_t countBoundaryEveryThree() {
+  g_boundaries.fetch_add(1);
+  return 3;
+}
+std::uint64_t countBoundaryAndStop() {
+  g_boundaries.fetch_add(1);
+  return 0;
+}
+
+memseal::TrackerOptions plainOptions(memseal::OpWatching ops) {
+  memseal::TrackerOptions options;
+  options.stacks = memseal::StackMode::kOff;
+  options.observe_ops = ops;
+  return options;
+}
+
+TEST(CountedSteps, AStepEndsAfterTheCountedAllocationsOfItsOwnThreadOnly) {
+  memseal::Tracker tracker(plainOptions(memseal::OpWatching::off()));
+  tracker.start();
+  g_boundaries = 0;
+  memseal::track::setCountedStepHandler(&countBoundaryEveryThree);
+  memseal::track::countStepsOnThisThread(3);
+  std::vector<at::Tensor> kept;
+  // The 4th, 7th and 10th allocations each begin a step.
+  for (int i = 0; i < 10; ++i) kept.push_back(at::empty({16}));
+  EXPECT_EQ(g_boundaries.load(), 3);
+  std::thread other([] {
+    std::vector<at::Tensor> elsewhere;
+    for (int i = 0; i < 10; ++i) elsewhere.push_back(at::empty({16}));
+  });
+  other.join();
+  EXPECT_EQ(g_boundaries.load(), 3);
+  // The handler's 0 stops the count.
+  memseal::track::setCountedStepHandler(&countBoundaryAndStop);
+  for (int i = 0; i < 10; ++i) kept.push_back(at::empty({16}));
+  EXPECT_EQ(g_boundaries.load(), 4);
+  memseal::track::setCountedStepHandler(nullptr);
+  tracker.stop();
+}
+
+// Shape of the live allocations made inside the op user code called, `outer_op`, by step.
+std::map<std::uint32_t, std::vector<std::int64_t>> shapesBy(const memseal::Snapshot& snapshot,
+                                                            const std::string& outer_op) {
+  std::map<std::uint32_t, std::vector<std::int64_t>> shapes;
+  for (const memseal::SiteSnapshot& site : snapshot.sites) {
+    const std::string& outer = site.site.outer_op.empty() ? site.site.op : site.site.outer_op;
+    if (outer != outer_op) continue;
+    for (const memseal::LiveAllocation& allocation : site.allocations) {
+      shapes[allocation.step] = allocation.tensor.shape;
+    }
+  }
+  return shapes;
+}
+
+TEST(CountedSteps, AnIterationOfAnotherBatchSizeIsReplayedWithItsOpsAndScaledShapes) {
+  // Ops watched on even steps; odd steps replay the last watched one.
+  memseal::Tracker tracker(plainOptions(memseal::OpWatching::oneStepIn(2)));
+  memseal::setStep(0);
+  tracker.start();
+  memseal::track::setReplayIterationLength(2);
+  std::vector<at::Tensor> kept;
+  auto iteration = [&](std::int64_t batch) {
+    kept.push_back(at::empty({batch, 8}));
+    kept.push_back(at::zeros({batch, 8, 2}));
+  };
+  iteration(4);
+  memseal::setStep(1);
+  iteration(2);  // resized alike: both half the recorded size
+  memseal::setStep(2);
+  iteration(4);
+  memseal::setStep(3);
+  kept.push_back(at::empty({2, 8}));
+  kept.push_back(at::zeros({3, 8, 2}));  // resized unlike the first: not the recording's
+  memseal::Snapshot snapshot = tracker.snapshot(16);
+  memseal::track::setReplayIterationLength(0);
+  tracker.stop();
+  memseal::setStep(0);
+
+  auto empty = shapesBy(snapshot, "aten::empty");
+  ASSERT_EQ(empty.count(1), 1u);
+  EXPECT_EQ(empty[1], (std::vector<std::int64_t>{2, 8}));
+  auto zeros = shapesBy(snapshot, "aten::zeros");
+  std::string found;
+  for (const memseal::SiteSnapshot& site : snapshot.sites) {
+    found += site.site.op + " in " + site.site.outer_op + "; ";
+  }
+  ASSERT_EQ(zeros.count(1), 1u) << found;
+  EXPECT_EQ(zeros[1], (std::vector<std::int64_t>{2, 8, 2}));
+  EXPECT_EQ(zeros.count(3), 0u) << found;
+}
+
+}  // namespace
