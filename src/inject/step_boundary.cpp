@@ -278,6 +278,7 @@ std::chrono::nanoseconds StepBoundary::untilNextTick() const {
 }
 
 void StepBoundary::tick() {
+  if (phase_.load() == Phase::kOps) stopCountingWhenQuiet();
   if (phase_.load() == Phase::kLearning) {
     bool changed = false;
     {

@@ -155,6 +155,12 @@ class StepBoundary {
   // At the anchor while counting (the callback is on only during a check).
   void checkCountedAnchor();
   void stopCounting(const char* why);
+  // On the runtime's thread: the loop's thread made no allocation for a while (it waits, or a
+  // next phase makes none on the CPU): the ops are followed again, so that a loop ending there is
+  // seen.
+  void stopCountingWhenQuiet();
+  // After counting stopped (either way): the loop judged afresh, ops watched on every step.
+  void followOpsAgain(const char* why);
   void takeCountedStep(Clock::time_point now);
   void setCallbackInstalled(bool installed);
   std::uint64_t iterationsPerCountedStep(Clock::duration iteration);
@@ -243,10 +249,13 @@ class StepBoundary {
   std::atomic<bool> ops_follow_counting_{false};
   std::uint64_t allocations_per_iteration_ = 0;
   std::uint64_t iterations_per_step_ = 1;
-  std::uint64_t count_base_ = 0;       // an allocation serial at which an iteration began
+  std::uint64_t count_base_ = 0;  // an allocation serial at which an iteration began
   // Where the first counted step began (whereThisThreadIs), without and with op callbacks.
   std::uint64_t iteration_start_[2] = {0, 0};
   Clock::time_point last_counted_step_{};
+  // For the runtime's thread: when the last counted step was taken, and how far apart they come.
+  std::atomic<Clock::rep> last_counted_step_at_{0};
+  std::atomic<Clock::duration> counted_step_interval_{Clock::duration::zero()};
   Clock::duration counted_iteration_time_{};
   bool checking_ = false;
   std::uint32_t steps_since_check_ = 0;

@@ -61,6 +61,9 @@ void StepBoundary::startCounting(Clock::time_point now) {
   counted_iteration_time_ = (now - iteration.run_started) / iteration.equal;
   iterations_per_step_ = iterationsPerCountedStep(counted_iteration_time_);
   last_counted_step_ = now;
+  last_counted_step_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+  counted_step_interval_.store(counted_iteration_time_ * iterations_per_step_,
+                               std::memory_order_relaxed);
   checking_ = false;
   steps_since_check_ = 0;
   iteration_start_[0] = iteration_start_[1] = 0;
@@ -85,6 +88,23 @@ void StepBoundary::stopCounting(const char* why) {
   iteration_ = IterationAllocations{};
   track::countStepsOnThisThread(0);
   setCallbackInstalled(true);
+  followOpsAgain(why);
+}
+
+void StepBoundary::stopCountingWhenQuiet() {
+  if (!counting_.load(std::memory_order_acquire)) return;
+  Clock::time_point last{Clock::duration(last_counted_step_at_.load(std::memory_order_relaxed))};
+  Clock::duration step = counted_step_interval_.load(std::memory_order_relaxed);
+  Clock::duration quiet = std::max<Clock::duration>(kQuietLoop, kQuietSteps * step);
+  if (Clock::now() - last < quiet) return;
+  // The loop's thread, if it allocates again, finds counting stopped at its next boundary; its
+  // stale iteration count starts afresh at the next anchor.
+  counting_.store(false, std::memory_order_release);
+  setCallbackInstalled(true);
+  followOpsAgain("the loop's thread made no allocation for a while");
+}
+
+void StepBoundary::followOpsAgain(const char* why) {
   if (ops_follow_counting_.load()) {
     track::setReplayIterationLength(0);
     std::lock_guard<std::mutex> lock(step_mutex_);
@@ -152,6 +172,9 @@ std::uint64_t StepBoundary::onCountedBoundary() {
   Clock::duration iteration = (now - last_counted_step_) / iterations_per_step_;
   counted_iteration_time_ = (3 * counted_iteration_time_ + iteration) / 4;
   last_counted_step_ = now;
+  last_counted_step_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+  counted_step_interval_.store(counted_iteration_time_ * iterations_per_step_,
+                               std::memory_order_relaxed);
   takeCountedStep(now);
   if (!counting_.load(std::memory_order_relaxed)) return 0;
   if (!checking_ && ++steps_since_check_ >= kCountedStepsBetweenChecks) {

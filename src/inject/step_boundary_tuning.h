@@ -58,6 +58,10 @@ inline constexpr std::uint32_t kCountedStepsBetweenChecks = 64;
 inline constexpr std::uint32_t kAnchorsPerCheck = 2;
 inline constexpr std::uint32_t kBoundariesWithoutAnchor = 3;
 inline constexpr std::uint64_t kMaxIterationsPerStep = 4096;
+// Counting stops when no counted step came for this long, and for kQuietSteps counted steps'
+// worth of time.
+inline constexpr auto kQuietLoop = std::chrono::seconds(1);
+inline constexpr int kQuietSteps = 100;
 inline constexpr const char* kOutsideLoops = "outside loops";
 inline constexpr std::size_t kMaxOpNames = 4096;
 inline constexpr std::uint32_t kOtherOps = std::numeric_limits<std::uint32_t>::max();

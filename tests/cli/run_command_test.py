@@ -258,6 +258,38 @@ class Python(unittest.TestCase):
         self.assertNotIn("held for a while, then freed", err)
 
 
+    def test_a_leak_in_a_long_loop_is_named_after_its_steps_are_counted(self):
+        # Batches of changing size: the steps are counted, ops watched one step in 32 and the
+        # others replayed with their shapes scaled; the finding keeps its op, line and shapes.
+        code, _, err = run_script("kept.py",
+                                  "import torch\nkept = []\nweight = torch.randn(64, 64)\n"
+                                  "for step in range(3000):\n"
+                                  "    batch = torch.randn(1 + step % 8, 64)\n"
+                                  "    kept.append(torch.relu(batch @ weight))  # leak\n"
+                                  "print(len(kept))\n")
+        self.assertEqual(code, 0, err)
+        self.assertIn("ended by counting the loop's allocations", err)
+        self.assertIn("tensors-retained", err)
+        self.assertIn("made by   aten::clamp_min (inside aten::relu)", err)
+        self.assertIn("kept.py:6", err)
+        self.assertIn("[1..8, 64] (8 distinct shapes)", err)
+
+    def test_a_phase_that_allocates_nothing_after_a_counted_loop_is_still_seen(self):
+        # After the counted loop, in-place ops only: no allocation ends a counted step, so memseal
+        # follows the ops again after a quiet second and finds the second loop.
+        code, _, err = run_script("quiet.py",
+                                  "import time\nimport torch\nweight = torch.randn(32, 32)\n"
+                                  "for _ in range(2000):\n"
+                                  "    torch.relu(torch.randn(4, 32) @ weight).sum().item()\n"
+                                  "state, half = torch.ones(64), torch.full((64,), 0.5)\n"
+                                  "started = time.monotonic()\n"
+                                  "while time.monotonic() - started < 3:\n"
+                                  "    state.mul_(half)\n"
+                                  "    state.add_(half)\n")
+        self.assertEqual(code, 0, err)
+        self.assertIn("ended by counting the loop's allocations", err)
+        self.assertIn("2 loops found", err)
+
 class Children(unittest.TestCase):
     def dataloader(self, dataset, *flags):
         return run(*flags, "--", ARGS.python, os.path.join(ARGS.scripts, "dataloader.py"),
