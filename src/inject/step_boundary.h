@@ -252,6 +252,8 @@ class StepBoundary {
   std::uint64_t count_base_ = 0;  // an allocation serial at which an iteration began
   // Where the first counted step began (whereThisThreadIs), without and with op callbacks.
   std::uint64_t iteration_start_[2] = {0, 0};
+  Clock::time_point next_place_check_{};
+  Clock::duration place_cost_{};  // of whereThisThreadIs, a moving average
   Clock::time_point last_counted_step_{};
   // For the runtime's thread: when the last counted step was taken, and how far apart they come.
   std::atomic<Clock::rep> last_counted_step_at_{0};

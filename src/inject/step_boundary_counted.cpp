@@ -49,8 +49,12 @@ std::uint64_t StepBoundary::iterationsPerCountedStep(Clock::duration iteration) 
     gap = min_step_gap_;
   }
   if (iteration <= Clock::duration::zero()) return 1;
-  // As coalescing does: steps no closer than a multiple of what a step costs.
-  auto iterations = static_cast<std::uint64_t>((gap + iteration - Clock::duration(1)) / iteration);
+  // As coalescing does, steps no closer than a multiple of what a step costs, and twice that gap:
+  // once the loop is known, the detector's own cost is most of what memseal adds to it, and whole
+  // iterations per step keep every step alike.
+  Clock::duration wanted = kCountedStepGapFactor * gap;
+  auto iterations =
+      static_cast<std::uint64_t>((wanted + iteration - Clock::duration(1)) / iteration);
   return std::clamp<std::uint64_t>(iterations, 1, kMaxIterationsPerStep);
 }
 
@@ -67,6 +71,7 @@ void StepBoundary::startCounting(Clock::time_point now) {
   checking_ = false;
   steps_since_check_ = 0;
   iteration_start_[0] = iteration_start_[1] = 0;
+  next_place_check_ = now;
   countings_.fetch_add(1, std::memory_order_relaxed);
   counted_allocations_.store(allocations_per_iteration_, std::memory_order_relaxed);
   counting_.store(true, std::memory_order_release);
@@ -158,17 +163,24 @@ std::uint64_t StepBoundary::onCountedBoundary() {
   // An iteration begins with the same allocation, made in the same place, each time: elsewhere,
   // the loop has ended (a validation pass after training) and its ops are followed again. Native
   // stacks pass through libtorch's dispatcher, whose path differs while any RecordFunction
-  // callback is installed: one place for each.
-  std::uint64_t where = track::whereThisThreadIs();
-  std::uint64_t& start = iteration_start_[at::hasGlobalCallbacks() ? 1 : 0];
-  if (start == 0) {
-    start = where;
-  } else if (where != start) {
-    trace("iteration began at " + std::to_string(where) + ", not " + std::to_string(start));
-    stopCounting("the iteration no longer starts where it did");
-    return 0;
-  }
+  // callback is installed: one place for each. Unwinding costs a few microseconds, as much as a
+  // short step: it is looked at no more often than kPlaceCostMultiple times what it costs.
   Clock::time_point now = Clock::now();
+  if (now >= next_place_check_) {
+    std::uint64_t where = track::whereThisThreadIs();
+    Clock::time_point done = Clock::now();
+    place_cost_ = (3 * place_cost_ + (done - now)) / 4;
+    next_place_check_ = done + kPlaceCostMultiple * place_cost_;
+    std::uint64_t& start = iteration_start_[at::hasGlobalCallbacks() ? 1 : 0];
+    if (start == 0) {
+      start = where;
+    } else if (where != start) {
+      trace("iteration began at " + std::to_string(where) + ", not " + std::to_string(start));
+      stopCounting("the iteration no longer starts where it did");
+      return 0;
+    }
+    now = done;
+  }
   Clock::duration iteration = (now - last_counted_step_) / iterations_per_step_;
   counted_iteration_time_ = (3 * counted_iteration_time_ + iteration) / 4;
   last_counted_step_ = now;
