@@ -143,12 +143,14 @@ class StepBoundary {
   bool stepLocked(Clock::time_point now, bool coalesce, Phase expected,
                   std::uint64_t iterations = 1);
 
-  // Counted steps (step_boundary_counted.cpp), all on the loop's thread. Once the loop's last
-  // kEqualIterationsToCount iterations each made the same number of allocations, the op callback
-  // is removed and the allocator hook ends the steps (track/counted_steps.h); every
-  // kCountedStepsBetweenChecks steps the callback comes back until two calls of the anchor fall on
-  // iteration boundaries. A check that fails (the iterations no longer allocate alike, or the
-  // anchor no longer runs: the loop ended) stops counting, and the ops are followed again.
+  // Counted steps (step_boundary_counted.cpp), on the loop's thread but for the quiet stop. Once
+  // the loop's last kEqualIterationsToCount iterations each made the same number of allocations,
+  // the op callback is removed and the allocator hook ends the steps (track/counted_steps.h);
+  // each step checks that it begins where the first did, and every kCountedStepsBetweenChecks
+  // steps the callback comes back until two calls of the anchor fall on iteration boundaries. A
+  // check that fails (the iterations no longer allocate alike, or the anchor no longer runs: the
+  // loop ended), or a loop thread quiet for kQuietLoop, stops counting, and the ops are followed
+  // again.
   // At the anchor, with the callback on: whether counting may start now.
   bool countIterationAllocations(Clock::time_point now);
   void startCounting(Clock::time_point now);

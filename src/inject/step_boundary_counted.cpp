@@ -2,7 +2,9 @@
 // allocations, the steps are ended by the allocator hook counting them (track/counted_steps.h), and
 // the RecordFunction callback, which makes libtorch run its per-op machinery on every op of the
 // program, is removed. The callback comes back now and then to check that the anchor still starts
-// an iteration where the count says one starts. Everything here runs on the loop's thread.
+// an iteration where the count says one starts. Everything here runs on the loop's thread, but
+// stopCountingWhenQuiet (and the followOpsAgain it calls), which runs on the runtime's thread and
+// touches only what is atomic or under a lock.
 #include <ATen/record_function.h>
 
 #include <algorithm>
