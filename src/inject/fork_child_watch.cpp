@@ -16,6 +16,17 @@ namespace {
 // Private memory growing slower than this per window is noise (allocator arenas, stacks).
 constexpr double kMinPrivateGrowthPerWindow = 256.0 * 1024;
 
+// Whether tensor memory grew by more than it moves between two windows: a worker samples its
+// tensors in flight (a batch being collated), and a few dozen such samples can rise by chance.
+bool grewBeyondItsChurn(const std::vector<std::int64_t>& samples, double growth_per_window) {
+  std::int64_t largest_fall = 0;
+  for (std::size_t i = 1; i < samples.size(); ++i) {
+    largest_fall = std::max(largest_fall, samples[i - 1] - samples[i]);
+  }
+  double growth = growth_per_window * static_cast<double>(samples.size() - 1);
+  return growth > 2.0 * static_cast<double>(largest_fall);
+}
+
 }  // namespace
 
 std::int64_t privateMemoryBytes() {
@@ -54,8 +65,9 @@ LeakReport forkChildReport(pid_t parent, const std::vector<std::int64_t>& tensor
       " (not exec'd), watched per time window: tracked tensor memory and private memory (shown "
       "as resident); the sites of its tensors are not attributed (an exec'd child gets the full "
       "report)");
-  double tensor_growth = detect::steadyTensorGrowthPerStep(
-      steps, std::vector<std::int64_t>(tensor_bytes.begin(), tensor_bytes.begin() + windows));
+  std::vector<std::int64_t> tensor_samples(tensor_bytes.begin(), tensor_bytes.begin() + windows);
+  double tensor_growth = detect::steadyTensorGrowthPerStep(steps, tensor_samples);
+  if (tensor_growth > 0 && !grewBeyondItsChurn(tensor_samples, tensor_growth)) tensor_growth = 0;
   double private_growth = detect::steadyGrowthPerStep(
       std::vector<std::int64_t>(private_bytes.begin(), private_bytes.begin() + windows),
       kMinPrivateGrowthPerWindow);
