@@ -164,6 +164,8 @@ class StepBoundary {
   // After counting stopped (either way): the loop judged afresh, ops watched on every step.
   void followOpsAgain(const char* why);
   void takeCountedStep(Clock::time_point now);
+  // Notes a counted step taken (or counting begun) at `now`, for the quiet stop.
+  void markCountedStep(Clock::time_point now);
   void setCallbackInstalled(bool installed);
   std::uint64_t iterationsPerCountedStep(Clock::duration iteration);
 
@@ -256,8 +258,8 @@ class StepBoundary {
   std::uint64_t iteration_start_[2] = {0, 0};
   Clock::time_point next_place_check_{};
   Clock::duration place_cost_{};  // of whereThisThreadIs, a moving average
-  Clock::time_point last_counted_step_{};
-  // For the runtime's thread: when the last counted step was taken, and how far apart they come.
+  // When the last counted step was taken, and how far apart they come (read by the runtime's
+  // thread too).
   std::atomic<Clock::rep> last_counted_step_at_{0};
   std::atomic<Clock::duration> counted_step_interval_{Clock::duration::zero()};
   Clock::duration counted_iteration_time_{};
@@ -266,7 +268,6 @@ class StepBoundary {
   std::uint32_t boundaries_while_checking_ = 0;
   std::uint32_t checked_anchors_ = 0;
   std::atomic<std::uint64_t> counted_steps_{0};        // for the description
-  std::atomic<std::uint64_t> countings_{0};            // times counting started
   std::atomic<std::uint64_t> counted_allocations_{0};  // per iteration, the last counting's
 };
 

@@ -66,15 +66,11 @@ void StepBoundary::startCounting(Clock::time_point now) {
   count_base_ = iteration.last_serial;
   counted_iteration_time_ = (now - iteration.run_started) / iteration.equal;
   iterations_per_step_ = iterationsPerCountedStep(counted_iteration_time_);
-  last_counted_step_ = now;
-  last_counted_step_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
-  counted_step_interval_.store(counted_iteration_time_ * iterations_per_step_,
-                               std::memory_order_relaxed);
+  markCountedStep(now);
   checking_ = false;
   steps_since_check_ = 0;
   iteration_start_[0] = iteration_start_[1] = 0;
   next_place_check_ = now;
-  countings_.fetch_add(1, std::memory_order_relaxed);
   counted_allocations_.store(allocations_per_iteration_, std::memory_order_relaxed);
   counting_.store(true, std::memory_order_release);
   if (ops_follow_counting_.load()) {
@@ -142,6 +138,12 @@ void StepBoundary::checkCountedAnchor() {
   setCallbackInstalled(false);
 }
 
+void StepBoundary::markCountedStep(Clock::time_point now) {
+  last_counted_step_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+  counted_step_interval_.store(counted_iteration_time_ * iterations_per_step_,
+                               std::memory_order_relaxed);
+}
+
 void StepBoundary::takeCountedStep(Clock::time_point now) {
   bool taken;
   {
@@ -183,12 +185,10 @@ std::uint64_t StepBoundary::onCountedBoundary() {
     }
     now = done;
   }
-  Clock::duration iteration = (now - last_counted_step_) / iterations_per_step_;
+  Clock::time_point last{Clock::duration(last_counted_step_at_.load(std::memory_order_relaxed))};
+  Clock::duration iteration = (now - last) / iterations_per_step_;
   counted_iteration_time_ = (3 * counted_iteration_time_ + iteration) / 4;
-  last_counted_step_ = now;
-  last_counted_step_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
-  counted_step_interval_.store(counted_iteration_time_ * iterations_per_step_,
-                               std::memory_order_relaxed);
+  markCountedStep(now);
   takeCountedStep(now);
   if (!counting_.load(std::memory_order_relaxed)) return 0;
   if (!checking_ && ++steps_since_check_ >= kCountedStepsBetweenChecks) {

@@ -2,7 +2,6 @@
 
 #include <atomic>
 
-#include "track/hashing.h"
 #include "track/python_frames.h"
 #include "track/stack_capture.h"
 
@@ -27,11 +26,7 @@ std::uint64_t whereThisThreadIs() {
   }
   CapturedStack stack;
   captureStack(stack, 0);
-  std::uint64_t hash = static_cast<std::uint64_t>(stack.depth);
-  for (int i = 0; i < stack.depth; ++i) {
-    hash = combineHash(hash, reinterpret_cast<std::uintptr_t>(stack.frames[i]));
-  }
-  return hash;
+  return stackHash(stack);
 }
 
 void takeCountedStep(ThreadState& state) {

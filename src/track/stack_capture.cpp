@@ -102,12 +102,16 @@ const char* unwinderName(Unwinder unwinder) {
   return unwinder == Unwinder::kLibunwind ? "libunwind" : "glibc backtrace";
 }
 
-std::uint32_t internStack(StackTable& table, const CapturedStack& stack) {
+std::uint64_t stackHash(const CapturedStack& stack) {
   std::uint64_t hash = combineHash(static_cast<std::uint64_t>(stack.depth), stack.python_stack);
   for (int i = 0; i < stack.depth; ++i) {
     hash = combineHash(hash, reinterpret_cast<std::uintptr_t>(stack.frames[i]));
   }
-  return table.findOrInsert(hash, stack, [&](StackEntry& entry) {
+  return hash;
+}
+
+std::uint32_t internStack(StackTable& table, const CapturedStack& stack) {
+  return table.findOrInsert(stackHash(stack), stack, [&](StackEntry& entry) {
     entry.depth = stack.depth;
     entry.python_stack = stack.python_stack;
     std::memcpy(entry.frames, stack.frames, sizeof(void*) * static_cast<std::size_t>(stack.depth));

@@ -46,6 +46,8 @@ void warmUpStackCapture();
 Unwinder currentUnwinder();
 Unwinder selectUnwinder(Unwinder wanted);
 const char* unwinderName(Unwinder unwinder);
+// The same number for the same frames (and Python stack): the table's key.
+std::uint64_t stackHash(const CapturedStack& stack);
 // Returns the stack's id, 0 when the table is full.
 std::uint32_t internStack(StackTable& table, const CapturedStack& stack);
 
