@@ -71,7 +71,7 @@ struct HeldUntilFreed {
   std::uint32_t last_step = 0;      // the last step whose memory it held
   std::uint32_t freed_at_step = 0;  // the step during which its last build-up was freed
   std::uint32_t times = 0;          // build-ups, each freed together (a sawtooth: more than one)
-  double steps_per_time = 0;        // a build-up's length, in steps (a sawtooth's period)
+  double steps_per_time = 0;        // a build-up's length, in steps (a sawtooth's period: the median)
   // The most one build-up held: its tensor storage, or for autograd graphs without storage the
   // resident memory that grew while it built up.
   std::int64_t peak_bytes = 0;

@@ -59,10 +59,34 @@ const StepSample* sampleAtOrBefore(const std::vector<StepSample>& samples, std::
 struct HeldCause {
   std::string key;
   LeakFinding finding;  // as built while it was held, with `freed` set
-  double total_steps = 0;
+  // How many of its build-ups lasted each number of steps: the period is their median, since the
+  // first (cut by warm-up) and the last (cut by the program's end) are shorter than the rest.
+  std::map<std::uint32_t, std::uint32_t> build_up_lengths;
   std::uint32_t detected_at = 0;
   bool freed_before = false;  // its groups had a build-up freed before this one
 };
+
+// The median of lengths counted by value (the mean of the two middle ones for an even count).
+double medianLength(const std::map<std::uint32_t, std::uint32_t>& counted_lengths) {
+  std::uint64_t total = 0;
+  for (const auto& entry : counted_lengths) total += entry.second;
+  if (total == 0) return 0;
+  // The lengths at positions (total - 1) / 2 and total / 2, counted from 0 in sorted order.
+  std::uint64_t lower_rank = (total - 1) / 2;
+  std::uint64_t upper_rank = total / 2;
+  double lower = 0;
+  double upper = 0;
+  std::uint64_t seen = 0;
+  for (const auto& [length, count] : counted_lengths) {
+    if (lower_rank >= seen && lower_rank < seen + count) lower = length;
+    if (upper_rank >= seen && upper_rank < seen + count) {
+      upper = length;
+      break;
+    }
+    seen += count;
+  }
+  return (lower + upper) / 2;
+}
 
 std::string phaseText(const std::string& phase) {
   return phase.empty() ? std::string() : " of phase \"" + phase + "\"";
@@ -236,7 +260,7 @@ struct LeakDetector::State {
       freed.times = 1;
       freed.steps_per_time = freed.last_step - freed.first_step + 1;
       freed.phase = phases.name(phases.phaseOf(freed.last_step));
-      cause.total_steps = freed.steps_per_time;
+      cause.build_up_lengths[freed.last_step - freed.first_step + 1] = 1;
       cause.finding.freed = freed;
       // Its memory is gone: where it was says nothing about what holds memory now.
       for (LeakPart& part : cause.finding.parts) part.storage_addresses.clear();
@@ -260,8 +284,9 @@ struct LeakDetector::State {
       merged.freed_at_step = std::max(freed.freed_at_step, next.freed_at_step);
       merged.times += next.times;
       merged.peak_bytes = std::max(freed.peak_bytes, next.peak_bytes);
-      known.total_steps += cause.total_steps;
-      merged.steps_per_time = known.total_steps / merged.times;
+      for (const auto& [length, count] : cause.build_up_lengths)
+        known.build_up_lengths[length] += count;
+      merged.steps_per_time = medianLength(known.build_up_lengths);
       // The largest build-up tells what it held; the dates cover all of them.
       if (larger) known.finding = cause.finding;
       known.finding.freed = merged;
