@@ -14,8 +14,9 @@ machine slows all modes alike); the ratio of a round is the mode's time over the
 that round, and the median over rounds is reported. Only the loop is timed: starting and
 finishing the watch (the report, the holder search) are outside. With --settle N the same rounds
 also give the ratio of the steps after the first N alone (the steady state: memseal watches every
-op through warm-up and the ten steps after it, then one step in 16). memray is optional: found on
-sys.path or in MEMSEAL_BENCH_PACKAGES (bench/python/run.sh installs it there, outside the venv).
+op through warm-up and the ten steps after it, then one step in 32, fewer while the loop
+repeats). memray is optional: found on sys.path or in MEMSEAL_BENCH_PACKAGES
+(bench/python/run.sh installs it there, outside the venv).
 """
 
 import argparse

@@ -117,7 +117,7 @@ struct StepSample {
   std::int64_t live_count = 0;
   std::int64_t resident_bytes = 0;  // the process's resident set
   // Sampled autograd nodes of earlier steps still alive, as of the last boundary where the verdict
-  // was renewed (every boundary through warm-up + 10 steps, then one in 4 unless a leak is seen).
+  // was renewed (every boundary through warm-up + 10 steps, then one in 8 unless a leak is seen).
   std::int64_t graph_nodes_alive = 0;
   std::uint32_t phase = 0;  // index into LeakReport::phases (0 when the steps had one phase)
 };
@@ -206,8 +206,8 @@ struct DetectorOptions {
   ReportPolicy on_leak = ReportPolicy::kWarn;
   std::function<void(const LeakReport&)> on_leak_callback;
   // Unset options come from the environment, else the detector's defaults: stacks on, ops watched
-  // automatically (every step through warm-up and the first steps after it, then one step in 16
-  // while the loop repeats itself).
+  // automatically (every step through warm-up and the first steps after it, then one step in 32
+  // while the loop repeats itself, fewer as it keeps repeating: OpWatching::Mode::kAuto).
   TrackerOptions tracker;
   // Autograd nodes that survive steps. Needs ops watched and tensor metadata: where the options
   // turn those off, graph nodes are not watched and the report says so.
@@ -235,7 +235,7 @@ class MEMSEAL_API LeakDetector {
 
   // Call at the end of every iteration. Cost: one pass over the live allocations on the steps
   // that renew the verdict (every step through warm-up and the 10 after it, every step while a
-  // leak is suspected, one in 4 otherwise); a few counters read on the others.
+  // leak is suspected, one in 8 otherwise); a few counters read on the others.
   void step();
   // The steps from now on belong to the phase `name` ("train", "validate"; a name used before
   // continues that phase). What a phase keeps across its steps is judged against the steps of

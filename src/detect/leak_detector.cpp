@@ -35,8 +35,9 @@ namespace {
 constexpr std::uint32_t kWatchedStepsAfterWarmup = 10;
 constexpr std::size_t kMaxStepSamples = 16384;
 // Past warm-up and its watched steps, a healthy loop's verdict is renewed on one step boundary in
-// this many (a suspected leak's on every one): each renewal costs a pass over the live table.
-constexpr std::uint32_t kVerdictEvery = 4;
+// this many (a suspected leak's on every one): each renewal costs a pass over the live table and
+// the run's series, about as much as 70 tracked allocations.
+constexpr std::uint32_t kVerdictEvery = 8;
 
 // The same mistake seen again: its category and the line of the user's code that made it (what a
 // build-up's finding names first, its graph's root or its largest part, may differ from one

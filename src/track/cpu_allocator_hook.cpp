@@ -27,6 +27,15 @@ namespace {
 
 thread_local ThreadState t_thread_state{};
 
+}  // namespace
+
+// In a shared library a thread_local is reached through __tls_get_addr, and GCC computes that
+// address again after every call rather than keep it in a register: ten lookups per allocation.
+// Read through a call it cannot inline, the address is a plain value the hook keeps.
+[[gnu::noinline]] ThreadState& threadState() { return t_thread_state; }
+
+namespace {
+
 // Adopted DataPtrs (arena recordings): data -> their real context and deleter.
 LiveTable& adoptedAllocations() {
   static auto* table = new LiveTable();  // never destroyed, see session.h
@@ -40,7 +49,7 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
 class InterposingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t bytes) override {
-    ThreadState& state = t_thread_state;
+    ThreadState& state = threadState();
     c10::Allocator* system = previous.load(std::memory_order_acquire);
     // Zero-byte requests get no memory (libtorch's allocator returns a null pointer): not an
     // allocation to count, track, record or plan.
@@ -116,8 +125,6 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
 
 }  // namespace
 
-ThreadState& threadState() { return t_thread_state; }
-
 void acquireAllocatorHook() {
   HookInstallation& hook_state = installation();
   std::lock_guard<std::mutex> lock(hook_state.mutex);
@@ -174,13 +181,28 @@ c10::DataPtr adoptAllocation(c10::DataPtr inner) {
 
 void trackedFree(void* data) {
   if (data == nullptr) return;  // raw_deallocate(nullptr), as oneDNN does for empty buffers
-  ThreadState& state = t_thread_state;
+  ThreadState& state = threadState();
   // Planned-arena memory freed inside its region, the common case: no lock, no table.
   if (ArenaRegion* region = state.arena_region) {
     if (region->releaseOnThisThread(data)) return;
   }
-  LiveRecord record;
-  if (!liveAllocations().remove(data, &record)) {
+  // What the free needs of its record, read under the shard's lock (no copy of the whole record).
+  c10::DeleterFnPtr original_deleter = nullptr;
+  void* original_context = nullptr;
+  c10::TensorImpl* tensor = nullptr;
+  std::int64_t bytes = 0;
+  bool this_session = false;
+  std::uint32_t session = sessionId();
+  bool tracked = liveAllocations().removeWith(data, [&](const LiveRecord& record) {
+    original_deleter = record.original_deleter;
+    original_context = record.original_context;
+    tensor = record.tensor;
+    bytes = static_cast<std::int64_t>(record.bytes);
+    this_session = record.session == session;
+    if (this_session) traceFree(record);
+  });
+  if (!tracked) {
+    LiveRecord record;
     if (adoptedAllocations().remove(data, &record)) {
       record.original_deleter(record.original_context);
       return;
@@ -197,12 +219,9 @@ void trackedFree(void* data) {
     }
     return;
   }
-  if (record.session == sessionId()) {
-    cpuCounters().onFree(state, static_cast<std::int64_t>(record.bytes));
-    traceFree(record);
-  }
-  if (record.tensor != nullptr) dropWeakTensorReference(record.tensor);
-  record.original_deleter(record.original_context);
+  if (this_session) cpuCounters().onFree(state, bytes);
+  if (tensor != nullptr) dropWeakTensorReference(tensor);
+  original_deleter(original_context);
 }
 
 }  // namespace memseal::track

@@ -5,36 +5,14 @@
 
 #include <cstdlib>
 
-#include "track/hashing.h"
-
 namespace memseal::track {
 
 namespace {
 constexpr std::size_t kInitialShardCapacity = 16;  // the census scans every slot of every shard
 }
 
-LiveTable& liveAllocations() {
-  static auto* table = new LiveTable();
-  return *table;
-}
-
 LiveTable::~LiveTable() {
   for (Shard& shard : shards_) std::free(shard.slots);
-}
-
-std::uint64_t LiveTable::hashPointer(const void* data) {
-  return mixBits(reinterpret_cast<std::uintptr_t>(data));
-}
-
-LiveRecord* LiveTable::findSlot(Shard& shard, const void* data, std::uint64_t hash) {
-  // Empty slots hold a null key, so a null pointer must never be looked up.
-  if (shard.capacity == 0 || data == nullptr) return nullptr;
-  std::size_t mask = shard.capacity - 1;
-  for (std::size_t slot = hash & mask;; slot = (slot + 1) & mask) {
-    LiveRecord& record = shard.slots[slot];
-    if (record.data == data) return &record;
-    if (record.data == nullptr) return nullptr;
-  }
 }
 
 bool LiveTable::grow(Shard& shard) {
@@ -56,17 +34,31 @@ bool LiveTable::grow(Shard& shard) {
 }
 
 bool LiveTable::insert(const LiveRecord& record) {
+  if (record.data == nullptr) return false;  // the empty slot's key
   std::uint64_t hash = hashPointer(record.data);
   Shard& shard = shardFor(hash);
   std::lock_guard<SpinLock> lock(shard.mutex);
-  // Grow at 70% load to keep probe sequences short.
-  // A pointer freed behind our back (raw_deallocate after the hook was removed) leaves a stale
-  // record; when the address comes back, the new record replaces it rather than shadowing it.
-  if (LiveRecord* stale = findSlot(shard, record.data, hash)) {
-    *stale = record;
-    return true;
+  // One probe finds either the address (a pointer freed behind our back, by raw_deallocate after
+  // the hook was removed, left a stale record: the new one replaces it rather than shadowing it)
+  // or the empty slot the record goes to.
+  if (shard.capacity != 0) {
+    std::size_t mask = shard.capacity - 1;
+    std::size_t slot = hash & mask;
+    while (shard.slots[slot].data != nullptr && shard.slots[slot].data != record.data) {
+      slot = (slot + 1) & mask;
+    }
+    if (shard.slots[slot].data == record.data) {
+      shard.slots[slot] = record;
+      return true;
+    }
+    // Grow at 70% load to keep probe sequences short.
+    if ((shard.size + 1) * 10 <= shard.capacity * 7) {
+      shard.slots[slot] = record;
+      ++shard.size;
+      return true;
+    }
   }
-  if ((shard.size + 1) * 10 > shard.capacity * 7 && !grow(shard)) return false;
+  if (!grow(shard)) return false;
   std::size_t mask = shard.capacity - 1;
   std::size_t slot = hash & mask;
   while (shard.slots[slot].data != nullptr) slot = (slot + 1) & mask;
@@ -75,13 +67,7 @@ bool LiveTable::insert(const LiveRecord& record) {
   return true;
 }
 
-bool LiveTable::remove(void* data, LiveRecord* out) {
-  std::uint64_t hash = hashPointer(data);
-  Shard& shard = shardFor(hash);
-  std::lock_guard<SpinLock> lock(shard.mutex);
-  LiveRecord* record = findSlot(shard, data, hash);
-  if (record == nullptr) return false;
-  *out = *record;
+void LiveTable::vacate(Shard& shard, LiveRecord* record) {
   // Backward-shift deletion: pull later members of the probe run into the hole so lookups that
   // stop at the first empty slot stay correct.
   std::size_t mask = shard.capacity - 1;
@@ -96,9 +82,9 @@ bool LiveTable::remove(void* data, LiveRecord* out) {
     shard.slots[hole] = shard.slots[next];
     hole = next;
   }
-  shard.slots[hole] = LiveRecord{};
+  // Only the key marks a slot empty: the next insert writes the whole record.
+  shard.slots[hole].data = nullptr;
   --shard.size;
-  return true;
 }
 
 std::size_t LiveTable::size() const {

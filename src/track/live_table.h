@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <mutex>
 
-#include "track/spin_lock.h"
-
+#include "track/hashing.h"
 #include "track/live_record.h"
+#include "track/spin_lock.h"
 
 namespace memseal::track {
 
@@ -24,7 +24,13 @@ class LiveTable {
   // Returns false only if memory for growing the table could not be had.
   bool insert(const LiveRecord& record);
   // Moves the record for `data` into `out` and removes it; false when not present.
-  bool remove(void* data, LiveRecord* out);
+  bool remove(void* data, LiveRecord* out) {
+    return removeWith(data, [out](const LiveRecord& record) { *out = record; });
+  }
+  // Calls `take(const LiveRecord&)` under the shard's lock, then removes the record; false when
+  // not present. For a caller that needs a few fields, not a copy of the whole record.
+  template <typename Take>
+  bool removeWith(void* data, Take&& take);
   // Calls `update(record)` under the shard's lock if `data` is present.
   template <typename Update>
   bool update(void* data, Update&& update);
@@ -45,10 +51,23 @@ class LiveTable {
     std::size_t size = 0;
   };
 
-  static std::uint64_t hashPointer(const void* data);
+  static std::uint64_t hashPointer(const void* data) {
+    return mixBits(reinterpret_cast<std::uintptr_t>(data));
+  }
   Shard& shardFor(std::uint64_t hash) { return shards_[hash >> 58]; }
-  static LiveRecord* findSlot(Shard& shard, const void* data, std::uint64_t hash);
+  static LiveRecord* findSlot(Shard& shard, const void* data, std::uint64_t hash) {
+    // Empty slots hold a null key, so a null pointer must never be looked up.
+    if (shard.capacity == 0 || data == nullptr) return nullptr;
+    std::size_t mask = shard.capacity - 1;
+    for (std::size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+      LiveRecord& record = shard.slots[slot];
+      if (record.data == data) return &record;
+      if (record.data == nullptr) return nullptr;
+    }
+  }
   static bool grow(Shard& shard);
+  // Empties `record`'s slot, keeping the probe runs through it intact.
+  static void vacate(Shard& shard, LiveRecord* record);
 
   Shard shards_[kShards];
 };
@@ -64,6 +83,18 @@ bool LiveTable::update(void* data, Update&& update) {
   return true;
 }
 
+template <typename Take>
+bool LiveTable::removeWith(void* data, Take&& take) {
+  std::uint64_t hash = hashPointer(data);
+  Shard& shard = shardFor(hash);
+  std::lock_guard<SpinLock> lock(shard.mutex);
+  LiveRecord* record = findSlot(shard, data, hash);
+  if (record == nullptr) return false;
+  take(static_cast<const LiveRecord&>(*record));
+  vacate(shard, record);
+  return true;
+}
+
 template <typename Visit>
 void LiveTable::forEach(Visit&& visit) const {
   for (const Shard& shard : shards_) {
@@ -76,6 +107,10 @@ void LiveTable::forEach(Visit&& visit) const {
 
 // The live allocations of every session (records carry their session), never destroyed: tensors
 // may be freed at any time, even during static destruction.
-LiveTable& liveAllocations();
+// Inline: the hot path reaches it twice per allocation.
+inline LiveTable& liveAllocations() {
+  static auto* table = new LiveTable();
+  return *table;
+}
 
 }  // namespace memseal::track

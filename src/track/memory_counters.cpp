@@ -12,11 +12,6 @@ void addOwned(std::atomic<std::int64_t>& counter, std::int64_t amount) {
 
 }  // namespace
 
-MemoryCounters& cpuCounters() {
-  static auto* counters = new MemoryCounters();  // never destroyed, see session.h
-  return *counters;
-}
-
 MemoryCounters::ThreadSlot& MemoryCounters::slotOf(ThreadState& state) {
   std::uint32_t slot = threadSlot(state);
   return slots_[slot <= kThreadSlots ? slot - 1 : kThreadSlots];

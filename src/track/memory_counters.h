@@ -57,6 +57,10 @@ class MemoryCounters {
   ThreadSlot slots_[kThreadSlots + 1];  // the last one is shared
 };
 
-MemoryCounters& cpuCounters();
+// Never destroyed, see session.h. Inline: the hot path reaches it on every allocation and free.
+inline MemoryCounters& cpuCounters() {
+  static auto* counters = new MemoryCounters();
+  return *counters;
+}
 
 }  // namespace memseal::track

@@ -17,6 +17,11 @@ namespace {
 constexpr std::uint32_t kAutoFullSteps = 8;      // watched steps before the first replay
 constexpr std::uint32_t kAutoFirstBackoff = 8;   // watched steps after a replay stopped matching
 constexpr std::uint32_t kAutoMaxBackoff = 1024;  // so a loop that never repeats is retried rarely
+// A loop whose unwatched steps keep matching is watched ever less often: its interval doubles
+// after this many watched steps without a mismatch, up to kAutoMaxStretch times `every`. Each
+// watched step costs every op's callback and, with stacks on, an unwind per allocation.
+constexpr std::uint32_t kAutoWatchedBeforeStretch = 3;
+constexpr std::uint32_t kAutoMaxStretch = 4;
 
 struct Schedule {
   // Under the session's control lock.
@@ -24,6 +29,8 @@ struct Schedule {
   std::uint32_t full_until = 0;
   std::uint32_t last_step = 0;  // the step the schedule last answered for
   std::uint32_t backoff = kAutoFirstBackoff;
+  std::uint32_t stretch = 1;                // the interval is `every` times this
+  std::uint32_t watched_since_stretch = 0;  // watched steps past the full phase at this stretch
   std::uint32_t unwatched_op_name = 0;
   // Read by the hot path: g_steps_vary.
   std::atomic<std::uint64_t> watched_step{0};  // (step << 1) | watched, for the step now running
@@ -36,6 +43,14 @@ std::atomic<std::uint64_t> g_iteration_length{0};
 // allocator's hook numbers them apart from CPU allocations (ThreadState::device_block_serial).
 thread_local AllocationSequence t_sequence;
 thread_local AllocationSequence t_device_sequence;
+
+// Each reached once per call, as threadState() is (track/cpu_allocator_hook.cpp says why).
+[[gnu::noinline]] AllocationSequence& cpuSequence() { return t_sequence; }
+AllocationSequence& cpuRecordingOf(ThreadState& state) {
+  if (state.cpu_recording == nullptr) state.cpu_recording = &cpuSequence();
+  return *state.cpu_recording;
+}
+[[gnu::noinline]] AllocationSequence& deviceSequence() { return t_device_sequence; }
 
 bool recordsStep(std::uint32_t step) {
   std::uint64_t published = g_schedule.watched_step.load(std::memory_order_acquire);
@@ -51,6 +66,8 @@ void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step) {
   g_schedule.full_until = start_step + kAutoFullSteps;
   g_schedule.last_step = start_step;
   g_schedule.backoff = kAutoFirstBackoff;
+  g_schedule.stretch = 1;
+  g_schedule.watched_since_stretch = 0;
   g_schedule.diverged.store(false, std::memory_order_relaxed);
   bool varies =
       watching.mode == OpWatching::Mode::kOneStepIn || watching.mode == OpWatching::Mode::kAuto;
@@ -60,8 +77,13 @@ void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step) {
   g_steps_vary.store(varies, std::memory_order_release);
 }
 
+void noteReplayDiverged() { g_schedule.diverged.store(true, std::memory_order_relaxed); }
+
 void extendOpScheduleFullPhase(std::uint32_t step) {
   g_schedule.full_until = std::max(g_schedule.full_until, step);
+  // Something asked for a closer look: after it, the interval starts again from `every`.
+  g_schedule.stretch = 1;
+  g_schedule.watched_since_stretch = 0;
 }
 
 void setReplayIterationLength(std::uint64_t allocations) {
@@ -88,9 +110,19 @@ bool opScheduleWatches(std::uint32_t step) {
       if (g_schedule.diverged.exchange(false, std::memory_order_relaxed)) {
         g_schedule.full_until = std::max(g_schedule.full_until, step + g_schedule.backoff);
         g_schedule.backoff = std::min(g_schedule.backoff * 2, kAutoMaxBackoff);
+        g_schedule.stretch = 1;
+        g_schedule.watched_since_stretch = 0;
       }
-      watched =
-          step < g_schedule.full_until || (step - g_schedule.full_until) % watching.every == 0;
+      if (step < g_schedule.full_until) {
+        watched = true;
+        break;
+      }
+      watched = (step - g_schedule.full_until) % (watching.every * g_schedule.stretch) == 0;
+      if (watched && ++g_schedule.watched_since_stretch >= kAutoWatchedBeforeStretch &&
+          g_schedule.stretch < kAutoMaxStretch) {
+        g_schedule.stretch *= 2;
+        g_schedule.watched_since_stretch = 0;
+      }
       break;
   }
   g_schedule.last_step = step;
@@ -182,7 +214,7 @@ bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequence, std::u
   }
   if (!cursor.diverged) {
     cursor.diverged = true;
-    g_schedule.diverged.store(true, std::memory_order_relaxed);
+    noteReplayDiverged();
   }
   return false;
 }
@@ -202,27 +234,28 @@ void completeSequenceEntry(const SequenceCursor& cursor, AllocationSequence& seq
 }  // namespace
 
 void attributeBySequence(ThreadState& state, LiveRecord& record) {
-  std::uint64_t index = sequenceIndex(state.cpu_sequence, t_sequence, record, record.thread_serial);
+  AllocationSequence& sequence = cpuRecordingOf(state);
+  std::uint64_t index = sequenceIndex(state.cpu_sequence, sequence, record, record.thread_serial);
   if (state.cpu_sequence.recording) {
     record.site = siteTable().currentSite(state);
-    recordInSequence(t_sequence, index, record, state.scope_path);
+    recordInSequence(sequence, index, record, state.scope_path);
     return;
   }
-  if (!replaySequence(state.cpu_sequence, t_sequence, index, state.scope_path, record, true)) {
+  if (!replaySequence(state.cpu_sequence, sequence, index, state.scope_path, record, true)) {
     record.site = siteTable().currentSite(state, g_schedule.unwatched_op_name);
   }
 }
 
 void attributeDeviceBlockBySequence(ThreadState& state, LiveRecord& record) {
+  AllocationSequence& sequence = deviceSequence();
   std::uint64_t index =
-      sequenceIndex(state.device_sequence, t_device_sequence, record, record.thread_serial);
+      sequenceIndex(state.device_sequence, sequence, record, record.thread_serial);
   if (state.device_sequence.recording) {
     record.site = siteTable().currentOpSite(state);  // the op's end adds the stack
-    recordInSequence(t_device_sequence, index, record, state.scope_path);
+    recordInSequence(sequence, index, record, state.scope_path);
     return;
   }
-  if (replaySequence(state.device_sequence, t_device_sequence, index, state.scope_path, record,
-                     false)) {
+  if (replaySequence(state.device_sequence, sequence, index, state.scope_path, record, false)) {
     record.flags &= static_cast<std::uint8_t>(~kDeviceSitePending);  // the stack came with it
   } else {
     record.site = siteTable().currentOpSite(state, g_schedule.unwatched_op_name);
@@ -231,12 +264,12 @@ void attributeDeviceBlockBySequence(ThreadState& state, LiveRecord& record) {
 
 void recordOutputInSequence(ThreadState& state, const LiveRecord& record,
                             const TensorSignature& signature) {
-  completeSequenceEntry(state.cpu_sequence, t_sequence, record, 0, signature);
+  completeSequenceEntry(state.cpu_sequence, cpuRecordingOf(state), record, 0, signature);
 }
 
 void recordDeviceOutputInSequence(ThreadState& state, const LiveRecord& record,
                                   const TensorSignature& signature) {
-  completeSequenceEntry(state.device_sequence, t_device_sequence, record, record.site, signature);
+  completeSequenceEntry(state.device_sequence, deviceSequence(), record, record.site, signature);
 }
 
 }  // namespace memseal::track

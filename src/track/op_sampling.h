@@ -25,6 +25,9 @@ bool opScheduleWatches(std::uint32_t step);
 // the iteration's other resized ones (a batch of another size) is still the recording's, its
 // tensor's first dimension scaled; without it, any other size ends the replay of the step.
 void setReplayIterationLength(std::uint64_t allocations);
+// Hot path: a step's replay stopped matching its recording (kAuto answers the next step with
+// watched steps again).
+void noteReplayDiverged();
 // True for kOneStepIn and kAuto: steps differ, and setStep must consult the schedule.
 bool opScheduleVaries();
 

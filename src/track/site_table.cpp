@@ -13,11 +13,6 @@
 
 namespace memseal::track {
 
-SiteTable& siteTable() {
-  static auto* table = new SiteTable();  // never destroyed: ids appear in records freed late
-  return *table;
-}
-
 SiteTable::SiteTable() {
   SiteKey overflow{UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
   overflow_site_ = sites_.findOrInsert(mixBits(UINT32_MAX), overflow,

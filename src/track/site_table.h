@@ -112,6 +112,11 @@ class SiteTable {
   std::atomic<std::uint32_t> stack_sample_every_{1};
 };
 
-SiteTable& siteTable();
+// Never destroyed: ids appear in records freed late. Inline: the hot path reaches it on every
+// allocation.
+inline SiteTable& siteTable() {
+  static auto* table = new SiteTable();
+  return *table;
+}
 
 }  // namespace memseal::track

@@ -6,6 +6,7 @@
 
 namespace memseal::track {
 
+class AllocationSequence;
 class ArenaRegion;
 
 constexpr int kMaxOpDepth = 32;
@@ -57,6 +58,9 @@ struct ThreadState {
   // blocks (numbered by device_block_serial) are each replayed against their own recording.
   SequenceCursor cpu_sequence;
   SequenceCursor device_sequence;
+  // This thread's recording of CPU allocations (track/op_sampling.cpp), kept here once reached so
+  // that the hot path does not look its thread_local up again.
+  AllocationSequence* cpu_recording;
   // Tracked allocations left before this thread ends a step, 0 when it does not count them
   // (track/counted_steps.h).
   std::uint64_t allocations_until_step;
