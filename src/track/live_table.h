@@ -68,31 +68,35 @@ class LiveTable {
   static bool grow(Shard& shard);
   // Empties `record`'s slot, keeping the probe runs through it intact.
   static void vacate(Shard& shard, LiveRecord* record);
+  // Calls `act(shard, record)` under the shard's lock if `data` is present.
+  template <typename Act>
+  bool withRecord(void* data, Act&& act);
 
   Shard shards_[kShards];
 };
 
-template <typename Update>
-bool LiveTable::update(void* data, Update&& update) {
+template <typename Act>
+bool LiveTable::withRecord(void* data, Act&& act) {
   std::uint64_t hash = hashPointer(data);
   Shard& shard = shardFor(hash);
   std::lock_guard<SpinLock> lock(shard.mutex);
   LiveRecord* record = findSlot(shard, data, hash);
   if (record == nullptr) return false;
-  update(*record);
+  act(shard, record);
   return true;
+}
+
+template <typename Update>
+bool LiveTable::update(void* data, Update&& update) {
+  return withRecord(data, [&](Shard&, LiveRecord* record) { update(*record); });
 }
 
 template <typename Take>
 bool LiveTable::removeWith(void* data, Take&& take) {
-  std::uint64_t hash = hashPointer(data);
-  Shard& shard = shardFor(hash);
-  std::lock_guard<SpinLock> lock(shard.mutex);
-  LiveRecord* record = findSlot(shard, data, hash);
-  if (record == nullptr) return false;
-  take(static_cast<const LiveRecord&>(*record));
-  vacate(shard, record);
-  return true;
+  return withRecord(data, [&](Shard& shard, LiveRecord* record) {
+    take(static_cast<const LiveRecord&>(*record));
+    vacate(shard, record);
+  });
 }
 
 template <typename Visit>
