@@ -52,6 +52,12 @@ AllocationSequence& cpuRecordingOf(ThreadState& state) {
 }
 [[gnu::noinline]] AllocationSequence& deviceSequence() { return t_device_sequence; }
 
+// The watched steps' interval starts again from `every`.
+void restartStretch() {
+  g_schedule.stretch = 1;
+  g_schedule.watched_since_stretch = 0;
+}
+
 bool recordsStep(std::uint32_t step) {
   std::uint64_t published = g_schedule.watched_step.load(std::memory_order_acquire);
   return (published >> 1) == step && (published & 1) != 0;
@@ -66,8 +72,7 @@ void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step) {
   g_schedule.full_until = start_step + kAutoFullSteps;
   g_schedule.last_step = start_step;
   g_schedule.backoff = kAutoFirstBackoff;
-  g_schedule.stretch = 1;
-  g_schedule.watched_since_stretch = 0;
+  restartStretch();
   g_schedule.diverged.store(false, std::memory_order_relaxed);
   bool varies =
       watching.mode == OpWatching::Mode::kOneStepIn || watching.mode == OpWatching::Mode::kAuto;
@@ -81,9 +86,7 @@ void noteReplayDiverged() { g_schedule.diverged.store(true, std::memory_order_re
 
 void extendOpScheduleFullPhase(std::uint32_t step) {
   g_schedule.full_until = std::max(g_schedule.full_until, step);
-  // Something asked for a closer look: after it, the interval starts again from `every`.
-  g_schedule.stretch = 1;
-  g_schedule.watched_since_stretch = 0;
+  restartStretch();  // something asked for a closer look
 }
 
 void setReplayIterationLength(std::uint64_t allocations) {
@@ -110,8 +113,7 @@ bool opScheduleWatches(std::uint32_t step) {
       if (g_schedule.diverged.exchange(false, std::memory_order_relaxed)) {
         g_schedule.full_until = std::max(g_schedule.full_until, step + g_schedule.backoff);
         g_schedule.backoff = std::min(g_schedule.backoff * 2, kAutoMaxBackoff);
-        g_schedule.stretch = 1;
-        g_schedule.watched_since_stretch = 0;
+        restartStretch();
       }
       if (step < g_schedule.full_until) {
         watched = true;
