@@ -108,6 +108,6 @@ for forensics in "$oom"/memseal-cuda-oom-*.json; do
 done
 
 part "bench: CudaRegion" bench.log build/release/bench/memseal_bench_cuda_region 5 500
-part "bench: watch on the GPU" bench.log "$PYTHON" bench/python/overhead.py --device cuda \
+part "bench: watch on the GPU" bench.log "$PYTHON" bench/python/overhead.py --device cuda --breakdown \
   --rounds "${MEMSEAL_GPU_BENCH_ROUNDS:-7}" --steps "${MEMSEAL_GPU_BENCH_STEPS:-130}" --settle 30
 exit "$failed"

@@ -2,7 +2,7 @@
 on a GPU beside PyTorch's own allocator recorder.
 
     <venv>/bin/python bench/python/overhead.py [--rounds 7] [--steps 200] [--device cpu|cuda]
-                                               [--settle N]
+                                               [--settle N] [--breakdown]
 
 On the CPU the loops are a small MLP's training and a small CNN's inference (one intra-op thread).
 With --device cuda they are a ResNet-like network's training and inference at batch 64, and
@@ -139,9 +139,9 @@ class Plain:
 
 
 class MemsealWatch:
-    def __init__(self, python_frames, stacks=None):
+    def __init__(self, python_frames, stacks=None, observe_ops=None):
         self.watch = memseal.Watch(5, on_leak="none", python_frames=python_frames, stacks=stacks,
-                                   find_holders=False)
+                                   observe_ops=observe_ops, find_holders=False)
 
     def __enter__(self):
         self.watch.start()
@@ -152,6 +152,20 @@ class MemsealWatch:
 
     def finish(self):
         self.watch.finish()
+
+
+class MemsealScope(Plain):
+    """A lifetime scope around the whole loop: memseal's allocation hooks without step boundaries."""
+
+    def __init__(self):
+        self.scope = memseal.Scope("bench", on_survivors="none", stacks="off", observe_ops="off")
+
+    def __enter__(self):
+        self.scope.__enter__()
+        return self
+
+    def finish(self):
+        self.scope.__exit__(None, None, None)
 
 
 class Tracemalloc(Plain):
@@ -186,7 +200,7 @@ class TorchRecorder(Plain):
         torch.cuda.memory._record_memory_history(enabled=None)
 
 
-def modes(device):
+def modes(device, breakdown=False):
     result = {
         "plain": Plain,
         "memseal.watch (default: Python lines)": lambda: MemsealWatch(True),
@@ -194,6 +208,13 @@ def modes(device):
         "memseal.watch, Python frames off (native)": lambda: MemsealWatch(False),
         "tracemalloc": Tracemalloc,
     }
+    if breakdown:
+        # What the default's cost is made of: without stacks, then without watching ops as well
+        # (what is left is the allocation hooks and the step boundaries), then a lifetime scope
+        # (the allocation hooks alone).
+        result["memseal.watch, stacks=off"] = lambda: MemsealWatch(True, "off")
+        result["memseal.watch, stacks=off, ops off"] = lambda: MemsealWatch(True, "off", "off")
+        result["memseal.Scope, stacks=off, ops off"] = MemsealScope
     if memray is not None:
         result["memray"] = Memray
     if device == "cuda":
@@ -206,10 +227,13 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def run(step, make, steps, device, settle):
-    """Seconds for all `steps`, and for those after the first `settle` of them."""
+def run(step, make, steps, device, settle, boundaries=None):
+    """Seconds for all `steps`, and for those after the first `settle` of them. With `boundaries`
+    (a list), also appends the seconds spent in the step boundaries (watcher.step()) after the
+    first `settle` steps."""
     gc.collect()
     context = make()
+    in_boundaries = 0.0
     with context as watcher:
         synchronize(device)
         start = time.perf_counter()
@@ -219,11 +243,19 @@ def run(step, make, steps, device, settle):
                 synchronize(device)
                 settled = time.perf_counter()
             step(i)
-            watcher.step()
+            if boundaries is None:
+                watcher.step()
+            else:
+                before = time.perf_counter()
+                watcher.step()
+                if i >= settle:
+                    in_boundaries += time.perf_counter() - before
         synchronize(device)
         end = time.perf_counter()
     if hasattr(context, "finish"):
         context.finish()
+    if boundaries is not None:
+        boundaries.append(in_boundaries)
     return end - start, end - settled
 
 
@@ -234,6 +266,8 @@ def main():
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--settle", type=int, default=0,
                         help="also time the steps after the first N apart (0: no)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time memseal.watch without stacks, and without stacks or ops")
     args = parser.parse_args()
     if not 0 <= args.settle < args.steps:
         parser.error("--settle must be at least 0 and less than --steps")
@@ -255,13 +289,21 @@ def main():
         for i in range(20):  # warm the loop itself up
             step(i)
         synchronize(args.device)
-        names = list(modes(args.device))
+        if args.breakdown and args.device == "cuda":
+            before = torch.cuda.memory_stats()["allocation.all.allocated"]
+            for i in range(10):
+                step(i)
+            blocks = (torch.cuda.memory_stats()["allocation.all.allocated"] - before) / 10
+            print(f"\n{loop_name}: {blocks:.0f} CUDA blocks allocated per step")
+        all_modes = modes(args.device, args.breakdown)
+        names = list(all_modes)
         times = {name: [] for name in names}
+        boundaries = {name: [] if args.breakdown else None for name in names}
         for round_index in range(args.rounds):
             order = names[round_index % len(names):] + names[:round_index % len(names)]
             for name in order:
-                times[name].append(
-                    run(step, modes(args.device)[name], args.steps, args.device, args.settle))
+                times[name].append(run(step, all_modes[name], args.steps, args.device,
+                                       args.settle, boundaries[name]))
         plain = times["plain"]
         print(f"\n{loop_name}: plain {statistics.median(t for t, _ in plain) / args.steps * 1e6:.0f} us/step")
         if args.settle:
@@ -271,6 +313,15 @@ def main():
             if args.settle:
                 line += "   " + summary([t / p for (_, t), (_, p) in zip(times[name], plain)])
             print(line)
+        if args.breakdown:
+            # Where the settled steps' time goes: the step boundaries' share of the plain step.
+            counted = args.steps - args.settle
+            plain_step = statistics.median(p for _, p in plain) / counted
+            print(f"  step boundaries (watcher.step()), steps {args.settle + 1}..{args.steps}, "
+                  f"median us/step and share of the plain step:")
+            for name in names[1:]:
+                per_step = statistics.median(boundaries[name]) / counted
+                print(f"    {name:40s} {per_step * 1e6:8.1f} us  {per_step / plain_step:6.1%}")
 
 
 def summary(ratios):
