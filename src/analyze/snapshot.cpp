@@ -6,6 +6,7 @@
 #include "analyze/live_view.h"
 #include "memseal/tracker.h"
 #include "track/site_table.h"
+#include "track/site_totals.h"
 
 namespace memseal {
 
@@ -27,9 +28,9 @@ Snapshot Tracker::snapshot(std::size_t max_examples_per_site) const {
   }
   for (auto& [site_id, site] : by_site) {
     site.site = analyze::describeSite(site_id);
-    const track::SiteEntry& entry = track::siteTable().site(site_id);
-    site.allocated_bytes_total = entry.allocated_bytes_total.load();
-    site.allocations_total = entry.allocations_total.load();
+    track::SiteAmounts totals = track::siteTotals(site_id);
+    site.allocated_bytes_total = totals.bytes;
+    site.allocations_total = totals.allocations;
     snapshot.sites.push_back(std::move(site));
   }
   std::sort(

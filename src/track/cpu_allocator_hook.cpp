@@ -19,6 +19,7 @@
 #include "track/served_memory.h"
 #include "track/session.h"
 #include "track/site_table.h"
+#include "track/site_totals.h"
 #include "track/tensor_reference.h"
 
 namespace memseal::track {
@@ -117,9 +118,7 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
   traceAllocation(record);
   ++state.allocations_in_thread;
   state.bytes_in_thread += bytes;
-  SiteEntry& site = siteTable().site(record.site);
-  site.allocated_bytes_total.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
-  site.allocations_total.fetch_add(1, std::memory_order_relaxed);
+  addToSiteTotals(state, record.site, static_cast<std::int64_t>(bytes));
   return c10::DataPtr(data, data, &trackedFree, device);
 }
 

@@ -12,6 +12,7 @@
 #include "track/op_observer.h"
 #include "track/op_sampling.h"
 #include "track/site_table.h"
+#include "track/site_totals.h"
 
 namespace memseal::track {
 
@@ -47,6 +48,7 @@ void startSession(const SessionOptions& options) {
   g_session.id.fetch_add(1, std::memory_order_acq_rel);
   cpuCounters().beginSession();
   siteTable().resetForSession();
+  resetSiteTotalsForSession();
   acquireAllocatorHook();
   configureOpObserver(options.record_tensor_metadata);
   configureOpSchedule(options.ops, currentStep());

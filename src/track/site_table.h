@@ -33,6 +33,7 @@ struct SiteKey {
 struct SiteEntry {
   SiteKey key{};
   std::atomic<std::uint32_t> example_stack{0};  // a sampled stack when stacks are sampled
+  // What threads handed over of the site's totals; the rest is in their caches (site_totals.h).
   std::atomic<std::int64_t> allocated_bytes_total{0};
   std::atomic<std::int64_t> allocations_total{0};
   bool matches(const SiteKey& k) const { return key == k; }

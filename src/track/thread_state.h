@@ -8,6 +8,7 @@ namespace memseal::track {
 
 class AllocationSequence;
 class ArenaRegion;
+struct SiteTotalsCache;
 
 constexpr int kMaxOpDepth = 32;
 
@@ -61,6 +62,8 @@ struct ThreadState {
   // This thread's recording of CPU allocations (track/op_sampling.cpp), kept here once reached so
   // that the hot path does not look its thread_local up again.
   AllocationSequence* cpu_recording;
+  // This thread's part of the sites' totals (track/site_totals.h), made on its first allocation.
+  SiteTotalsCache* site_totals;
   // Tracked allocations left before this thread ends a step, 0 when it does not count them
   // (track/counted_steps.h).
   std::uint64_t allocations_until_step;

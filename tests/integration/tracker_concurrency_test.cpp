@@ -138,6 +138,51 @@ TEST(TrackerConcurrency, SiteTotalsOfThreadsAllocatingAtTheSameSitesAddUpExactly
   }
 }
 
+// More sites than a thread keeps totals for on its own: entries change hands between sites all
+// the time, handing their amounts over to the shared totals, and nothing is lost or counted twice.
+TEST(TrackerConcurrency, SiteTotalsStayExactWhenEachThreadAllocatesAtMoreSitesThanItCaches) {
+  Tracker tracker;
+  tracker.start();
+  constexpr int kThreads = 3;
+  constexpr int kSites = 150;
+  constexpr int kRounds = 40;
+  std::vector<std::string> names;
+  for (int site = 0; site < kSites; ++site) names.push_back("many-" + std::to_string(site));
+  std::vector<std::vector<torch::Tensor>> kept(kThreads);
+  std::atomic<int> running{kThreads};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        for (int site = 0; site < kSites; ++site) {
+          MEMSEAL_REGION(names[(site * 7 + t * 13 + round) % kSites].c_str());
+          torch::Tensor tensor = torch::empty({4});
+          if (round == kRounds - 1) kept[t].push_back(tensor);  // each site listed at the end
+        }
+      }
+      running.fetch_sub(1);
+    });
+  }
+  auto totalsByScope = [&] {
+    std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals;
+    for (const SiteSnapshot& site : tracker.snapshot().sites) {
+      totals[site.site.scope] = {site.allocations_total, site.allocated_bytes_total};
+    }
+    return totals;
+  };
+  while (running.load() > 0) {
+    for (const auto& [scope, totals] : totalsByScope()) {
+      EXPECT_LE(totals.first, kThreads * kRounds) << scope;
+    }
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = totalsByScope();
+  for (const std::string& name : names) {
+    EXPECT_EQ(totals[name].first, kThreads * kRounds) << name;
+    EXPECT_EQ(totals[name].second, kThreads * kRounds * 4 * 4) << name;
+  }
+}
+
 // Ops watched on every other step: setStep adds and removes the op observer while other threads
 // run ops (an op that started watched must still end watched) and allocate by replay.
 TEST(TrackerConcurrency, StepsTurnOpWatchingOnAndOffWhileThreadsRunOps) {

@@ -66,6 +66,31 @@ TEST(Tracker, LiveBytesReturnExactlyToBaselineAfterRelease) {
   EXPECT_GE(after.peak_bytes, (128 * 64 + 64 * 32 + 128 * 32) * 4);
 }
 
+// A site's totals count its own session only, also the part a thread still kept for itself when
+// the session before ended.
+TEST(Tracker, SiteTotalsStartAgainWithEachSession) {
+  auto allocationsInRegion = [](Tracker& tracker) -> std::int64_t {
+    for (const SiteSnapshot& site : tracker.snapshot().sites) {
+      if (site.site.scope == "totals-per-session") return site.allocations_total;
+    }
+    return -1;
+  };
+  torch::Tensor kept;
+  {
+    Tracker first;
+    first.start();
+    MEMSEAL_REGION("totals-per-session");
+    for (int i = 0; i < 5; ++i) kept = torch::empty({16});
+    EXPECT_EQ(allocationsInRegion(first), 5);
+    first.stop();
+  }
+  Tracker second;
+  second.start();
+  MEMSEAL_REGION("totals-per-session");
+  kept = torch::empty({16});
+  EXPECT_EQ(allocationsInRegion(second), 1);
+}
+
 TEST(Tracker, RecordsAutogradMetadataOfOpOutputs) {
   Tracker tracker;
   tracker.start();

@@ -1,0 +1,108 @@
+// Per-thread site totals (site_totals.h). The caches are made once per thread slot and never
+// freed: a thread that ended keeps its amounts readable, and slots are never reused.
+#include "track/site_totals.h"
+
+#include <algorithm>
+
+#include "track/site_table.h"
+
+namespace memseal::track {
+
+namespace {
+
+struct SiteTotalsCaches {
+  std::atomic<SiteTotalsCache*> by_slot[MemoryCounters::kThreadSlots] = {};
+  std::atomic<std::uint32_t> highest_slot{0};  // caches exist only in slots below it
+};
+
+SiteTotalsCaches& caches() {
+  static auto* all = new SiteTotalsCaches();  // never destroyed, see session.h
+  return *all;
+}
+
+void addToShared(std::uint32_t site, std::int64_t bytes, std::int64_t allocations) {
+  SiteEntry& shared = siteTable().site(site);
+  // Release: a reader that sees these amounts in the shared totals then sees the entry they left.
+  shared.allocated_bytes_total.fetch_add(bytes, std::memory_order_release);
+  shared.allocations_total.fetch_add(allocations, std::memory_order_release);
+}
+
+}  // namespace
+
+void addToSiteTotalsSlowly(ThreadState& state, std::uint32_t site, std::int64_t bytes) {
+  SiteTotalsCache* cache = state.site_totals;
+  if (cache == nullptr) {
+    std::uint32_t slot = cpuCounters().threadSlot(state);
+    if (slot > MemoryCounters::kThreadSlots) {  // beyond the slots: the shared totals alone
+      addToShared(site, bytes, 1);
+      return;
+    }
+    cache = new SiteTotalsCache();  // the caller's TrackerWork keeps this from being tracked
+    SiteTotalsCaches& all = caches();
+    all.by_slot[slot - 1].store(cache, std::memory_order_release);
+    std::uint32_t highest = all.highest_slot.load(std::memory_order_relaxed);
+    while (highest < slot &&
+           !all.highest_slot.compare_exchange_weak(highest, slot, std::memory_order_release)) {
+    }
+    state.site_totals = cache;
+  }
+  SiteTotalsCache::Entry& entry = cache->entries[site % SiteTotalsCache::kEntries];
+  std::uint32_t held = entry.site.load(std::memory_order_relaxed);
+  if (held == site) {
+    entry.bytes.store(entry.bytes.load(std::memory_order_relaxed) + bytes,
+                      std::memory_order_relaxed);
+    entry.allocations.store(entry.allocations.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_relaxed);
+    return;
+  }
+  // The entry changes hands, as a seqlock's writer: marked empty before its amounts change (the
+  // new amounts are released, so a reader that acquires one of them then sees the mark), given its
+  // new site after; a reader that read it meanwhile sees the mark and leaves it out.
+  entry.site.store(SiteTotalsCache::kNoSite, std::memory_order_relaxed);
+  if (held != SiteTotalsCache::kNoSite) {
+    addToShared(held, entry.bytes.load(std::memory_order_relaxed),
+                entry.allocations.load(std::memory_order_relaxed));
+  }
+  entry.bytes.store(bytes, std::memory_order_release);
+  entry.allocations.store(1, std::memory_order_release);
+  entry.site.store(site, std::memory_order_release);
+}
+
+SiteAmounts siteTotals(std::uint32_t site) {
+  SiteAmounts amounts;
+  const SiteEntry& shared = siteTable().site(site);
+  // The shared totals first: amounts an entry handed over after this read are still in the entry
+  // or missed (behind), never counted twice.
+  amounts.bytes = shared.allocated_bytes_total.load(std::memory_order_acquire);
+  amounts.allocations = shared.allocations_total.load(std::memory_order_acquire);
+  SiteTotalsCaches& all = caches();
+  std::uint32_t slots = all.highest_slot.load(std::memory_order_acquire);
+  for (std::uint32_t slot = 0; slot < slots; ++slot) {
+    SiteTotalsCache* cache = all.by_slot[slot].load(std::memory_order_acquire);
+    if (cache == nullptr) continue;
+    const SiteTotalsCache::Entry& entry = cache->entries[site % SiteTotalsCache::kEntries];
+    if (entry.site.load(std::memory_order_acquire) != site) continue;
+    std::int64_t bytes = entry.bytes.load(std::memory_order_acquire);
+    std::int64_t allocations = entry.allocations.load(std::memory_order_acquire);
+    if (entry.site.load(std::memory_order_relaxed) != site) continue;  // changed hands meanwhile
+    amounts.bytes += bytes;
+    amounts.allocations += allocations;
+  }
+  return amounts;
+}
+
+void resetSiteTotalsForSession() {
+  SiteTotalsCaches& all = caches();
+  std::uint32_t slots = all.highest_slot.load(std::memory_order_acquire);
+  for (std::uint32_t slot = 0; slot < slots; ++slot) {
+    SiteTotalsCache* cache = all.by_slot[slot].load(std::memory_order_acquire);
+    if (cache == nullptr) continue;
+    for (SiteTotalsCache::Entry& entry : cache->entries) {
+      entry.site.store(SiteTotalsCache::kNoSite, std::memory_order_relaxed);
+      entry.bytes.store(0, std::memory_order_relaxed);
+      entry.allocations.store(0, std::memory_order_relaxed);
+    }
+  }
+}
+
+}  // namespace memseal::track
