@@ -134,6 +134,19 @@ TEST(UnboundedGrowth, OscillationLevellingOffAndShortRunsAreNot) {
   EXPECT_EQ(unboundedGrowthPerStep(stepsOf(2000), tiny, 1024 * 1024), 0.0);
 }
 
+// A slow creep that stays under the total, then one large rise at the last sample (the program's
+// end, or a data set loaded late): not unbounded growth. The same rise beside a real leak is no
+// excuse for it.
+TEST(UnboundedGrowth, OneLargeRiseIsNotGrowthThatKeepsGoing) {
+  std::vector<std::int64_t> creep_then_jump;
+  for (int i = 0; i < 320; ++i) creep_then_jump.push_back(i * 1800);  // 0.55 MiB in all
+  creep_then_jump.back() += 2 * 1024 * 1024;
+  EXPECT_EQ(unboundedGrowthPerStep(stepsOf(320), creep_then_jump, 1024 * 1024), 0.0);
+  std::vector<std::int64_t> leak_and_jump = residentLine(2000, 4096, 64 * 1024);
+  leak_and_jump.back() += 2 * 1024 * 1024;
+  EXPECT_GT(unboundedGrowthPerStep(stepsOf(2000), leak_and_jump, 1024 * 1024), 3000.0);
+}
+
 TEST(SlopeOf, UsesTheStepsNotThePositions) {
   // Thinned samples: steps 0, 2, 4, then 5, 6, 7 with one unit per step.
   EXPECT_NEAR(slopeOf({0, 2, 4, 5, 6, 7}, {0, 2, 4, 5, 6, 7}), 1.0, 1e-9);
