@@ -2,8 +2,6 @@
 // freed: a thread that ended keeps its amounts readable, and slots are never reused.
 #include "track/site_totals.h"
 
-#include <algorithm>
-
 #include "track/site_table.h"
 
 namespace memseal::track {

@@ -3,7 +3,8 @@
 // A thread adds to a small cache of its own, direct-mapped by site id, and hands an entry's amounts
 // to the site's shared totals (SiteEntry) only when another site takes the entry. A reader sums
 // the shared totals and every thread's entry for the site: exact once the threads allocating there
-// are quiet, at most a few allocations behind while they run, never counting one twice.
+// are quiet, at most a few allocations behind while they run, never counting one twice. A cache
+// holds 256 sites in 6 KiB, made on the thread's first tracked allocation and kept for the process.
 #pragma once
 
 #include <atomic>
