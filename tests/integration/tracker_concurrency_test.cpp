@@ -93,6 +93,26 @@ TEST(TrackerConcurrency, SnapshotsWhileOtherThreadsAllocate) {
   EXPECT_EQ(tracker.stats().live_count, 0);
 }
 
+// Each site's (allocations, bytes) totals, by the MEMSEAL_REGION it was made in.
+std::map<std::string, std::pair<std::int64_t, std::int64_t>> siteTotalsByRegion(
+    const Tracker& tracker) {
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals;
+  for (const SiteSnapshot& site : tracker.snapshot().sites) {
+    totals[site.site.scope] = {site.allocations_total, site.allocated_bytes_total};
+  }
+  return totals;
+}
+
+// Snapshots taken while threads still run never count more than `most` allocations at a site.
+void expectNoSiteCountedOverWhileRunning(const Tracker& tracker, const std::atomic<int>& running,
+                                         std::int64_t most) {
+  while (running.load() > 0) {
+    for (const auto& [region, totals] : siteTotalsByRegion(tracker)) {
+      EXPECT_LE(totals.first, most) << region;
+    }
+  }
+}
+
 // Threads allocating at the same sites, in turn through nine of them: a snapshot taken meanwhile
 // never counts an allocation twice, and once they are done every site's totals are exact.
 TEST(TrackerConcurrency, SiteTotalsOfThreadsAllocatingAtTheSameSitesAddUpExactly) {
@@ -117,20 +137,9 @@ TEST(TrackerConcurrency, SiteTotalsOfThreadsAllocatingAtTheSameSitesAddUpExactly
       running.fetch_sub(1);
     });
   }
-  auto totalsByScope = [&] {
-    std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals;
-    for (const SiteSnapshot& site : tracker.snapshot().sites) {
-      totals[site.site.scope] = {site.allocations_total, site.allocated_bytes_total};
-    }
-    return totals;
-  };
-  while (running.load() > 0) {
-    for (const auto& [scope, totals] : totalsByScope()) {
-      EXPECT_LE(totals.first, kThreads * (kRounds + 1)) << scope;
-    }
-  }
+  expectNoSiteCountedOverWhileRunning(tracker, running, kThreads * (kRounds + 1));
   for (std::thread& thread : threads) thread.join();
-  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = totalsByScope();
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = siteTotalsByRegion(tracker);
   for (int site = 0; site < kSites; ++site) {
     std::int64_t allocations = kThreads * (kRounds + 1);
     EXPECT_EQ(totals[names[site]].first, allocations) << names[site];
@@ -163,20 +172,9 @@ TEST(TrackerConcurrency, SiteTotalsStayExactWhenEachThreadAllocatesAtMoreSitesTh
       running.fetch_sub(1);
     });
   }
-  auto totalsByScope = [&] {
-    std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals;
-    for (const SiteSnapshot& site : tracker.snapshot().sites) {
-      totals[site.site.scope] = {site.allocations_total, site.allocated_bytes_total};
-    }
-    return totals;
-  };
-  while (running.load() > 0) {
-    for (const auto& [scope, totals] : totalsByScope()) {
-      EXPECT_LE(totals.first, kThreads * kRounds) << scope;
-    }
-  }
+  expectNoSiteCountedOverWhileRunning(tracker, running, kThreads * kRounds);
   for (std::thread& thread : threads) thread.join();
-  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = totalsByScope();
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = siteTotalsByRegion(tracker);
   for (const std::string& name : names) {
     EXPECT_EQ(totals[name].first, kThreads * kRounds) << name;
     EXPECT_EQ(totals[name].second, kThreads * kRounds * 4 * 4) << name;
