@@ -42,27 +42,20 @@ bool LiveTable::insert(const LiveRecord& record) {
   // the hook was removed, left a stale record: the new one replaces it rather than shadowing it)
   // or the empty slot the record goes to.
   if (shard.capacity != 0) {
-    std::size_t mask = shard.capacity - 1;
-    std::size_t slot = hash & mask;
-    while (shard.slots[slot].data != nullptr && shard.slots[slot].data != record.data) {
-      slot = (slot + 1) & mask;
-    }
-    if (shard.slots[slot].data == record.data) {
-      shard.slots[slot] = record;
+    LiveRecord& slot = probe(shard, record.data, hash);
+    if (slot.data == record.data) {
+      slot = record;
       return true;
     }
     // Grow at 70% load to keep probe sequences short.
     if ((shard.size + 1) * 10 <= shard.capacity * 7) {
-      shard.slots[slot] = record;
+      slot = record;
       ++shard.size;
       return true;
     }
   }
   if (!grow(shard)) return false;
-  std::size_t mask = shard.capacity - 1;
-  std::size_t slot = hash & mask;
-  while (shard.slots[slot].data != nullptr) slot = (slot + 1) & mask;
-  shard.slots[slot] = record;
+  probe(shard, record.data, hash) = record;  // not in the table: the probe ends on an empty slot
   ++shard.size;
   return true;
 }

@@ -55,15 +55,21 @@ class LiveTable {
     return mixBits(reinterpret_cast<std::uintptr_t>(data));
   }
   Shard& shardFor(std::uint64_t hash) { return shards_[hash >> 58]; }
+  // The slot holding `data`, or else the empty slot that ends its probe run (where it would go).
+  // The shard must have slots.
+  static LiveRecord& probe(Shard& shard, const void* data, std::uint64_t hash) {
+    std::size_t mask = shard.capacity - 1;
+    std::size_t slot = hash & mask;
+    while (shard.slots[slot].data != data && shard.slots[slot].data != nullptr) {
+      slot = (slot + 1) & mask;
+    }
+    return shard.slots[slot];
+  }
   static LiveRecord* findSlot(Shard& shard, const void* data, std::uint64_t hash) {
     // Empty slots hold a null key, so a null pointer must never be looked up.
     if (shard.capacity == 0 || data == nullptr) return nullptr;
-    std::size_t mask = shard.capacity - 1;
-    for (std::size_t slot = hash & mask;; slot = (slot + 1) & mask) {
-      LiveRecord& record = shard.slots[slot];
-      if (record.data == data) return &record;
-      if (record.data == nullptr) return nullptr;
-    }
+    LiveRecord& record = probe(shard, data, hash);
+    return record.data == data ? &record : nullptr;
   }
   static bool grow(Shard& shard);
   // Empties `record`'s slot, keeping the probe runs through it intact.

@@ -44,15 +44,10 @@ void addToSiteTotalsSlowly(ThreadState& state, std::uint32_t site, std::int64_t 
     }
     state.site_totals = cache;
   }
+  // Here the entry holds another site or none: addToSiteTotals added in place when it held this
+  // one, and a new cache holds none.
   SiteTotalsCache::Entry& entry = cache->entries[site % SiteTotalsCache::kEntries];
   std::uint32_t held = entry.site.load(std::memory_order_relaxed);
-  if (held == site) {
-    entry.bytes.store(entry.bytes.load(std::memory_order_relaxed) + bytes,
-                      std::memory_order_relaxed);
-    entry.allocations.store(entry.allocations.load(std::memory_order_relaxed) + 1,
-                            std::memory_order_relaxed);
-    return;
-  }
   // The entry changes hands, as a seqlock's writer: marked empty before its amounts change (the
   // new amounts are released, so a reader that acquires one of them then sees the mark), given its
   // new site after; a reader that read it meanwhile sees the mark and leaves it out.
