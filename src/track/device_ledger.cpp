@@ -210,8 +210,7 @@ void DeviceMemoryLedger::removeSegmentRange(Device& device, std::uint64_t begin,
   }
 }
 
-void DeviceMemoryLedger::releaseBlock(Device& device,
-                                      std::map<std::uint64_t, Block>::iterator block) {
+void DeviceMemoryLedger::releaseBlock(Device& device, BlockMap::iterator block) {
   DeviceMemoryTotals& totals = device.totals;
   if (block->second.free_requested) {
     totals.pending_free_bytes = minusOrZero(totals.pending_free_bytes, block->second.bytes);
@@ -220,6 +219,7 @@ void DeviceMemoryLedger::releaseBlock(Device& device,
     totals.live_blocks = minusOrZero(totals.live_blocks, 1);
     ++totals.block_frees;
   }
+  if (block == device.last_block) device.last_block = device.blocks.end();
   device.blocks.erase(block);
 }
 
@@ -243,8 +243,9 @@ void DeviceMemoryLedger::allocateBlock(Device& device, const DeviceMemoryEvent& 
   if (!inside) unmatched = true;
   if (unmatched) ++device.totals.unmatched_events;
 
-  device.blocks.emplace(event.address,
-                        Block{event.bytes, event.stream, event.site, event.step, false});
+  // `block` is now the first block past the new one's end: where it goes, found once.
+  device.last_block = device.blocks.emplace_hint(
+      block, event.address, Block{event.bytes, event.stream, event.site, event.step, false});
   DeviceMemoryTotals& totals = device.totals;
   totals.allocated += event.bytes;
   ++totals.live_blocks;
@@ -254,7 +255,9 @@ void DeviceMemoryLedger::allocateBlock(Device& device, const DeviceMemoryEvent& 
 }
 
 void DeviceMemoryLedger::freeBlock(Device& device, const DeviceMemoryEvent& event) {
-  auto block = device.blocks.find(event.address);
+  auto block = device.last_block != device.blocks.end() && device.last_block->first == event.address
+                   ? device.last_block
+                   : device.blocks.find(event.address);
   if (block == device.blocks.end()) {
     ++device.totals.unmatched_events;
     return;
@@ -271,6 +274,7 @@ void DeviceMemoryLedger::freeBlock(Device& device, const DeviceMemoryEvent& even
   // Like the allocator's own stats: allocated drops now, the bytes stay occupied until the
   // streams that used the block are done with it.
   DeviceMemoryTotals& totals = device.totals;
+  device.last_block = block;
   block->second.free_requested = true;
   totals.allocated = minusOrZero(totals.allocated, block->second.bytes);
   totals.live_blocks = minusOrZero(totals.live_blocks, 1);

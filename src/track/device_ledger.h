@@ -205,9 +205,17 @@ class DeviceMemoryLedger {
     std::uint32_t step = 0;
     bool free_requested = false;
   };
+  using BlockMap = std::map<std::uint64_t, Block>;
   struct Device {
+    Device() = default;
+    Device(const Device&) = delete;  // last_block points into this Device's own map
+    Device& operator=(const Device&) = delete;
+
     std::map<std::uint64_t, Segment> segments;  // by start address, never overlapping
-    std::map<std::uint64_t, Block> blocks;      // by start address, never overlapping
+    BlockMap blocks;                            // by start address, never overlapping
+    // The block the last event found or made: a free's two events (requested, then completed)
+    // come one after the other, and the second needs no search. Reset when that block goes.
+    BlockMap::iterator last_block = blocks.end();
     DeviceMemoryTotals totals;
     std::uint64_t step_peak_allocated = 0;
     std::vector<DeviceStepSample> samples;
@@ -220,7 +228,7 @@ class DeviceMemoryLedger {
   static void addSegment(Device& device, const DeviceMemoryEvent& event, bool expandable);
   static void removeSegmentRange(Device& device, std::uint64_t begin, std::uint64_t end,
                                  bool& unmatched);
-  static void releaseBlock(Device& device, std::map<std::uint64_t, Block>::iterator block);
+  static void releaseBlock(Device& device, BlockMap::iterator block);
   static void allocateBlock(Device& device, const DeviceMemoryEvent& event);
   static void freeBlock(Device& device, const DeviceMemoryEvent& event);
   void recordOom(Device& device, const DeviceMemoryEvent& event);

@@ -40,14 +40,12 @@ std::uint32_t recordDeviceBlock(ThreadState& state, int device, std::uint64_t ad
     record.site = siteTable().currentOpSite(state);
   }
   // A block freed while no hook saw it (tracing began after its free was missed) leaves a record
-  // whose weak reference must go before the new record takes its place.
+  // that the new one replaces; its weak reference goes, outside the shard's lock.
   LiveRecord stale;
-  if (liveAllocations().remove(record.data, &stale) && stale.tensor != nullptr) {
-    dropWeakTensorReference(stale.tensor);
-  }
-  if (liveAllocations().insert(record)) {
+  if (liveAllocations().insert(record, &stale)) {
     g_device_blocks_recorded.store(true, std::memory_order_release);
   }  // else no room to grow: this block goes untracked
+  if (stale.data != nullptr && stale.tensor != nullptr) dropWeakTensorReference(stale.tensor);
   return record.site;
 }
 
@@ -56,12 +54,13 @@ void forgetDeviceBlock(std::uint64_t address) {
   void* data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(address));
   // CUDA's unified addressing keeps device blocks apart from host memory, but a CPU record must
   // never be taken for one: only a device block's record goes.
-  bool device_block = false;
-  liveAllocations().update(
-      data, [&](const LiveRecord& record) { device_block = (record.flags & kDeviceBlock) != 0; });
-  LiveRecord record;
-  if (!device_block || !liveAllocations().remove(data, &record)) return;
-  if (record.tensor != nullptr) dropWeakTensorReference(record.tensor);
+  c10::TensorImpl* tensor = nullptr;
+  bool removed = liveAllocations().removeIf(data, [&](const LiveRecord& record) {
+    if ((record.flags & kDeviceBlock) == 0) return false;
+    tensor = record.tensor;
+    return true;
+  });
+  if (removed && tensor != nullptr) dropWeakTensorReference(tensor);
 }
 
 void onDeviceOpOutput(ThreadState& state, const at::TensorBase& tensor,

@@ -33,7 +33,7 @@ bool LiveTable::grow(Shard& shard) {
   return true;
 }
 
-bool LiveTable::insert(const LiveRecord& record) {
+bool LiveTable::insert(const LiveRecord& record, LiveRecord* replaced) {
   if (record.data == nullptr) return false;  // the empty slot's key
   std::uint64_t hash = hashPointer(record.data);
   Shard& shard = shardFor(hash);
@@ -44,6 +44,7 @@ bool LiveTable::insert(const LiveRecord& record) {
   if (shard.capacity != 0) {
     LiveRecord& slot = probe(shard, record.data, hash);
     if (slot.data == record.data) {
+      if (replaced != nullptr) *replaced = slot;
       slot = record;
       return true;
     }

@@ -21,8 +21,10 @@ class LiveTable {
   LiveTable& operator=(const LiveTable&) = delete;
   ~LiveTable();
 
-  // Returns false only if memory for growing the table could not be had.
-  bool insert(const LiveRecord& record);
+  // Returns false only if memory for growing the table could not be had. A record already there
+  // for the same address (freed while no hook saw it) is replaced, and copied to `replaced` when
+  // given (its `data` stays null when there was none).
+  bool insert(const LiveRecord& record, LiveRecord* replaced = nullptr);
   // Moves the record for `data` into `out` and removes it; false when not present.
   bool remove(void* data, LiveRecord* out) {
     return removeWith(data, [out](const LiveRecord& record) { *out = record; });
@@ -31,6 +33,11 @@ class LiveTable {
   // not present. For a caller that needs a few fields, not a copy of the whole record.
   template <typename Take>
   bool removeWith(void* data, Take&& take);
+  // Removes the record for `data` if `take(const LiveRecord&)`, called under the shard's lock,
+  // returns true; returns whether it was removed. One lookup where a check and a removal would
+  // take two.
+  template <typename Take>
+  bool removeIf(void* data, Take&& take);
   // Calls `update(record)` under the shard's lock if `data` is present.
   template <typename Update>
   bool update(void* data, Update&& update);
@@ -103,6 +110,17 @@ bool LiveTable::removeWith(void* data, Take&& take) {
     take(static_cast<const LiveRecord&>(*record));
     vacate(shard, record);
   });
+}
+
+template <typename Take>
+bool LiveTable::removeIf(void* data, Take&& take) {
+  bool removed = false;
+  withRecord(data, [&](Shard& shard, LiveRecord* record) {
+    if (!take(static_cast<const LiveRecord&>(*record))) return;
+    vacate(shard, record);
+    removed = true;
+  });
+  return removed;
 }
 
 template <typename Visit>

@@ -435,6 +435,32 @@ TEST(DeviceMemoryLedger, ABlockFreedButInUseByAStreamStillOccupiesItsSegment) {
   EXPECT_EQ(replay.ledger.freeSpace(0).largest_free_extent, 4 * kMiB);
 }
 
+// The ledger keeps the block the last event found, for the free's second event: a block that
+// goes in between (evicted by a block made on top of it, or a ledger started again) must not be
+// found there.
+TEST(DeviceMemoryLedger, ABlockGoneBetweenTheTwoEventsOfItsFreeIsNotFoundAgain) {
+  Replay replay;
+  replay.segment(kBase, 4 * kMiB);
+  replay.alloc(kBase, kMiB, /*site=*/1);
+  replay.send(DeviceEventKind::kBlockFreeRequested, kBase, 0);
+  replay.alloc(kBase, 2 * kMiB, /*site=*/2);  // its completion was never seen
+  EXPECT_EQ(replay.totals().unmatched_events, 1u);
+  EXPECT_EQ(replay.totals().pending_free_bytes, 0u);
+  EXPECT_EQ(replay.totals().allocated, 2 * kMiB);
+  replay.send(DeviceEventKind::kBlockFreeRequested, kBase, 0);
+  replay.send(DeviceEventKind::kBlockFreeCompleted, kBase, 0);
+  EXPECT_EQ(replay.totals().pending_free_bytes, 0u);
+  replay.send(DeviceEventKind::kBlockFreeCompleted, kBase, 0);  // nothing left there
+  EXPECT_EQ(replay.totals().unmatched_events, 2u);
+
+  replay.alloc(kBase + kMiB, kMiB, /*site=*/3);
+  replay.send(DeviceEventKind::kBlockFreeRequested, kBase + kMiB, 0);
+  replay.ledger = DeviceMemoryLedger();  // a session starts: the ledger starts empty
+  replay.send(DeviceEventKind::kBlockFreeCompleted, kBase + kMiB, 0);
+  EXPECT_EQ(replay.totals().unmatched_events, 1u);
+  EXPECT_EQ(replay.totals().live_blocks, 0u);
+}
+
 TEST(DeviceMemoryLedger, DevicesAreKeptApart) {
   Replay replay;
   replay.segment(kBase, 2 * kMiB);

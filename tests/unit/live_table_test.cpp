@@ -52,6 +52,40 @@ TEST(LiveTable, UpdateChangesOnlyTheNamedRecord) {
   EXPECT_EQ(steps[0x80], 0u);
 }
 
+TEST(LiveTable, InsertOverAStaleRecordHandsTheOldOneBack) {
+  LiveTable table;
+  LiveRecord replaced;
+  ASSERT_TRUE(table.insert(recordAt(0x40, 1), &replaced));
+  EXPECT_EQ(replaced.data, nullptr);  // nothing was there
+  ASSERT_TRUE(table.insert(recordAt(0x40, 2), &replaced));
+  EXPECT_EQ(replaced.data, reinterpret_cast<void*>(0x40));
+  EXPECT_EQ(replaced.bytes, 1u);
+  EXPECT_EQ(table.size(), 1u);
+  LiveRecord out;
+  ASSERT_TRUE(table.remove(reinterpret_cast<void*>(0x40), &out));
+  EXPECT_EQ(out.bytes, 2u);
+}
+
+TEST(LiveTable, RemoveIfRemovesOnlyWhatTheCheckAccepts) {
+  LiveTable table;
+  table.insert(recordAt(0x40, 1));
+  table.insert(recordAt(0x80, 2));
+  std::size_t seen_bytes = 0;
+  EXPECT_FALSE(table.removeIf(reinterpret_cast<void*>(0x40), [&](const LiveRecord& r) {
+    seen_bytes = r.bytes;
+    return false;
+  }));
+  EXPECT_EQ(seen_bytes, 1u);
+  EXPECT_EQ(table.size(), 2u);
+  EXPECT_TRUE(
+      table.removeIf(reinterpret_cast<void*>(0x80), [](const LiveRecord&) { return true; }));
+  EXPECT_FALSE(
+      table.removeIf(reinterpret_cast<void*>(0xc0), [](const LiveRecord&) { return true; }));
+  EXPECT_EQ(table.size(), 1u);
+  LiveRecord out;
+  EXPECT_TRUE(table.remove(reinterpret_cast<void*>(0x40), &out));
+}
+
 // Random churn against a reference map: after every operation, the table holds exactly the
 // reference's records (this exercises growth and backward-shift deletion in long probe runs).
 TEST(LiveTable, MatchesAReferenceMapUnderRandomChurn) {
