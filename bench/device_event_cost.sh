@@ -2,8 +2,9 @@
 # Instructions per CUDA caching-allocator event on memseal's device path (the trace hook's entry
 # point, the device block's live record, the ledger) and per step boundary, counted by callgrind
 # on a synthetic training step (bench/device_events.cpp), so no GPU is needed: Ir of 300 steps
-# minus Ir of 100 steps, per step, then per event.
-# Usage: bench/device_event_cost.sh BUILD_DIR [PER_STEP [LONG_LIVED]]
+# minus Ir of 100 steps, per step, then per event. With MEMSEAL_BENCH_DETECTOR=1 in the
+# environment the default leak detector's step() closes each step instead of a bare step boundary.
+# Usage: [MEMSEAL_BENCH_DETECTOR=1] bench/device_event_cost.sh BUILD_DIR [PER_STEP [LONG_LIVED]]
 set -euo pipefail
 build="${1:-build/release}"
 per_step="${2:-287}"

@@ -8,12 +8,17 @@
 // LONG_LIVED blocks (parameters, gradients, optimizer state) made before the loop and kept, then
 // per step PER_STEP blocks made and freed again (each free requested, then completed), at the same
 // addresses every step as the caching allocator reuses its cached blocks, in 20 MiB segments.
+// With MEMSEAL_BENCH_DETECTOR=1 the default leak detector runs instead of a bare tracker, and its
+// step() ends each step: what a GPU loop's step boundary costs.
 //   memseal_bench_device_events STEPS [PER_STEP [LONG_LIVED]]
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "memseal/leak_detector.h"
 #include "memseal/tracker.h"
 #include "track/device_events.h"
 
@@ -86,8 +91,17 @@ int main(int argc, char** argv) {
   TrackerOptions options;
   options.stacks = StackMode::kOff;
   options.observe_ops = OpWatching::off();
-  Tracker tracker(options);
-  tracker.start();
+  std::unique_ptr<Tracker> tracker;
+  std::unique_ptr<LeakDetector> detector;
+  const char* with_detector = std::getenv("MEMSEAL_BENCH_DETECTOR");
+  if (with_detector != nullptr && std::string(with_detector) == "1") {
+    DetectorOptions detector_options;
+    detector_options.on_leak = ReportPolicy::kNone;
+    detector = std::make_unique<LeakDetector>(detector_options);
+  } else {
+    tracker = std::make_unique<Tracker>(options);
+    tracker->start();
+  }
   for (std::uint64_t segment : layout.segments) {
     send(DeviceEventKind::kSegmentAlloc, segment, kSegmentBytes);
   }
@@ -102,12 +116,22 @@ int main(int argc, char** argv) {
       send(DeviceEventKind::kBlockFreeRequested, address, bytes);
       send(DeviceEventKind::kBlockFreeCompleted, address, bytes);
     }
-    setStep(static_cast<std::uint32_t>(step + 1));
+    if (detector) {
+      detector->step();
+    } else {
+      setStep(static_cast<std::uint32_t>(step + 1));
+    }
   }
   std::uint64_t unmatched = 0;
   track::readDeviceLedger(
       [&](const track::DeviceMemoryLedger& ledger) { unmatched = ledger.unmatchedEvents(); });
-  tracker.stop();
+  LeakReport report;
+  if (detector) report = detector->finish();
+  if (tracker) tracker->stop();
+  if (report.leak) {
+    std::fprintf(stderr, "the detector found a leak in a loop that keeps nothing\n");
+    return 1;
+  }
   if (unmatched != 0) {
     std::fprintf(stderr, "%llu events matched nothing: the synthetic step is wrong\n",
                  static_cast<unsigned long long>(unmatched));
