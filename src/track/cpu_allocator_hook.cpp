@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "common/branch_hints.h"
 #include "track/arena_region.h"
 #include "track/counted_steps.h"
 #include "track/event_trace.h"
@@ -33,7 +34,7 @@ thread_local ThreadState t_thread_state{};
 // In a shared library a thread_local is reached through __tls_get_addr, and GCC computes that
 // address again after every call rather than keep it in a register: ten lookups per allocation.
 // Read through a call it cannot inline, the address is a plain value the hook keeps.
-[[gnu::noinline]] ThreadState& threadState() { return t_thread_state; }
+[[gnu::noinline]] MEMSEAL_HOT ThreadState& threadState() { return t_thread_state; }
 
 namespace {
 
@@ -49,12 +50,12 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
 // session is active.
 class InterposingCpuAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(std::size_t bytes) override {
+  MEMSEAL_HOT c10::DataPtr allocate(std::size_t bytes) override {
     ThreadState& state = threadState();
     c10::Allocator* system = previous.load(std::memory_order_acquire);
     // Zero-byte requests get no memory (libtorch's allocator returns a null pointer): not an
     // allocation to count, track, record or plan.
-    if (bytes == 0) return system->allocate(0);
+    if (MEMSEAL_UNLIKELY(bytes == 0)) return system->allocate(0);
     ArenaRegion* region = state.in_tracker ? nullptr : state.arena_region;
     if (region != nullptr) {
       // From a planned block (already a simple DataPtr): neither a system allocator call nor
@@ -65,7 +66,7 @@ class InterposingCpuAllocator final : public c10::Allocator {
     ++state.system_allocations;
     c10::DataPtr inner = system->allocate(bytes);
     if (region != nullptr) inner = adoptAllocation(region->observe(std::move(inner), bytes));
-    if (state.in_tracker || !sessionActive()) return inner;
+    if (MEMSEAL_UNLIKELY(state.in_tracker || !sessionActive())) return inner;
     countAllocationTowardsStep(state);
     return trackAllocation(state, std::move(inner), bytes);
   }
@@ -97,7 +98,7 @@ HookInstallation& installation() {
 
 c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t bytes) {
   void* data = inner.get();
-  if (data == nullptr) return inner;
+  if (MEMSEAL_UNLIKELY(data == nullptr)) return inner;
   TrackerWork work(state);
   MemoryCounters& counters = cpuCounters();
   LiveRecord record;
@@ -110,7 +111,7 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
   record.thread_slot = counters.threadSlot(state);
   attributeAllocation(state, record);
   c10::Device device = inner.device();
-  if (!liveAllocations().insert(record)) {
+  if (MEMSEAL_UNLIKELY(!liveAllocations().insert(record))) {
     return inner;  // could not grow the table: this allocation goes untracked, still correct
   }
   inner.release_context();
@@ -178,8 +179,31 @@ c10::DataPtr adoptAllocation(c10::DataPtr inner) {
   return c10::DataPtr(data, data, &trackedFree, device);
 }
 
-void trackedFree(void* data) {
-  if (data == nullptr) return;  // raw_deallocate(nullptr), as oneDNN does for empty buffers
+namespace {
+
+// A pointer with our deleter but no live record: an adopted or served one, or raw_deallocate of
+// memory we never tracked. Out of line, so the common free's code stays short.
+[[gnu::cold, gnu::noinline]] void freeUntracked(void* data) {
+  LiveRecord record;
+  if (adoptedAllocations().remove(data, &record)) {
+    record.original_deleter(record.original_context);
+    return;
+  }
+  if (releaseServedAnywhere(data)) return;
+  c10::Allocator* system = interposer().previous.load(std::memory_order_acquire);
+  c10::DeleterFnPtr previous = system != nullptr ? system->raw_deleter() : nullptr;
+  if (previous != nullptr) {
+    previous(data);
+  } else {
+    std::fprintf(stderr, "memseal: free of unknown pointer %p; leaking it rather than guessing\n",
+                 data);
+  }
+}
+
+}  // namespace
+
+MEMSEAL_HOT void trackedFree(void* data) {
+  if (MEMSEAL_UNLIKELY(data == nullptr)) return;  // raw_deallocate(nullptr), as oneDNN does
   ThreadState& state = threadState();
   // Planned-arena memory freed inside its region, the common case: no lock, no table.
   if (ArenaRegion* region = state.arena_region) {
@@ -200,25 +224,11 @@ void trackedFree(void* data) {
     this_session = record.session == session;
     if (this_session) traceFree(record);
   });
-  if (!tracked) {
-    LiveRecord record;
-    if (adoptedAllocations().remove(data, &record)) {
-      record.original_deleter(record.original_context);
-      return;
-    }
-    if (releaseServedAnywhere(data)) return;
-    // Only raw_deallocate of memory we never tracked gets here.
-    c10::Allocator* system = interposer().previous.load(std::memory_order_acquire);
-    c10::DeleterFnPtr previous = system != nullptr ? system->raw_deleter() : nullptr;
-    if (previous != nullptr) {
-      previous(data);
-    } else {
-      std::fprintf(stderr, "memseal: free of unknown pointer %p; leaking it rather than guessing\n",
-                   data);
-    }
+  if (MEMSEAL_UNLIKELY(!tracked)) {
+    freeUntracked(data);
     return;
   }
-  if (this_session) cpuCounters().onFree(state, bytes);
+  if (MEMSEAL_LIKELY(this_session)) cpuCounters().onFree(state, bytes);
   if (tensor != nullptr) dropWeakTensorReference(tensor);
   original_deleter(original_context);
 }

@@ -21,11 +21,16 @@ struct Ring {
 
 std::mutex g_control;  // start and stop
 Ring g_ring;
-std::atomic<Ring*> g_active{nullptr};
+std::atomic<Ring*> g_active{nullptr};  // g_event_trace_running mirrors it for the hot path
 // Writers inside the ring: stop waits for them before reading (as setGradFnObserver does).
 std::atomic<std::int64_t> g_writers{0};
 
-void append(const LiveRecord& record, TraceEvent::Kind kind) {
+}  // namespace
+
+std::atomic<bool> g_event_trace_running{false};
+
+void appendTraceEvent(const LiveRecord& record, bool allocation) {
+  TraceEvent::Kind kind = allocation ? TraceEvent::kAllocation : TraceEvent::kFree;
   g_writers.fetch_add(1, std::memory_order_seq_cst);
   if (Ring* ring = g_active.load(std::memory_order_seq_cst)) {
     std::uint64_t position = ring->next.fetch_add(1, std::memory_order_relaxed);
@@ -49,8 +54,6 @@ void append(const LiveRecord& record, TraceEvent::Kind kind) {
   }
   g_writers.fetch_sub(1, std::memory_order_seq_cst);
 }
-
-}  // namespace
 
 bool startEventTrace(std::size_t capacity, bool prefault) {
   std::lock_guard<std::mutex> lock(g_control);
@@ -83,6 +86,7 @@ bool startEventTrace(std::size_t capacity, bool prefault) {
   g_ring.lost.store(0);
   g_ring.next.store(0);
   g_active.store(&g_ring, std::memory_order_seq_cst);
+  g_event_trace_running.store(true, std::memory_order_seq_cst);
   return true;
 }
 
@@ -90,6 +94,7 @@ TraceContents stopEventTrace() {
   std::lock_guard<std::mutex> lock(g_control);
   TraceContents contents;
   if (g_active.load() == nullptr) return contents;
+  g_event_trace_running.store(false, std::memory_order_seq_cst);
   g_active.store(nullptr, std::memory_order_seq_cst);
   while (g_writers.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   std::uint64_t written = g_ring.next.load();
@@ -116,14 +121,6 @@ bool eventTraceRunning() { return g_active.load(std::memory_order_acquire) != nu
 std::uint64_t eventTraceCount() {
   Ring* ring = g_active.load(std::memory_order_acquire);
   return ring != nullptr ? ring->next.load(std::memory_order_relaxed) : 0;
-}
-
-void traceAllocation(const LiveRecord& record) {
-  if (g_active.load(std::memory_order_relaxed) != nullptr) append(record, TraceEvent::kAllocation);
-}
-
-void traceFree(const LiveRecord& record) {
-  if (g_active.load(std::memory_order_relaxed) != nullptr) append(record, TraceEvent::kFree);
 }
 
 }  // namespace memseal::track

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/branch_hints.h"
 #include "track/live_record.h"
 
 namespace memseal::track {
@@ -47,8 +48,19 @@ bool eventTraceRunning();
 // Events recorded so far by the running trace (for sizing and for explain's step boundaries).
 std::uint64_t eventTraceCount();
 
-// Called by the hot path for tracked allocations and frees of the current session.
-void traceAllocation(const LiveRecord& record);
-void traceFree(const LiveRecord& record);
+// Called by the hot path for tracked allocations and frees of the current session: a load and a
+// branch inline while no trace runs (the call would cost an instruction-cache line of its own).
+extern std::atomic<bool> g_event_trace_running;
+void appendTraceEvent(const LiveRecord& record, bool allocation);
+inline void traceAllocation(const LiveRecord& record) {
+  if (MEMSEAL_UNLIKELY(g_event_trace_running.load(std::memory_order_relaxed))) {
+    appendTraceEvent(record, /*allocation=*/true);
+  }
+}
+inline void traceFree(const LiveRecord& record) {
+  if (MEMSEAL_UNLIKELY(g_event_trace_running.load(std::memory_order_relaxed))) {
+    appendTraceEvent(record, /*allocation=*/false);
+  }
+}
 
 }  // namespace memseal::track

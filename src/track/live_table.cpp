@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "common/branch_hints.h"
+
 namespace memseal::track {
 
 namespace {
@@ -33,7 +35,7 @@ bool LiveTable::grow(Shard& shard) {
   return true;
 }
 
-bool LiveTable::insert(const LiveRecord& record, LiveRecord* replaced) {
+MEMSEAL_HOT bool LiveTable::insert(const LiveRecord& record, LiveRecord* replaced) {
   if (record.data == nullptr) return false;  // the empty slot's key
   std::uint64_t hash = hashPointer(record.data);
   Shard& shard = shardFor(hash);
@@ -61,7 +63,7 @@ bool LiveTable::insert(const LiveRecord& record, LiveRecord* replaced) {
   return true;
 }
 
-void LiveTable::vacate(Shard& shard, LiveRecord* record) {
+MEMSEAL_HOT void LiveTable::vacate(Shard& shard, LiveRecord* record) {
   // Backward-shift deletion: pull later members of the probe run into the hole so lookups that
   // stop at the first empty slot stay correct.
   std::size_t mask = shard.capacity - 1;

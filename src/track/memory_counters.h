@@ -21,8 +21,9 @@ class MemoryCounters {
     if (state.slot == 0) state.slot = next_slot_.fetch_add(1, std::memory_order_relaxed) + 1;
     return state.slot;
   }
-  void onAllocate(ThreadState& state, std::int64_t bytes);
-  void onFree(ThreadState& state, std::int64_t bytes);
+  // Inline: out of line, each is a call and an instruction-cache line more on every allocation.
+  inline void onAllocate(ThreadState& state, std::int64_t bytes);
+  inline void onFree(ThreadState& state, std::int64_t bytes);
   // Counts start from zero for the session that starts now.
   void beginSession();
   // The peak starts again from what is live now (a step's own peak).
@@ -44,7 +45,15 @@ class MemoryCounters {
     std::int64_t allocated_bytes = 0;
     std::int64_t frees = 0;
   };
-  ThreadSlot& slotOf(ThreadState& state);
+  ThreadSlot& slotOf(ThreadState& state) {
+    std::uint32_t slot = threadSlot(state);
+    return slots_[slot <= kThreadSlots ? slot - 1 : kThreadSlots];
+  }
+  // A thread's slot is only ever written by that thread, so `x.store(x.load() + 1)` is exact
+  // there; readers on other threads see each slot's latest value, possibly one allocation behind.
+  static void addOwned(std::atomic<std::int64_t>& counter, std::int64_t amount) {
+    counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
   Totals sum() const;
 
   std::atomic<std::int64_t> live_bytes_{0};
@@ -56,6 +65,31 @@ class MemoryCounters {
   std::atomic<std::int64_t> baseline_frees_{0};
   ThreadSlot slots_[kThreadSlots + 1];  // the last one is shared
 };
+
+void MemoryCounters::onAllocate(ThreadState& state, std::int64_t bytes) {
+  std::int64_t live = live_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::int64_t peak = peak_bytes_.load(std::memory_order_relaxed);
+  while (live > peak && !peak_bytes_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+  ThreadSlot& slot = slotOf(state);
+  if (state.slot <= kThreadSlots) {
+    addOwned(slot.allocations, 1);
+    addOwned(slot.allocated_bytes, bytes);
+  } else {
+    slot.allocations.fetch_add(1, std::memory_order_relaxed);
+    slot.allocated_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+}
+
+void MemoryCounters::onFree(ThreadState& state, std::int64_t bytes) {
+  live_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  ThreadSlot& slot = slotOf(state);
+  if (state.slot <= kThreadSlots) {
+    addOwned(slot.frees, 1);
+  } else {
+    slot.frees.fetch_add(1, std::memory_order_relaxed);
+  }
+}
 
 // Never destroyed, see session.h. Inline: the hot path reaches it on every allocation and free.
 inline MemoryCounters& cpuCounters() {

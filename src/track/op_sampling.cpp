@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "common/branch_hints.h"
 #include "track/allocation_sequence.h"
 #include "track/site_table.h"
 
@@ -137,8 +138,8 @@ namespace {
 
 // The entry index of an allocation numbered `serial` on its thread; the first one of a new step
 // starts the cursor again (and the recording, when that step is watched).
-std::uint64_t sequenceIndex(SequenceCursor& cursor, AllocationSequence& sequence,
-                            const LiveRecord& record, std::uint64_t serial) {
+MEMSEAL_HOT std::uint64_t sequenceIndex(SequenceCursor& cursor, AllocationSequence& sequence,
+                                        const LiveRecord& record, std::uint64_t serial) {
   if (cursor.step != record.step || cursor.session != record.session) {
     if (cursor.session != record.session) sequence.clear();  // another session's
     cursor.step = record.step;
@@ -199,8 +200,9 @@ bool resizedAlike(SequenceCursor& cursor, std::uint64_t index, std::size_t recor
 // The site and signature of the recording's allocation at `index` when it matches; false from
 // the first allocation that does not (later ones of this step would be guesses).
 // `may_resize`: CPU allocations, which counted steps count (CUDA blocks are numbered apart).
-bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequence, std::uint64_t index,
-                    std::uint32_t scope_path, LiveRecord& record, bool may_resize) {
+MEMSEAL_HOT bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequence,
+                                std::uint64_t index, std::uint32_t scope_path, LiveRecord& record,
+                                bool may_resize) {
   const SequenceEntry* recorded = cursor.diverged ? nullptr : sequence.at(index);
   if (recorded != nullptr && recorded->scope_path == scope_path) {
     if (recorded->bytes == record.bytes) {
@@ -235,7 +237,7 @@ void completeSequenceEntry(const SequenceCursor& cursor, AllocationSequence& seq
 
 }  // namespace
 
-void attributeBySequence(ThreadState& state, LiveRecord& record) {
+MEMSEAL_HOT void attributeBySequence(ThreadState& state, LiveRecord& record) {
   AllocationSequence& sequence = cpuRecordingOf(state);
   std::uint64_t index = sequenceIndex(state.cpu_sequence, sequence, record, record.thread_serial);
   if (state.cpu_sequence.recording) {
