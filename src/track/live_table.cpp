@@ -36,22 +36,22 @@ bool LiveTable::grow(Shard& shard) {
 }
 
 MEMSEAL_HOT bool LiveTable::insert(const LiveRecord& record, LiveRecord* replaced) {
-  if (record.data == nullptr) return false;  // the empty slot's key
+  if (MEMSEAL_UNLIKELY(record.data == nullptr)) return false;  // the empty slot's key
   std::uint64_t hash = hashPointer(record.data);
   Shard& shard = shardFor(hash);
   std::lock_guard<SpinLock> lock(shard.mutex);
   // One probe finds either the address (a pointer freed behind our back, by raw_deallocate after
   // the hook was removed, left a stale record: the new one replaces it rather than shadowing it)
   // or the empty slot the record goes to.
-  if (shard.capacity != 0) {
+  if (MEMSEAL_LIKELY(shard.capacity != 0)) {
     LiveRecord& slot = probe(shard, record.data, hash);
-    if (slot.data == record.data) {
+    if (MEMSEAL_UNLIKELY(slot.data == record.data)) {
       if (replaced != nullptr) *replaced = slot;
       slot = record;
       return true;
     }
     // Grow at 70% load to keep probe sequences short.
-    if ((shard.size + 1) * 10 <= shard.capacity * 7) {
+    if (MEMSEAL_LIKELY((shard.size + 1) * 10 <= shard.capacity * 7)) {
       slot = record;
       ++shard.size;
       return true;

@@ -140,7 +140,7 @@ namespace {
 // starts the cursor again (and the recording, when that step is watched).
 MEMSEAL_HOT std::uint64_t sequenceIndex(SequenceCursor& cursor, AllocationSequence& sequence,
                                         const LiveRecord& record, std::uint64_t serial) {
-  if (cursor.step != record.step || cursor.session != record.session) {
+  if (MEMSEAL_UNLIKELY(cursor.step != record.step || cursor.session != record.session)) {
     if (cursor.session != record.session) sequence.clear();  // another session's
     cursor.step = record.step;
     cursor.session = record.session;
@@ -204,8 +204,8 @@ MEMSEAL_HOT bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequ
                                 std::uint64_t index, std::uint32_t scope_path, LiveRecord& record,
                                 bool may_resize) {
   const SequenceEntry* recorded = cursor.diverged ? nullptr : sequence.at(index);
-  if (recorded != nullptr && recorded->scope_path == scope_path) {
-    if (recorded->bytes == record.bytes) {
+  if (MEMSEAL_LIKELY(recorded != nullptr && recorded->scope_path == scope_path)) {
+    if (MEMSEAL_LIKELY(recorded->bytes == record.bytes)) {
       record.site = recorded->site;
       record.signature = recorded->signature;
       return true;
@@ -240,12 +240,13 @@ void completeSequenceEntry(const SequenceCursor& cursor, AllocationSequence& seq
 MEMSEAL_HOT void attributeBySequence(ThreadState& state, LiveRecord& record) {
   AllocationSequence& sequence = cpuRecordingOf(state);
   std::uint64_t index = sequenceIndex(state.cpu_sequence, sequence, record, record.thread_serial);
-  if (state.cpu_sequence.recording) {
+  if (MEMSEAL_UNLIKELY(state.cpu_sequence.recording)) {  // one step in 32 or more
     record.site = siteTable().currentSite(state);
     recordInSequence(sequence, index, record, state.scope_path);
     return;
   }
-  if (!replaySequence(state.cpu_sequence, sequence, index, state.scope_path, record, true)) {
+  if (MEMSEAL_UNLIKELY(
+          !replaySequence(state.cpu_sequence, sequence, index, state.scope_path, record, true))) {
     record.site = siteTable().currentSite(state, g_schedule.unwatched_op_name);
   }
 }
