@@ -240,7 +240,7 @@ void completeSequenceEntry(const SequenceCursor& cursor, AllocationSequence& seq
 MEMSEAL_HOT void attributeBySequence(ThreadState& state, LiveRecord& record) {
   AllocationSequence& sequence = cpuRecordingOf(state);
   std::uint64_t index = sequenceIndex(state.cpu_sequence, sequence, record, record.thread_serial);
-  if (MEMSEAL_UNLIKELY(state.cpu_sequence.recording)) {  // one step in 32 or more
+  if (MEMSEAL_UNLIKELY(state.cpu_sequence.recording)) {  // a watched step: rare past warm-up
     record.site = siteTable().currentSite(state);
     recordInSequence(sequence, index, record, state.scope_path);
     return;
