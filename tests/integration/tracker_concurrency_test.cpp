@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -103,14 +104,37 @@ std::map<std::string, std::pair<std::int64_t, std::int64_t>> siteTotalsByRegion(
   return totals;
 }
 
-// Snapshots taken while threads still run never count more than `most` allocations at a site.
-void expectNoSiteCountedOverWhileRunning(const Tracker& tracker, const std::atomic<int>& running,
-                                         std::int64_t most) {
+// `threads` threads each make, `rounds` times over, one tensor of `elements(site)` floats at each
+// of `sites` sites, in MEMSEAL_REGION `region(thread, round, site)`; the last round's tensors stay
+// alive so that every site is listed. Snapshots taken while the threads run never count more than
+// threads * rounds allocations at a site. Returns the site totals once all have joined.
+std::map<std::string, std::pair<std::int64_t, std::int64_t>> allocateAtSitesOnThreads(
+    const Tracker& tracker, int threads, int rounds, int sites,
+    const std::function<const char*(int thread, int round, int site)>& region,
+    const std::function<std::int64_t(int site)>& elements) {
+  std::vector<std::vector<torch::Tensor>> kept(threads);
+  std::atomic<int> running{threads};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (int round = 0; round < rounds; ++round) {
+        for (int site = 0; site < sites; ++site) {
+          MEMSEAL_REGION(region(t, round, site));
+          torch::Tensor tensor = torch::empty({elements(site)});
+          if (round == rounds - 1) kept[t].push_back(tensor);
+        }
+      }
+      running.fetch_sub(1);
+    });
+  }
+  std::int64_t most = static_cast<std::int64_t>(threads) * rounds;
   while (running.load() > 0) {
-    for (const auto& [region, totals] : siteTotalsByRegion(tracker)) {
-      EXPECT_LE(totals.first, most) << region;
+    for (const auto& [name, totals] : siteTotalsByRegion(tracker)) {
+      EXPECT_LE(totals.first, most) << name;
     }
   }
+  for (std::thread& worker : workers) worker.join();
+  return siteTotalsByRegion(tracker);
 }
 
 // Threads allocating at the same sites, in turn through nine of them: a snapshot taken meanwhile
@@ -122,24 +146,9 @@ TEST(TrackerConcurrency, SiteTotalsOfThreadsAllocatingAtTheSameSitesAddUpExactly
   constexpr int kSites = 9;
   constexpr int kRounds = 300;
   const char* const names[kSites] = {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"};
-  std::vector<std::vector<torch::Tensor>> kept(kThreads);
-  std::atomic<int> running{kThreads};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round <= kRounds; ++round) {
-        for (int site = 0; site < kSites; ++site) {
-          MEMSEAL_REGION(names[site]);
-          torch::Tensor tensor = torch::empty({8 + site});
-          if (round == kRounds) kept[t].push_back(tensor);  // a live one per site, to be listed
-        }
-      }
-      running.fetch_sub(1);
-    });
-  }
-  expectNoSiteCountedOverWhileRunning(tracker, running, kThreads * (kRounds + 1));
-  for (std::thread& thread : threads) thread.join();
-  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = siteTotalsByRegion(tracker);
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = allocateAtSitesOnThreads(
+      tracker, kThreads, kRounds + 1, kSites, [&](int, int, int site) { return names[site]; },
+      [](int site) { return 8 + site; });
   for (int site = 0; site < kSites; ++site) {
     std::int64_t allocations = kThreads * (kRounds + 1);
     EXPECT_EQ(totals[names[site]].first, allocations) << names[site];
@@ -157,24 +166,12 @@ TEST(TrackerConcurrency, SiteTotalsStayExactWhenEachThreadAllocatesAtMoreSitesTh
   constexpr int kRounds = 40;
   std::vector<std::string> names;
   for (int site = 0; site < kSites; ++site) names.push_back("many-" + std::to_string(site));
-  std::vector<std::vector<torch::Tensor>> kept(kThreads);
-  std::atomic<int> running{kThreads};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < kRounds; ++round) {
-        for (int site = 0; site < kSites; ++site) {
-          MEMSEAL_REGION(names[(site * 7 + t * 13 + round) % kSites].c_str());
-          torch::Tensor tensor = torch::empty({4});
-          if (round == kRounds - 1) kept[t].push_back(tensor);  // each site listed at the end
-        }
-      }
-      running.fetch_sub(1);
-    });
-  }
-  expectNoSiteCountedOverWhileRunning(tracker, running, kThreads * kRounds);
-  for (std::thread& thread : threads) thread.join();
-  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = siteTotalsByRegion(tracker);
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = allocateAtSitesOnThreads(
+      tracker, kThreads, kRounds, kSites,
+      [&](int thread, int round, int site) {
+        return names[(site * 7 + thread * 13 + round) % kSites].c_str();
+      },
+      [](int) { return 4; });
   for (const std::string& name : names) {
     EXPECT_EQ(totals[name].first, kThreads * kRounds) << name;
     EXPECT_EQ(totals[name].second, kThreads * kRounds * 4 * 4) << name;
