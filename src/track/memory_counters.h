@@ -11,6 +11,12 @@
 
 namespace memseal::track {
 
+// Adds to a counter only one thread ever writes: `x.store(x.load() + amount)` is exact there, with
+// no read-modify-write; readers on other threads see its latest value, possibly one add behind.
+inline void addOwned(std::atomic<std::int64_t>& counter, std::int64_t amount) {
+  counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+}
+
 class MemoryCounters {
  public:
   // Threads beyond this share one slot, counted with atomic read-modify-writes.
@@ -48,11 +54,6 @@ class MemoryCounters {
   ThreadSlot& slotOf(ThreadState& state) {
     std::uint32_t slot = threadSlot(state);
     return slots_[slot <= kThreadSlots ? slot - 1 : kThreadSlots];
-  }
-  // A thread's slot is only ever written by that thread, so `x.store(x.load() + 1)` is exact
-  // there; readers on other threads see each slot's latest value, possibly one allocation behind.
-  static void addOwned(std::atomic<std::int64_t>& counter, std::int64_t amount) {
-    counter.store(counter.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
   }
   Totals sum() const;
 

@@ -42,10 +42,8 @@ inline void addToSiteTotals(ThreadState& state, std::uint32_t site, std::int64_t
   if (SiteTotalsCache* cache = state.site_totals) {
     SiteTotalsCache::Entry& entry = cache->entries[site % SiteTotalsCache::kEntries];
     if (entry.site.load(std::memory_order_relaxed) == site) {
-      entry.bytes.store(entry.bytes.load(std::memory_order_relaxed) + bytes,
-                        std::memory_order_relaxed);
-      entry.allocations.store(entry.allocations.load(std::memory_order_relaxed) + 1,
-                              std::memory_order_relaxed);
+      addOwned(entry.bytes, bytes);
+      addOwned(entry.allocations, 1);
       return;
     }
   }
