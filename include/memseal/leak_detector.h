@@ -71,7 +71,7 @@ struct HeldUntilFreed {
   std::uint32_t last_step = 0;      // the last step whose memory it held
   std::uint32_t freed_at_step = 0;  // the step during which its last build-up was freed
   std::uint32_t times = 0;          // build-ups, each freed together (a sawtooth: more than one)
-  double steps_per_time = 0;        // a build-up's length, in steps (a sawtooth's period: the median)
+  double steps_per_time = 0;  // a build-up's length, in steps (a sawtooth's period: the median)
   // The most one build-up held: its tensor storage, or for autograd graphs without storage the
   // resident memory that grew while it built up.
   std::int64_t peak_bytes = 0;
@@ -115,7 +115,10 @@ struct StepSample {
   std::uint32_t step = 0;
   std::int64_t live_bytes = 0;  // tensor memory tracked on the CPU
   std::int64_t live_count = 0;
-  std::int64_t resident_bytes = 0;  // the process's resident set
+  // The process's resident set, as of the last boundary that read it: every boundary through
+  // warm-up + 10 steps and while a leak is suspected; otherwise as often as the read's cost (a
+  // system call) allows beside the steps' time, at least one boundary in 8.
+  std::int64_t resident_bytes = 0;
   // Sampled autograd nodes of earlier steps still alive, as of the last boundary where the verdict
   // was renewed (every boundary through warm-up + 10 steps, then one in 8 unless a leak is seen).
   std::int64_t graph_nodes_alive = 0;

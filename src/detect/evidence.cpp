@@ -231,9 +231,10 @@ void judgeGraphs(const EvidenceInputs& inputs, LeakEvidence& evidence) {
 }
 
 // Resident memory beyond what tracked tensors, their native cost and graph nodes explain.
-void judgeResident(const RunSeries& series, const CensusTotals& census, std::int64_t turnover_bytes,
-                   LeakEvidence& evidence) {
-  evidence.resident_slope = std::max(0.0, slopeOf(series.steps, series.resident));
+// `series`: every boundary's sample; `readings`: those of the boundaries that read resident memory.
+void judgeResident(const RunSeries& series, const RunSeries& readings, const CensusTotals& census,
+                   std::int64_t turnover_bytes, LeakEvidence& evidence) {
+  evidence.resident_slope = std::max(0.0, slopeOf(readings.steps, readings.resident));
   // Every surviving tensor costs its native memory.
   double overhead =
       kNativeBytesPerRetainedTensor * static_cast<double>(census.count) / evidence.observed;
@@ -244,17 +245,20 @@ void judgeResident(const RunSeries& series, const CensusTotals& census, std::int
     return sample.resident_bytes - sample.live_bytes -
            static_cast<std::int64_t>(overhead * (sample.step - evidence.first_step));
   };
-  std::vector<std::int64_t> residual(series.resident.size());
-  for (std::size_t i = 0; i < series.resident.size(); ++i) {
-    residual[i] = series.resident[i] - series.live[i] -
-                  static_cast<std::int64_t>(overhead * (series.steps[i] - evidence.first_step));
+  std::vector<std::int64_t> residual(readings.resident.size());
+  for (std::size_t i = 0; i < readings.resident.size(); ++i) {
+    residual[i] = readings.resident[i] - readings.live[i] -
+                  static_cast<std::int64_t>(overhead * (readings.steps[i] - evidence.first_step));
   }
+  std::vector<std::uint32_t> recent_steps;
   std::vector<std::int64_t> recent;
-  for (std::size_t i = series.count > kResidentWindow ? series.count - kResidentWindow : 0;
-       i < series.count; ++i) {
-    recent.push_back(residualOf(series.begin[static_cast<std::ptrdiff_t>(i)]));
+  for (std::size_t i = readings.count > kResidentWindow ? readings.count - kResidentWindow : 0;
+       i < readings.count; ++i) {
+    const StepSample& sample = readings.begin[static_cast<std::ptrdiff_t>(i)];
+    recent_steps.push_back(sample.step);
+    recent.push_back(residualOf(sample));
   }
-  double fast = steadyGrowthPerStep(recent, kMinFastResidentBytesPerStep);
+  double fast = steadyGrowthPerStep(recent_steps, recent, kMinFastResidentBytesPerStep);
   bool other_findings = !evidence.storage.empty() || !evidence.graph_roots.empty() ||
                         evidence.unexplained_tensor_growth > 0;
   evidence.explained_growth = std::max(0.0, slopeOf(series.steps, series.live)) + overhead;
@@ -264,8 +268,8 @@ void judgeResident(const RunSeries& series, const CensusTotals& census, std::int
     double noise = std::max(kMinFastResidentBytesPerStep, 2 * overhead);
     evidence.untracked_growth = fast >= noise ? fast : 0;
   } else {
-    evidence.untracked_growth =
-        std::max(fast, unboundedGrowthPerStep(series.steps, residual, kMinSlowResidentTotalBytes));
+    evidence.untracked_growth = std::max(
+        fast, unboundedGrowthPerStep(readings.steps, residual, kMinSlowResidentTotalBytes));
   }
   // Tensors kept between short-lived ones leave holes malloc cannot always fill: resident memory
   // beside the tensors retained since warm-up grows by up to their own growth again
@@ -296,8 +300,14 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
   std::int64_t turnover_bytes = inputs.history != nullptr ? inputs.history->turnoverPeakBytes() : 0;
   CensusTotals census = judgeStorage(inputs, series, turnover_bytes, evidence);
   if (inputs.nodes != nullptr) judgeGraphs(inputs, evidence);
-  if (inputs.watch_resident_memory && kResidentMemoryMeaningful && !series.resident.empty()) {
-    judgeResident(series, census, turnover_bytes, evidence);
+  if (inputs.watch_resident_memory && kResidentMemoryMeaningful) {
+    RunSeries readings =
+        inputs.resident_readings != nullptr
+            ? runSeries(*inputs.resident_readings, evidence.first_step, evidence.last_step)
+            : series;
+    if (!readings.resident.empty()) {
+      judgeResident(series, readings, census, turnover_bytes, evidence);
+    }
   }
   return evidence;
 }

@@ -73,6 +73,8 @@ struct EvidenceInputs {
   std::uint32_t warmup = 0;
   std::uint32_t current_step = 0;  // the step now running; steps before it are complete
   const std::vector<StepSample>* per_step = nullptr;
+  // The samples of the boundaries that read resident memory, in step order (null: per_step's).
+  const std::vector<StepSample>* resident_readings = nullptr;
   GraphNodeSampler* nodes = nullptr;  // null: graph nodes not watched
   bool backward_ran = false;
   bool watch_resident_memory = true;

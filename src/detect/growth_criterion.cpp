@@ -91,17 +91,24 @@ double slopeOf(const std::vector<std::uint32_t>& steps, const std::vector<std::i
 }
 
 double steadyGrowthPerStep(const std::vector<std::int64_t>& samples, double min_bytes_per_step) {
-  if (samples.size() < 6) return 0;
+  std::vector<std::uint32_t> steps(samples.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) steps[i] = static_cast<std::uint32_t>(i);
+  return steadyGrowthPerStep(steps, samples, min_bytes_per_step);
+}
+
+double steadyGrowthPerStep(const std::vector<std::uint32_t>& steps,
+                           const std::vector<std::int64_t>& samples, double min_bytes_per_step) {
+  if (samples.size() < 6 || steps.size() != samples.size()) return 0;
   std::size_t rises = 0;
   for (std::size_t i = 1; i < samples.size(); ++i) rises += samples[i] > samples[i - 1] ? 1 : 0;
-  if (rises * 10 < (samples.size() - 1) * 6) return 0;  // rose in fewer than 60% of the steps
-  double slope = slopePerStep(samples);
+  if (rises * 10 < (samples.size() - 1) * 6) return 0;  // rose in fewer than 60% of the samples
+  double slope = slopeOf(steps, samples);
   if (slope < min_bytes_per_step) return 0;
-  std::size_t half = samples.size() / 2;
-  std::vector<std::int64_t> second(samples.begin() + static_cast<std::ptrdiff_t>(half),
-                                   samples.end());
+  auto half = static_cast<std::ptrdiff_t>(samples.size() / 2);
   // Levelling off shows as a flat second half.
-  if (slopePerStep(second) < slope / 2) return 0;
+  double second = slopeOf(std::vector<std::uint32_t>(steps.begin() + half, steps.end()),
+                          std::vector<std::int64_t>(samples.begin() + half, samples.end()));
+  if (second < slope / 2) return 0;
   return slope;
 }
 

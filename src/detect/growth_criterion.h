@@ -33,6 +33,10 @@ double steadyTensorGrowthPerStep(const std::vector<std::uint32_t>& steps,
 // Resident memory that keeps rising fast: least-squares slope over the samples, in bytes per step,
 // when it rose in most steps and the second half rises as well as the first; 0 otherwise.
 double steadyGrowthPerStep(const std::vector<std::int64_t>& samples, double min_bytes_per_step);
+// The same for samples taken at `steps` (in order, not necessarily every step): "most steps" is
+// most samples, the slope is per step.
+double steadyGrowthPerStep(const std::vector<std::uint32_t>& steps,
+                           const std::vector<std::int64_t>& samples, double min_bytes_per_step);
 
 // Resident memory that rises slowly but never levels off, judged over a long run: at least 200
 // steps; of 8 equal segments, each segment's maximum above the previous one's in at least 6 of the

@@ -5,6 +5,7 @@
 #include "memseal/leak_detector.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "detect/findings.h"
 #include "detect/graph_nodes.h"
 #include "detect/resident_memory.h"
+#include "detect/resident_schedule.h"
 #include "detect/retention_history.h"
 #include "detect/step_phases.h"
 #include "track/grad_fn_observer.h"
@@ -135,8 +137,12 @@ struct LeakDetector::State {
   Tracker tracker;
   std::unique_ptr<detect::GraphNodeSampler> nodes;
   detect::ResidentMemoryReader resident;
+  detect::ResidentSchedule resident_schedule;
   std::uint32_t current_step = 0;  // the step now running
   std::vector<StepSample> per_step;
+  // The samples of the boundaries that read resident memory (detect/resident_schedule.h); the
+  // others carry the last reading in per_step.
+  std::vector<StepSample> resident_readings;
   std::uint64_t backward_at_warmup_end = 0;
   bool warmup_done = false;
   bool last_verdict = false;
@@ -159,6 +165,27 @@ struct LeakDetector::State {
   State(DetectorOptions detector_options, const TrackerOptions& resolved)
       : options(std::move(detector_options)), tracker(resolved) {}
 
+  // Resident memory into the boundary's sample: read when the schedule says so, else the last
+  // reading carried over.
+  void readResidentMemory(StepSample& sample) {
+    bool every_boundary = current_step <= options.warmup + kWatchedStepsAfterWarmup || last_verdict;
+    std::int64_t start_ns = steadyNowNs();
+    if (!resident_schedule.due(sample.step, start_ns, every_boundary)) {
+      sample.resident_bytes = resident_readings.back().resident_bytes;
+      return;
+    }
+    sample.resident_bytes = resident.read();
+    resident_schedule.noteRead(sample.step, start_ns, steadyNowNs());
+    resident_readings.push_back(sample);
+    common::thinOlderHalf(resident_readings, kMaxStepSamples);
+  }
+
+  static std::int64_t steadyNowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
   bool backwardRan() const {
     return warmup_done && track::backwardFunctionsRun() > backward_at_warmup_end;
   }
@@ -168,6 +195,7 @@ struct LeakDetector::State {
     inputs.warmup = options.warmup;
     inputs.current_step = current_step;
     inputs.per_step = &per_step;
+    inputs.resident_readings = &resident_readings;
     inputs.nodes = nodes.get();
     inputs.backward_ran = backwardRan();
     inputs.watch_resident_memory = options.watch_resident_memory;
@@ -214,8 +242,8 @@ struct LeakDetector::State {
   // The resident memory that grew from before `first` to `last`: what graphs without tensor
   // storage cost while they built up.
   std::int64_t residentGrowth(std::uint32_t first, std::uint32_t last) const {
-    const StepSample* before = first > 0 ? sampleAtOrBefore(per_step, first - 1) : nullptr;
-    const StepSample* after = sampleAtOrBefore(per_step, last);
+    const StepSample* before = first > 0 ? sampleAtOrBefore(resident_readings, first - 1) : nullptr;
+    const StepSample* after = sampleAtOrBefore(resident_readings, last);
     if (before == nullptr || after == nullptr) return 0;
     return std::max<std::int64_t>(0, after->resident_bytes - before->resident_bytes);
   }
@@ -437,7 +465,7 @@ void LeakDetector::step() {
   DeviceStats stats = state.tracker.stats();
   sample.live_bytes = stats.live_bytes;
   sample.live_count = stats.live_count;
-  sample.resident_bytes = state.resident.read();
+  state.readResidentMemory(sample);
   ++state.current_step;
   if (!state.warmup_done && state.current_step >= state.options.warmup) {
     state.warmup_done = true;

@@ -9,6 +9,8 @@
 
 namespace memseal::track {
 
+NoDestructor<LiveTable> g_live_allocations;
+
 namespace {
 constexpr std::size_t kInitialShardCapacity = 16;  // the census scans every slot of every shard
 }
@@ -35,6 +37,24 @@ bool LiveTable::grow(Shard& shard) {
   return true;
 }
 
+// The slot a new record for `data` goes to, when it is not the common case (an empty slot in a
+// table below its load limit): the table grows first, or a stale record is handed back. Out of
+// line, so that insert's code is one probe and one copy.
+[[gnu::cold, gnu::noinline]] LiveRecord* LiveTable::slotSlowly(Shard& shard, const void* data,
+                                                               std::uint64_t hash,
+                                                               LiveRecord* replaced) {
+  if (shard.capacity != 0) {
+    LiveRecord& slot = probe(shard, data, hash);
+    if (slot.data == data) {
+      if (replaced != nullptr) *replaced = slot;
+      --shard.size;  // insert counts it again
+      return &slot;
+    }
+  }
+  if (!grow(shard)) return nullptr;
+  return &probe(shard, data, hash);  // not in the table: the probe ends on an empty slot
+}
+
 MEMSEAL_HOT bool LiveTable::insert(const LiveRecord& record, LiveRecord* replaced) {
   if (MEMSEAL_UNLIKELY(record.data == nullptr)) return false;  // the empty slot's key
   std::uint64_t hash = hashPointer(record.data);
@@ -42,23 +62,17 @@ MEMSEAL_HOT bool LiveTable::insert(const LiveRecord& record, LiveRecord* replace
   std::lock_guard<SpinLock> lock(shard.mutex);
   // One probe finds either the address (a pointer freed behind our back, by raw_deallocate after
   // the hook was removed, left a stale record: the new one replaces it rather than shadowing it)
-  // or the empty slot the record goes to.
-  if (MEMSEAL_LIKELY(shard.capacity != 0)) {
-    LiveRecord& slot = probe(shard, record.data, hash);
-    if (MEMSEAL_UNLIKELY(slot.data == record.data)) {
-      if (replaced != nullptr) *replaced = slot;
-      slot = record;
-      return true;
-    }
-    // Grow at 70% load to keep probe sequences short.
-    if (MEMSEAL_LIKELY((shard.size + 1) * 10 <= shard.capacity * 7)) {
-      slot = record;
-      ++shard.size;
-      return true;
-    }
+  // or the empty slot the record goes to. Grow at 70% load to keep probe sequences short.
+  LiveRecord* slot = nullptr;
+  if (MEMSEAL_LIKELY(shard.capacity != 0 && (shard.size + 1) * 10 <= shard.capacity * 7)) {
+    slot = &probe(shard, record.data, hash);
+    if (MEMSEAL_UNLIKELY(slot->data == record.data)) slot = nullptr;
   }
-  if (!grow(shard)) return false;
-  probe(shard, record.data, hash) = record;  // not in the table: the probe ends on an empty slot
+  if (MEMSEAL_UNLIKELY(slot == nullptr)) {
+    slot = slotSlowly(shard, record.data, hash, replaced);
+    if (slot == nullptr) return false;
+  }
+  *slot = record;
   ++shard.size;
   return true;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "common/no_destructor.h"
 #include "track/hashing.h"
 #include "track/live_record.h"
 #include "track/spin_lock.h"
@@ -16,7 +17,7 @@ class LiveTable {
  public:
   static constexpr std::size_t kShards = 64;
 
-  LiveTable() = default;
+  constexpr LiveTable() = default;
   LiveTable(const LiveTable&) = delete;
   LiveTable& operator=(const LiveTable&) = delete;
   ~LiveTable();
@@ -79,6 +80,8 @@ class LiveTable {
     return record.data == data ? &record : nullptr;
   }
   static bool grow(Shard& shard);
+  static LiveRecord* slotSlowly(Shard& shard, const void* data, std::uint64_t hash,
+                                LiveRecord* replaced);
   // Empties `record`'s slot, keeping the probe runs through it intact.
   static void vacate(Shard& shard, LiveRecord* record);
   // Calls `act(shard, record)` under the shard's lock if `data` is present.
@@ -135,10 +138,7 @@ void LiveTable::forEach(Visit&& visit) const {
 
 // The live allocations of every session (records carry their session), never destroyed: tensors
 // may be freed at any time, even during static destruction.
-// Inline: the hot path reaches it twice per allocation.
-inline LiveTable& liveAllocations() {
-  static auto* table = new LiveTable();
-  return *table;
-}
+extern NoDestructor<LiveTable> g_live_allocations;
+inline LiveTable& liveAllocations() { return g_live_allocations.get(); }
 
 }  // namespace memseal::track

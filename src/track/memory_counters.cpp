@@ -2,6 +2,9 @@
 
 namespace memseal::track {
 
+// Constant-initialised: no first-use guard on the hot path.
+NoDestructor<MemoryCounters> g_cpu_counters;
+
 MemoryCounters::Totals MemoryCounters::sum() const {
   Totals totals;
   std::uint32_t used = next_slot_.load(std::memory_order_relaxed);

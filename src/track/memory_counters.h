@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/no_destructor.h"
 #include "memseal/tracker.h"
 #include "track/thread_state.h"
 
@@ -21,6 +22,8 @@ class MemoryCounters {
  public:
   // Threads beyond this share one slot, counted with atomic read-modify-writes.
   static constexpr std::uint32_t kThreadSlots = 1024;
+
+  constexpr MemoryCounters() = default;
 
   // The thread's 1-based slot, given on its first call and kept for the thread's life.
   std::uint32_t threadSlot(ThreadState& state) {
@@ -92,10 +95,8 @@ void MemoryCounters::onFree(ThreadState& state, std::int64_t bytes) {
   }
 }
 
-// Never destroyed, see session.h. Inline: the hot path reaches it on every allocation and free.
-inline MemoryCounters& cpuCounters() {
-  static auto* counters = new MemoryCounters();
-  return *counters;
-}
+// Never destroyed, see session.h.
+extern NoDestructor<MemoryCounters> g_cpu_counters;
+inline MemoryCounters& cpuCounters() { return g_cpu_counters.get(); }
 
 }  // namespace memseal::track

@@ -138,8 +138,8 @@ namespace {
 
 // The entry index of an allocation numbered `serial` on its thread; the first one of a new step
 // starts the cursor again (and the recording, when that step is watched).
-MEMSEAL_HOT std::uint64_t sequenceIndex(SequenceCursor& cursor, AllocationSequence& sequence,
-                                        const LiveRecord& record, std::uint64_t serial) {
+std::uint64_t sequenceIndex(SequenceCursor& cursor, AllocationSequence& sequence,
+                            const LiveRecord& record, std::uint64_t serial) {
   if (MEMSEAL_UNLIKELY(cursor.step != record.step || cursor.session != record.session)) {
     if (cursor.session != record.session) sequence.clear();  // another session's
     cursor.step = record.step;
@@ -200,9 +200,8 @@ bool resizedAlike(SequenceCursor& cursor, std::uint64_t index, std::size_t recor
 // The site and signature of the recording's allocation at `index` when it matches; false from
 // the first allocation that does not (later ones of this step would be guesses).
 // `may_resize`: CPU allocations, which counted steps count (CUDA blocks are numbered apart).
-MEMSEAL_HOT bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequence,
-                                std::uint64_t index, std::uint32_t scope_path, LiveRecord& record,
-                                bool may_resize) {
+bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequence, std::uint64_t index,
+                    std::uint32_t scope_path, LiveRecord& record, bool may_resize) {
   const SequenceEntry* recorded = cursor.diverged ? nullptr : sequence.at(index);
   if (MEMSEAL_LIKELY(recorded != nullptr && recorded->scope_path == scope_path)) {
     if (MEMSEAL_LIKELY(recorded->bytes == record.bytes)) {
@@ -237,7 +236,8 @@ void completeSequenceEntry(const SequenceCursor& cursor, AllocationSequence& seq
 
 }  // namespace
 
-MEMSEAL_HOT void attributeBySequence(ThreadState& state, LiveRecord& record) {
+// Every case but the common one, which attributeAllocation handles inline.
+void attributeBySequence(ThreadState& state, LiveRecord& record) {
   AllocationSequence& sequence = cpuRecordingOf(state);
   std::uint64_t index = sequenceIndex(state.cpu_sequence, sequence, record, record.thread_serial);
   if (MEMSEAL_UNLIKELY(state.cpu_sequence.recording)) {  // a watched step: rare past warm-up

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/branch_hints.h"
 #include "memseal/tracker.h"
+#include "track/allocation_sequence.h"
 #include "track/live_record.h"
 #include "track/site_table.h"
 #include "track/thread_state.h"
@@ -37,6 +39,20 @@ void attributeBySequence(ThreadState& state, LiveRecord& record);
 extern std::atomic<bool> g_steps_vary;
 inline void attributeAllocation(ThreadState& state, LiveRecord& record) {
   if (g_steps_vary.load(std::memory_order_relaxed)) {
+    // Past warm-up nearly every allocation is the next one of a step being replayed that still
+    // matches its recording: that case is these few lines, the rest is out of line.
+    SequenceCursor& cursor = state.cpu_sequence;
+    if (MEMSEAL_LIKELY(cursor.step == record.step && cursor.session == record.session &&
+                       !cursor.recording && !cursor.diverged && state.cpu_recording != nullptr)) {
+      const SequenceEntry* recorded =
+          state.cpu_recording->at(record.thread_serial - cursor.first_serial);
+      if (MEMSEAL_LIKELY(recorded != nullptr && recorded->bytes == record.bytes &&
+                         recorded->scope_path == state.scope_path)) {
+        record.site = recorded->site;
+        record.signature = recorded->signature;
+        return;
+      }
+    }
     attributeBySequence(state, record);
   } else {
     record.site = siteTable().currentSite(state);

@@ -59,6 +59,26 @@ TEST(SteadyGrowth, PlateauAndSmallGrowthAreNotGrowth) {
   EXPECT_EQ(steadyGrowthPerStep({1, 2, 3}, 0), 0.0);
 }
 
+TEST(SteadyGrowth, SamplesTakenEveryFewStepsGiveTheSlopePerStep) {
+  // Resident memory read on every fourth step while it grows 100 kB a step.
+  std::vector<std::uint32_t> steps;
+  std::vector<std::int64_t> samples;
+  for (std::uint32_t step = 10; step < 90; step += 4) {
+    steps.push_back(step);
+    samples.push_back(1000000 + static_cast<std::int64_t>(step) * 100000);
+  }
+  EXPECT_NEAR(steadyGrowthPerStep(steps, samples, 64 * 1024), 100000.0, 1e-6);
+  // 40 kB a step is 160 kB between two readings: below the per-step threshold all the same.
+  for (std::size_t i = 0; i < samples.size(); ++i) samples[i] = steps[i] * 40000;
+  EXPECT_EQ(steadyGrowthPerStep(steps, samples, 64 * 1024), 0.0);
+  // Levelling off still shows as a flat second half.
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    samples[i] = std::min<std::int64_t>(steps[i], 40) * 500000;
+  }
+  EXPECT_EQ(steadyGrowthPerStep(steps, samples, 64 * 1024), 0.0);
+  EXPECT_EQ(steadyGrowthPerStep({1, 2, 3, 4, 5, 6}, {1, 2, 3}, 0), 0.0);  // mismatched lengths
+}
+
 TEST(SurvivorsSpanTheRun, ALeakOnEveryOtherStepSpansTheRun) {
   std::vector<std::uint32_t> even;
   for (std::uint32_t step = 6; step <= 24; step += 2) even.push_back(step);
