@@ -114,6 +114,10 @@ RunSeries runSeries(const std::vector<StepSample>& samples, std::uint32_t first_
   series.count = static_cast<std::size_t>(end - series.begin);
   std::size_t stride =
       std::max<std::size_t>(1, (series.count + kMaxRunSamples - 1) / kMaxRunSamples);
+  std::size_t kept = (series.count + stride - 1) / stride;
+  series.steps.reserve(kept);
+  series.live.reserve(kept);
+  series.resident.reserve(kept);
   for (std::size_t i = (series.count - 1) % stride; i < series.count; i += stride) {
     const StepSample& sample = series.begin[static_cast<std::ptrdiff_t>(i)];
     series.steps.push_back(sample.step);

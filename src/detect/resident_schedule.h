@@ -4,7 +4,7 @@
 // while a verdict is being formed (warm-up and the steps after it, a suspected leak) every boundary
 // reads it; otherwise a boundary reads it when the time since the last read is at least
 // kTimePerReadCost times what that read cost, and at least every kMaxStride boundaries. A loop of
-// 1 ms steps or longer is read on every boundary; a 200 us one on about every fourth.
+// steps of 4 ms or longer is read on every boundary; a 200 us one on every eighth.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@ namespace memseal::detect {
 
 class ResidentSchedule {
  public:
-  static constexpr std::int64_t kTimePerReadCost = 256;
+  static constexpr std::int64_t kTimePerReadCost = 1024;
   static constexpr std::uint32_t kMaxStride = 8;
 
   // Whether the boundary ending `step`, at `now_ns` (steady clock), reads resident memory.

@@ -27,13 +27,13 @@ std::vector<std::uint32_t> readsOf(std::int64_t step_ns, std::int64_t read_ns,
 }
 
 TEST(ResidentSchedule, SlowStepsAreReadOnEveryBoundary) {
-  std::vector<std::uint32_t> read = readsOf(1000 * kMicrosecond, 3 * kMicrosecond, 50);
+  std::vector<std::uint32_t> read = readsOf(4000 * kMicrosecond, 3 * kMicrosecond, 50);
   EXPECT_EQ(read.size(), 50u);
 }
 
 TEST(ResidentSchedule, FastStepsAreReadAsOftenAsTheReadsCostAllows) {
-  // 200 us steps, 3 us reads: a read once 768 us have passed, so on every fourth boundary.
-  std::vector<std::uint32_t> read = readsOf(200 * kMicrosecond, 3 * kMicrosecond, 400);
+  // 800 us steps, 3 us reads: a read once 3,072 us have passed, so on every fourth boundary.
+  std::vector<std::uint32_t> read = readsOf(800 * kMicrosecond, 3 * kMicrosecond, 400);
   ASSERT_GE(read.size(), 2u);
   for (std::size_t i = 1; i < read.size(); ++i) EXPECT_EQ(read[i] - read[i - 1], 4u);
 }
