@@ -140,7 +140,8 @@ struct LiveAllocation {
   std::uint32_t step = 0;  // the step it was made in (see setStep)
   bool grad_mode = false;
   bool inference_mode = false;
-  std::int64_t time_ns = 0;  // steady clock, coarse (a few milliseconds)
+  std::int64_t time_ns = 0;  // steady clock, coarse: read by the thread at its first allocation of
+                             // each step and every 16th, the ones between sharing it
   TensorInfo tensor;
 };
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <ctime>
 
+#include "common/branch_hints.h"
 #include "track/live_record.h"
 #include "track/session.h"
 #include "track/thread_state.h"
@@ -22,9 +23,25 @@ inline std::int64_t coarseNowNs() {
   return static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
 }
 
-inline void noteRecordContext(const ThreadState& state, LiveRecord& record) {
-  record.time_ns = coarseNowNs();
+// A record's time: the coarse clock as the thread last read it, read again at the first record of
+// each step and after kRecordsPerClockRead records. Even the coarse clock is a call into the vDSO
+// whose code the program's own evicts between two allocations: read on every allocation it cost a
+// point of a small-op loop's time.
+constexpr std::uint32_t kRecordsPerClockRead = 16;
+template <typename Clock>
+std::int64_t recordTimeNs(ThreadState& state, std::uint32_t step, Clock&& now_ns) {
+  if (MEMSEAL_UNLIKELY(state.clock_records_left == 0 || state.clock_step != step)) {
+    state.clock_ns = now_ns();
+    state.clock_step = step;
+    state.clock_records_left = kRecordsPerClockRead;
+  }
+  --state.clock_records_left;
+  return state.clock_ns;
+}
+
+inline void noteRecordContext(ThreadState& state, LiveRecord& record) {
   record.step = currentStep();
+  record.time_ns = recordTimeNs(state, record.step, &coarseNowNs);
   record.session = sessionId();
   record.lifetime_scope = state.lifetime_scope;
   // Both modes from one read of autograd's thread-local state.

@@ -67,6 +67,11 @@ struct ThreadState {
   // Tracked allocations left before this thread ends a step, 0 when it does not count them
   // (track/counted_steps.h).
   std::uint64_t allocations_until_step;
+  // The coarse clock as this thread last read it for a record, the step then, and the records left
+  // before it is read again (track/record_context.h).
+  std::int64_t clock_ns;
+  std::uint32_t clock_step;
+  std::uint32_t clock_records_left;
 };
 
 ThreadState& threadState();
