@@ -5,8 +5,6 @@
 // and tensors freed during static destruction still find it, since its destructor never runs.
 #pragma once
 
-#include <utility>
-
 namespace memseal {
 
 template <typename T>

@@ -63,12 +63,6 @@ double steadyTensorGrowthPerStep(const std::vector<std::uint32_t>& steps,
   return std::max(0.0, slopeOf(steps, values));
 }
 
-double slopePerStep(const std::vector<std::int64_t>& samples) {
-  std::vector<std::uint32_t> steps(samples.size());
-  for (std::size_t i = 0; i < steps.size(); ++i) steps[i] = static_cast<std::uint32_t>(i);
-  return slopeOf(steps, samples);
-}
-
 double slopeOf(const std::vector<std::uint32_t>& steps, const std::vector<std::int64_t>& values) {
   std::size_t n = std::min(steps.size(), values.size());
   if (n < 2) return 0;

@@ -47,8 +47,6 @@ double steadyGrowthPerStep(const std::vector<std::uint32_t>& steps,
 double unboundedGrowthPerStep(const std::vector<std::uint32_t>& steps,
                               const std::vector<std::int64_t>& values, double min_total_bytes);
 
-// Least-squares slope of samples taken once per step.
-double slopePerStep(const std::vector<std::int64_t>& samples);
 // Least-squares slope of values against their steps (which need not be evenly spaced).
 double slopeOf(const std::vector<std::uint32_t>& steps, const std::vector<std::int64_t>& values);
 
