@@ -249,10 +249,13 @@ void judgeResident(const RunSeries& series, const RunSeries& readings, const Cen
     return sample.resident_bytes - sample.live_bytes -
            static_cast<std::int64_t>(overhead * (sample.step - evidence.first_step));
   };
-  std::vector<std::int64_t> residual(readings.resident.size());
-  for (std::size_t i = 0; i < readings.resident.size(); ++i) {
-    residual[i] = readings.resident[i] - readings.live[i] -
-                  static_cast<std::int64_t>(overhead * (readings.steps[i] - evidence.first_step));
+  // The slow rule splits the run into segments by sample: it takes every boundary, those between
+  // two readings carrying the earlier one, so that the readings of the watched start (one per
+  // boundary, then one in up to 8) do not fill its first segments.
+  std::vector<std::int64_t> residual(series.resident.size());
+  for (std::size_t i = 0; i < series.resident.size(); ++i) {
+    residual[i] = series.resident[i] - series.live[i] -
+                  static_cast<std::int64_t>(overhead * (series.steps[i] - evidence.first_step));
   }
   std::vector<std::uint32_t> recent_steps;
   std::vector<std::int64_t> recent;
@@ -272,8 +275,8 @@ void judgeResident(const RunSeries& series, const RunSeries& readings, const Cen
     double noise = std::max(kMinFastResidentBytesPerStep, 2 * overhead);
     evidence.untracked_growth = fast >= noise ? fast : 0;
   } else {
-    evidence.untracked_growth = std::max(
-        fast, unboundedGrowthPerStep(readings.steps, residual, kMinSlowResidentTotalBytes));
+    evidence.untracked_growth =
+        std::max(fast, unboundedGrowthPerStep(series.steps, residual, kMinSlowResidentTotalBytes));
   }
   // Tensors kept between short-lived ones leave holes malloc cannot always fill: resident memory
   // beside the tensors retained since warm-up grows by up to their own growth again
