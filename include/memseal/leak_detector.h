@@ -120,7 +120,8 @@ struct StepSample {
   // system call) allows beside the steps' time, at least one boundary in 8.
   std::int64_t resident_bytes = 0;
   // Sampled autograd nodes of earlier steps still alive, as of the last boundary where the verdict
-  // was renewed (every boundary through warm-up + 10 steps, then one in 8 unless a leak is seen).
+  // was renewed (every boundary through warm-up + 10 steps and while a leak is seen, else one in 8
+  // while memory moves, less often on boundaries that look alike: see LeakDetector::step).
   std::int64_t graph_nodes_alive = 0;
   std::uint32_t phase = 0;  // index into LeakReport::phases (0 when the steps had one phase)
 };
@@ -238,7 +239,10 @@ class MEMSEAL_API LeakDetector {
 
   // Call at the end of every iteration. Cost: one pass over the live allocations on the steps
   // that renew the verdict (every step through warm-up and the 10 after it, every step while a
-  // leak is suspected, one in 8 otherwise); a few counters read on the others.
+  // leak is suspected, one in 8 while memory moves); a few counters read on the others. A loop
+  // whose boundaries look alike since the last renewal (the same tracked bytes and tensors, no
+  // new high of resident memory, no step's graph linked to an earlier one's) is renewed when
+  // 512 times the last renewal's time has passed, at least one boundary in 64.
   void step();
   // The steps from now on belong to the phase `name` ("train", "validate"; a name used before
   // continues that phase). What a phase keeps across its steps is judged against the steps of

@@ -30,6 +30,7 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output, std::int8_
   samples.last_node = node.get();
   for (const torch::autograd::Edge& edge : node->next_edges()) {
     if (edge.function && earlier_.count(edge.function.get()) != 0) {
+      if (samples.link.address == nullptr) linked_steps_.fetch_add(1, std::memory_order_relaxed);
       samples.link = Sample{node, site, output, cuda_device, node.get()};
       break;
     }

@@ -7,6 +7,7 @@
 // thinned), released as soon as a step's samples have all died.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -51,6 +52,10 @@ class GraphNodeSampler final : public track::GradFnObserver {
   NodeEvidence evidence(std::uint32_t first, std::uint32_t last, bool keep_roots = false);
   // The most nodes made in one sampled step: what one retained step's graph holds at least.
   std::int64_t nodesPerStep() const;
+  // Steps so far whose graph linked to an earlier step's (`total_loss += loss`). Read without the
+  // lock at a step boundary: a changed count says graphs chain across steps though tensor storage
+  // may look alike from one boundary to the next.
+  std::uint64_t linkedSteps() const { return linked_steps_.load(std::memory_order_relaxed); }
 
  private:
   static constexpr int kSamplesPerStep = 16;
@@ -112,6 +117,7 @@ class GraphNodeSampler final : public track::GradFnObserver {
 
   std::uint32_t first_step_;
   std::int64_t most_made_ = 0;  // the most nodes made in one step so far
+  std::atomic<std::uint64_t> linked_steps_{0};
   mutable std::mutex mutex_;
   std::deque<StepSamples> steps_;
 };

@@ -15,13 +15,13 @@
 #include "common/bounded_samples.h"
 #include "common/policy.h"
 #include "common/text.h"
+#include "detect/boundary_schedule.h"
 #include "detect/device_findings.h"
 #include "detect/device_summary.h"
 #include "detect/evidence.h"
 #include "detect/findings.h"
 #include "detect/graph_nodes.h"
 #include "detect/resident_memory.h"
-#include "detect/resident_schedule.h"
 #include "detect/retention_history.h"
 #include "detect/step_phases.h"
 #include "track/grad_fn_observer.h"
@@ -37,8 +37,9 @@ namespace {
 constexpr std::uint32_t kWatchedStepsAfterWarmup = 10;
 constexpr std::size_t kMaxStepSamples = 16384;
 // Past warm-up and its watched steps, a healthy loop's verdict is renewed on one step boundary in
-// this many (a suspected leak's on every one): each renewal costs a pass over the live table and
-// the run's series, about as much as 70 tracked allocations.
+// this many (a suspected leak's on every one) while its memory moves: each renewal costs a pass
+// over the live table and the run's series, about as much as 70 tracked allocations. Boundaries
+// that all look alike are renewed less often still (detect/boundary_schedule.h).
 constexpr std::uint32_t kVerdictEvery = 8;
 
 // The same mistake seen again: its category and the line of the user's code that made it (what a
@@ -137,10 +138,20 @@ struct LeakDetector::State {
   Tracker tracker;
   std::unique_ptr<detect::GraphNodeSampler> nodes;
   detect::ResidentMemoryReader resident;
-  detect::ResidentSchedule resident_schedule;
+  detect::CostBoundedSchedule resident_schedule = detect::residentSchedule();
+  // When a verdict is renewed, while the boundaries since the last renewal look alike: tracked
+  // bytes and tensors as they were then, resident memory no higher than its highest then, no
+  // step's graph linked to an earlier one's, and no graphs suspected then.
+  detect::CostBoundedSchedule flat_verdict_schedule = detect::flatVerdictSchedule();
+  StepSample at_last_renewal;
+  std::int64_t resident_high = 0;  // the highest reading so far
+  std::int64_t resident_high_at_last_renewal = 0;
+  std::uint64_t linked_steps_at_last_renewal = 0;
+  bool graphs_suspected_at_last_renewal = false;
+  bool moved_since_renewal = true;
   std::uint32_t current_step = 0;  // the step now running
   std::vector<StepSample> per_step;
-  // The samples of the boundaries that read resident memory (detect/resident_schedule.h); the
+  // The samples of the boundaries that read resident memory (detect/boundary_schedule.h); the
   // others carry the last reading in per_step.
   std::vector<StepSample> resident_readings;
   std::uint64_t backward_at_warmup_end = 0;
@@ -167,17 +178,51 @@ struct LeakDetector::State {
 
   // Resident memory into the boundary's sample: read when the schedule says so, else the last
   // reading carried over.
-  void readResidentMemory(StepSample& sample) {
-    bool every_boundary = current_step <= options.warmup + kWatchedStepsAfterWarmup || last_verdict;
-    std::int64_t start_ns = steadyNowNs();
-    if (!resident_schedule.due(sample.step, start_ns, every_boundary)) {
+  void readResidentMemory(StepSample& sample, std::int64_t start_ns) {
+    if (!resident_schedule.due(sample.step, start_ns, verdictForming())) {
       sample.resident_bytes = resident_readings.back().resident_bytes;
       return;
     }
     sample.resident_bytes = resident.read();
-    resident_schedule.noteRead(sample.step, start_ns, steadyNowNs());
+    resident_schedule.noteDone(sample.step, start_ns, steadyNowNs());
+    resident_high = std::max(resident_high, sample.resident_bytes);
     resident_readings.push_back(sample);
     common::thinOlderHalf(resident_readings, kMaxStepSamples);
+  }
+
+  // Warm-up and the steps after it, and a suspected leak: every boundary reads resident memory
+  // and renews the verdict.
+  bool verdictForming() const {
+    return current_step <= options.warmup + kWatchedStepsAfterWarmup || last_verdict;
+  }
+
+  // Whether the boundary whose sample is `sample` (the step now running is current_step) renews
+  // the verdict.
+  bool renewalDue(const StepSample& sample, std::int64_t now_ns) {
+    if (!moved_since_renewal) moved_since_renewal = movedSinceRenewal(sample);
+    if (verdictForming()) return true;
+    if (moved_since_renewal) {
+      return current_step - flat_verdict_schedule.lastStep() >= kVerdictEvery;
+    }
+    return flat_verdict_schedule.due(current_step, now_ns, false);
+  }
+
+  // Whether the boundary whose sample is `sample` differs from the last renewal's.
+  bool movedSinceRenewal(const StepSample& sample) const {
+    return graphs_suspected_at_last_renewal || sample.live_bytes != at_last_renewal.live_bytes ||
+           sample.live_count != at_last_renewal.live_count ||
+           resident_high > resident_high_at_last_renewal ||
+           (nodes && nodes->linkedSteps() != linked_steps_at_last_renewal);
+  }
+
+  void noteRenewal(const StepSample& sample, const detect::LeakEvidence& evidence,
+                   std::int64_t start_ns) {
+    flat_verdict_schedule.noteDone(current_step, start_ns, steadyNowNs());
+    at_last_renewal = sample;
+    resident_high_at_last_renewal = resident_high;
+    linked_steps_at_last_renewal = nodes ? nodes->linkedSteps() : 0;
+    graphs_suspected_at_last_renewal = evidence.graphs_suspected;
+    moved_since_renewal = false;
   }
 
   static std::int64_t steadyNowNs() {
@@ -465,7 +510,8 @@ void LeakDetector::step() {
   DeviceStats stats = state.tracker.stats();
   sample.live_bytes = stats.live_bytes;
   sample.live_count = stats.live_count;
-  state.readResidentMemory(sample);
+  std::int64_t boundary_ns = State::steadyNowNs();
+  state.readResidentMemory(sample, boundary_ns);
   ++state.current_step;
   if (!state.warmup_done && state.current_step >= state.options.warmup) {
     state.warmup_done = true;
@@ -476,9 +522,8 @@ void LeakDetector::step() {
   if (!state.per_step.empty()) sample.graph_nodes_alive = state.per_step.back().graph_nodes_alive;
   state.per_step.push_back(sample);
   common::thinOlderHalf(state.per_step, kMaxStepSamples);
-  bool renew = state.current_step <= state.options.warmup + kWatchedStepsAfterWarmup ||
-               state.last_verdict || state.current_step % kVerdictEvery == 0;
-  if (!renew) return;
+  if (!state.renewalDue(sample, boundary_ns)) return;
+  std::int64_t renewal_start_ns = State::steadyNowNs();
   detect::LeakEvidence evidence = state.evidence();
   state.per_step.back().graph_nodes_alive = evidence.graph_samples_alive;
   std::vector<detect::Collapse> collapses =
@@ -500,6 +545,7 @@ void LeakDetector::step() {
   if (verdict && !state.last_verdict) state.leak_since = sample.step;
   if (!verdict) state.leak_since.reset();
   state.last_verdict = verdict;
+  state.noteRenewal(sample, evidence, renewal_start_ns);
 }
 
 void LeakDetector::phase(const std::string& name, std::uint32_t steps_back) {

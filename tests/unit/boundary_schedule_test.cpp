@@ -1,0 +1,79 @@
+// Which step boundaries do costly work (detect/boundary_schedule.h): resident memory read on every
+// boundary while a verdict forms, then as often as the read's cost allows beside the time the
+// steps take, never fewer than one boundary in 8; a flat loop's verdict renewed no more often
+// than one boundary in 8 and at least one in 64.
+#include "detect/boundary_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace memseal::detect {
+namespace {
+
+constexpr std::int64_t kMicrosecond = 1000;
+
+// Boundaries `step_ns` apart whose work costs `work_ns`, from step 0 to `steps`, with no boundary
+// forced; returns the steps that did the work.
+std::vector<std::uint32_t> workOf(CostBoundedSchedule schedule, std::int64_t step_ns,
+                                  std::int64_t work_ns, std::uint32_t steps) {
+  std::vector<std::uint32_t> done;
+  std::int64_t now = 0;
+  for (std::uint32_t step = 0; step < steps; ++step) {
+    now += step_ns;
+    if (!schedule.due(step, now, false)) continue;
+    done.push_back(step);
+    schedule.noteDone(step, now, now + work_ns);
+    now += work_ns;
+  }
+  return done;
+}
+
+void expectEvenlyApart(const std::vector<std::uint32_t>& done, std::uint32_t stride) {
+  ASSERT_GE(done.size(), 2u);
+  for (std::size_t i = 1; i < done.size(); ++i) EXPECT_EQ(done[i] - done[i - 1], stride);
+}
+
+TEST(ResidentSchedule, SlowStepsAreReadOnEveryBoundary) {
+  std::vector<std::uint32_t> read =
+      workOf(residentSchedule(), 4000 * kMicrosecond, 3 * kMicrosecond, 50);
+  EXPECT_EQ(read.size(), 50u);
+}
+
+TEST(ResidentSchedule, FastStepsAreReadAsOftenAsTheReadsCostAllows) {
+  // 800 us steps, 3 us reads: a read once 3,072 us have passed, so on every fourth boundary.
+  expectEvenlyApart(workOf(residentSchedule(), 800 * kMicrosecond, 3 * kMicrosecond, 400), 4);
+}
+
+TEST(ResidentSchedule, VeryFastStepsAreStillReadEveryFewBoundaries) {
+  expectEvenlyApart(workOf(residentSchedule(), kMicrosecond, 3 * kMicrosecond, 100),
+                    residentSchedule().maxStride());
+}
+
+TEST(ResidentSchedule, ForcedBoundariesAndTheFirstOneAlwaysRead) {
+  CostBoundedSchedule schedule = residentSchedule();
+  EXPECT_TRUE(schedule.due(7, 0, false));        // nothing read yet
+  schedule.noteDone(7, 0, 1000 * kMicrosecond);  // a read that took a millisecond
+  EXPECT_FALSE(schedule.due(8, 1001 * kMicrosecond, false));
+  EXPECT_TRUE(schedule.due(8, 1001 * kMicrosecond, true));
+  EXPECT_EQ(schedule.lastStep(), 7u);
+}
+
+TEST(FlatVerdictSchedule, SlowStepsAreRenewedEveryEighthBoundaryAsAMovingLoopIs) {
+  // 2 ms steps, 20 us renewals: 512 times the cost passes within 6 steps, the least stride is 8.
+  expectEvenlyApart(workOf(flatVerdictSchedule(), 2000 * kMicrosecond, 20 * kMicrosecond, 200), 8);
+}
+
+TEST(FlatVerdictSchedule, FastStepsAreRenewedAsOftenAsTheRenewalsCostAllows) {
+  // 200 us steps, 10 us renewals: one once 5,120 us have passed, so on every 26th boundary (25
+  // steps and the renewal take 5,010 us).
+  expectEvenlyApart(workOf(flatVerdictSchedule(), 200 * kMicrosecond, 10 * kMicrosecond, 600), 26);
+}
+
+TEST(FlatVerdictSchedule, VeryFastStepsAreStillRenewedEveryFewDozenBoundaries) {
+  expectEvenlyApart(workOf(flatVerdictSchedule(), 10 * kMicrosecond, 10 * kMicrosecond, 1000),
+                    flatVerdictSchedule().maxStride());
+}
+
+}  // namespace
+}  // namespace memseal::detect
