@@ -241,8 +241,9 @@ class MEMSEAL_API LeakDetector {
   // that renew the verdict (every step through warm-up and the 10 after it, every step while a
   // leak is suspected, one in 8 while memory moves); a few counters read on the others. A loop
   // whose boundaries look alike since the last renewal (the same tracked bytes and tensors, no
-  // new high of resident memory, no step's graph linked to an earlier one's) is renewed when
-  // 512 times the last renewal's time has passed, at least one boundary in 64.
+  // new high of resident memory, no step's graph linked to an earlier one's, no CUDA memory
+  // events) is renewed when 512 times the last renewal's time has passed, at least one boundary
+  // in 64.
   void step();
   // The steps from now on belong to the phase `name` ("train", "validate"; a name used before
   // continues that phase). What a phase keeps across its steps is judged against the steps of

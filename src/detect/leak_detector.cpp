@@ -24,6 +24,7 @@
 #include "detect/resident_memory.h"
 #include "detect/retention_history.h"
 #include "detect/step_phases.h"
+#include "track/device_events.h"
 #include "track/grad_fn_observer.h"
 #include "track/python_frames.h"
 #include "track/session.h"
@@ -207,9 +208,12 @@ struct LeakDetector::State {
     return flat_verdict_schedule.due(current_step, now_ns, false);
   }
 
-  // Whether the boundary whose sample is `sample` differs from the last renewal's.
+  // Whether the boundary whose sample is `sample` differs from the last renewal's. CUDA memory is
+  // not in these totals (its blocks come through the allocator's events): a program whose CUDA
+  // allocator reported any keeps renewing on one boundary in 8.
   bool movedSinceRenewal(const StepSample& sample) const {
-    return graphs_suspected_at_last_renewal || sample.live_bytes != at_last_renewal.live_bytes ||
+    return graphs_suspected_at_last_renewal || track::deviceEventsSeen() ||
+           sample.live_bytes != at_last_renewal.live_bytes ||
            sample.live_count != at_last_renewal.live_count ||
            resident_high > resident_high_at_last_renewal ||
            (nodes && nodes->linkedSteps() != linked_steps_at_last_renewal);
