@@ -245,25 +245,16 @@ void judgeResident(const RunSeries& series, const RunSeries& readings, const Cen
   if (!evidence.graph_roots.empty()) {
     overhead += kNativeBytesPerGraphNode * static_cast<double>(evidence.nodes_per_step);
   }
-  auto residualOf = [&](const StepSample& sample) {
-    return sample.resident_bytes - sample.live_bytes -
-           static_cast<std::int64_t>(overhead * (sample.step - evidence.first_step));
+  auto residualOf = [&](std::uint32_t step, std::int64_t resident, std::int64_t live) {
+    return resident - live - static_cast<std::int64_t>(overhead * (step - evidence.first_step));
   };
-  // The slow rule splits the run into segments by sample: it takes every boundary, those between
-  // two readings carrying the earlier one, so that the readings of the watched start (one per
-  // boundary, then one in up to 8) do not fill its first segments.
-  std::vector<std::int64_t> residual(series.resident.size());
-  for (std::size_t i = 0; i < series.resident.size(); ++i) {
-    residual[i] = series.resident[i] - series.live[i] -
-                  static_cast<std::int64_t>(overhead * (series.steps[i] - evidence.first_step));
-  }
   std::vector<std::uint32_t> recent_steps;
   std::vector<std::int64_t> recent;
   for (std::size_t i = readings.count > kResidentWindow ? readings.count - kResidentWindow : 0;
        i < readings.count; ++i) {
     const StepSample& sample = readings.begin[static_cast<std::ptrdiff_t>(i)];
     recent_steps.push_back(sample.step);
-    recent.push_back(residualOf(sample));
+    recent.push_back(residualOf(sample.step, sample.resident_bytes, sample.live_bytes));
   }
   double fast = steadyGrowthPerStep(recent_steps, recent, kMinFastResidentBytesPerStep);
   bool other_findings = !evidence.storage.empty() || !evidence.graph_roots.empty() ||
@@ -275,6 +266,13 @@ void judgeResident(const RunSeries& series, const RunSeries& readings, const Cen
     double noise = std::max(kMinFastResidentBytesPerStep, 2 * overhead);
     evidence.untracked_growth = fast >= noise ? fast : 0;
   } else {
+    // The slow rule splits the run into segments by sample: it takes every boundary, those between
+    // two readings carrying the earlier one, so that the readings of the watched start (one per
+    // boundary, then one in up to 8) do not fill its first segments.
+    std::vector<std::int64_t> residual(series.resident.size());
+    for (std::size_t i = 0; i < series.resident.size(); ++i) {
+      residual[i] = residualOf(series.steps[i], series.resident[i], series.live[i]);
+    }
     evidence.untracked_growth =
         std::max(fast, unboundedGrowthPerStep(series.steps, residual, kMinSlowResidentTotalBytes));
   }
