@@ -44,8 +44,11 @@ class CostBoundedSchedule {
     last_done_ns_ = end_ns;
     last_cost_ns_ = end_ns > start_ns ? end_ns - start_ns : 0;
   }
-  // The step of the last boundary that did the work, 0 before the first.
-  std::uint32_t lastStep() const { return last_step_; }
+  // Whether the boundary ending `step` is at least the least stride past the last that did the
+  // work (or none did yet): the cadence of work that is due whatever it cost.
+  bool leastStridePassed(std::uint32_t step) const {
+    return !done_yet_ || step - last_step_ >= min_stride_;
+  }
   std::uint32_t maxStride() const { return max_stride_; }
 
  private:
@@ -59,8 +62,8 @@ class CostBoundedSchedule {
 };
 
 inline CostBoundedSchedule residentSchedule() { return CostBoundedSchedule(1024, 1, 8); }
-// For a loop whose boundaries look alike since the last renewal; otherwise renewals are due every
-// kVerdictEvery boundaries (leak_detector.cpp), this schedule's least stride.
-inline CostBoundedSchedule flatVerdictSchedule() { return CostBoundedSchedule(512, 8, 64); }
+// The verdict's renewals: at the least stride (every 8 boundaries) while memory moves, as the cost
+// allows while the boundaries since the last renewal look alike.
+inline CostBoundedSchedule verdictSchedule() { return CostBoundedSchedule(512, 8, 64); }
 
 }  // namespace memseal::detect

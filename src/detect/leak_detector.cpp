@@ -37,11 +37,6 @@ namespace {
 // (which needs 4 of them) is clear within 10 steps; then the loop's repetition is trusted.
 constexpr std::uint32_t kWatchedStepsAfterWarmup = 10;
 constexpr std::size_t kMaxStepSamples = 16384;
-// Past warm-up and its watched steps, a healthy loop's verdict is renewed on one step boundary in
-// this many (a suspected leak's on every one) while its memory moves: each renewal costs a pass
-// over the live table and the run's series, about as much as 70 tracked allocations. Boundaries
-// that all look alike are renewed less often still (detect/boundary_schedule.h).
-constexpr std::uint32_t kVerdictEvery = 8;
 
 // The same mistake seen again: its category and the line of the user's code that made it (what a
 // build-up's finding names first, its graph's root or its largest part, may differ from one
@@ -140,10 +135,13 @@ struct LeakDetector::State {
   std::unique_ptr<detect::GraphNodeSampler> nodes;
   detect::ResidentMemoryReader resident;
   detect::CostBoundedSchedule resident_schedule = detect::residentSchedule();
-  // When a verdict is renewed, while the boundaries since the last renewal look alike: tracked
-  // bytes and tensors as they were then, resident memory no higher than its highest then, no
-  // step's graph linked to an earlier one's, and no graphs suspected then.
-  detect::CostBoundedSchedule flat_verdict_schedule = detect::flatVerdictSchedule();
+  // When a verdict is renewed past warm-up and its watched steps (a suspected leak's on every
+  // boundary): each renewal costs a pass over the live table and the run's series, about as much
+  // as 70 tracked allocations, so a healthy loop's is renewed on one boundary in 8 while its
+  // memory moves, and as the cost allows while the boundaries since the last renewal look alike
+  // (tracked bytes and tensors as they were then, resident memory no higher than its highest
+  // then, no step's graph linked to an earlier one's, no graphs suspected then).
+  detect::CostBoundedSchedule verdict_schedule = detect::verdictSchedule();
   StepSample at_last_renewal;
   std::int64_t resident_high = 0;  // the highest reading so far
   std::int64_t resident_high_at_last_renewal = 0;
@@ -202,10 +200,8 @@ struct LeakDetector::State {
   bool renewalDue(const StepSample& sample, std::int64_t now_ns) {
     if (!moved_since_renewal) moved_since_renewal = movedSinceRenewal(sample);
     if (verdictForming()) return true;
-    if (moved_since_renewal) {
-      return current_step - flat_verdict_schedule.lastStep() >= kVerdictEvery;
-    }
-    return flat_verdict_schedule.due(current_step, now_ns, false);
+    if (moved_since_renewal) return verdict_schedule.leastStridePassed(current_step);
+    return verdict_schedule.due(current_step, now_ns, false);
   }
 
   // Whether the boundary whose sample is `sample` differs from the last renewal's. CUDA memory is
@@ -221,7 +217,7 @@ struct LeakDetector::State {
 
   void noteRenewal(const StepSample& sample, const detect::LeakEvidence& evidence,
                    std::int64_t start_ns) {
-    flat_verdict_schedule.noteDone(current_step, start_ns, steadyNowNs());
+    verdict_schedule.noteDone(current_step, start_ns, steadyNowNs());
     at_last_renewal = sample;
     resident_high_at_last_renewal = resident_high;
     linked_steps_at_last_renewal = nodes ? nodes->linkedSteps() : 0;

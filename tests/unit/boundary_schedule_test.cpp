@@ -1,7 +1,7 @@
 // Which step boundaries do costly work (detect/boundary_schedule.h): resident memory read on every
 // boundary while a verdict forms, then as often as the read's cost allows beside the time the
-// steps take, never fewer than one boundary in 8; a flat loop's verdict renewed no more often
-// than one boundary in 8 and at least one in 64.
+// steps take, never fewer than one boundary in 8; a moving loop's verdict renewed every 8
+// boundaries whatever it costs, a flat loop's no more often and at least one boundary in 64.
 #include "detect/boundary_schedule.h"
 
 #include <gtest/gtest.h>
@@ -56,23 +56,33 @@ TEST(ResidentSchedule, ForcedBoundariesAndTheFirstOneAlwaysRead) {
   schedule.noteDone(7, 0, 1000 * kMicrosecond);  // a read that took a millisecond
   EXPECT_FALSE(schedule.due(8, 1001 * kMicrosecond, false));
   EXPECT_TRUE(schedule.due(8, 1001 * kMicrosecond, true));
-  EXPECT_EQ(schedule.lastStep(), 7u);
+  EXPECT_FALSE(schedule.leastStridePassed(7));  // the read noted was step 7's
+  EXPECT_TRUE(schedule.leastStridePassed(8));
 }
 
 TEST(FlatVerdictSchedule, SlowStepsAreRenewedEveryEighthBoundaryAsAMovingLoopIs) {
   // 2 ms steps, 20 us renewals: 512 times the cost passes within 6 steps, the least stride is 8.
-  expectEvenlyApart(workOf(flatVerdictSchedule(), 2000 * kMicrosecond, 20 * kMicrosecond, 200), 8);
+  expectEvenlyApart(workOf(verdictSchedule(), 2000 * kMicrosecond, 20 * kMicrosecond, 200), 8);
 }
 
 TEST(FlatVerdictSchedule, FastStepsAreRenewedAsOftenAsTheRenewalsCostAllows) {
   // 200 us steps, 10 us renewals: one once 5,120 us have passed, so on every 26th boundary (25
   // steps and the renewal take 5,010 us).
-  expectEvenlyApart(workOf(flatVerdictSchedule(), 200 * kMicrosecond, 10 * kMicrosecond, 600), 26);
+  expectEvenlyApart(workOf(verdictSchedule(), 200 * kMicrosecond, 10 * kMicrosecond, 600), 26);
+}
+
+TEST(FlatVerdictSchedule, MovingMemoryIsRenewedEveryEighthBoundaryWhateverTheCost) {
+  CostBoundedSchedule schedule = verdictSchedule();
+  EXPECT_TRUE(schedule.leastStridePassed(3));     // nothing renewed yet
+  schedule.noteDone(20, 0, 1000 * kMicrosecond);  // a renewal that took a millisecond
+  EXPECT_FALSE(schedule.leastStridePassed(27));
+  EXPECT_TRUE(schedule.leastStridePassed(28));
+  EXPECT_FALSE(schedule.due(28, 1001 * kMicrosecond, false));  // flat: its cost not yet earned
 }
 
 TEST(FlatVerdictSchedule, VeryFastStepsAreStillRenewedEveryFewDozenBoundaries) {
-  expectEvenlyApart(workOf(flatVerdictSchedule(), 10 * kMicrosecond, 10 * kMicrosecond, 1000),
-                    flatVerdictSchedule().maxStride());
+  expectEvenlyApart(workOf(verdictSchedule(), 10 * kMicrosecond, 10 * kMicrosecond, 1000),
+                    verdictSchedule().maxStride());
 }
 
 }  // namespace
