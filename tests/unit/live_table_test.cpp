@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -127,6 +128,34 @@ TEST(LiveTable, MatchesAReferenceMapUnderRandomChurn) {
     ASSERT_TRUE(table.remove(reinterpret_cast<void*>(address), &out));
   }
   EXPECT_EQ(table.size(), 0u);
+}
+
+// A census scans a table that grew for its peak and then emptied: every record left, wherever its
+// shard keeps it, and a replaced stale record counted once.
+TEST(LiveTable, ForEachSeesEveryRecordLeftAfterThePeak) {
+  LiveTable table;
+  std::vector<std::uintptr_t> addresses;
+  for (std::uintptr_t i = 1; i <= 4000; ++i) addresses.push_back(i * 64);
+  for (std::uintptr_t address : addresses) ASSERT_TRUE(table.insert(recordAt(address, 1)));
+  std::mt19937_64 random(7);
+  std::shuffle(addresses.begin(), addresses.end(), random);
+  std::set<std::uintptr_t> kept(addresses.begin(), addresses.begin() + 9);
+  for (std::uintptr_t address : addresses) {
+    if (kept.count(address) != 0) continue;
+    LiveRecord out;
+    ASSERT_TRUE(table.remove(reinterpret_cast<void*>(address), &out));
+  }
+  ASSERT_TRUE(
+      table.insert(recordAt(*kept.begin(), 2)));  // over the stale record of the same address
+  std::multiset<std::uintptr_t> seen;
+  std::size_t replaced_bytes = 0;
+  table.forEach([&](const LiveRecord& r) {
+    seen.insert(reinterpret_cast<std::uintptr_t>(r.data));
+    if (reinterpret_cast<std::uintptr_t>(r.data) == *kept.begin()) replaced_bytes = r.bytes;
+  });
+  EXPECT_EQ(seen, std::multiset<std::uintptr_t>(kept.begin(), kept.end()));
+  EXPECT_EQ(replaced_bytes, 2u);
+  EXPECT_EQ(table.size(), kept.size());
 }
 
 }  // namespace

@@ -17,6 +17,9 @@ namespace memseal::track {
 namespace {
 
 std::atomic<bool> g_attached{false};
+// libtorch counts devices once per process: where it found none, no step boundary asks again (each
+// asking took a lock and two calls into libc10_cuda, cold at every boundary).
+std::atomic<bool> g_no_device{false};
 
 bool kindOf(c10::CachingDeviceAllocator::TraceEntry::Action action, track::DeviceEventKind& kind) {
   using Action = c10::CachingDeviceAllocator::TraceEntry::Action;
@@ -67,12 +70,17 @@ void onTraceEntry(const c10::CachingDeviceAllocator::TraceEntry& entry) {
 }  // namespace
 
 bool attachCudaAllocatorTrace() {
-  if (g_attached.load(std::memory_order_acquire)) return false;
+  if (g_attached.load(std::memory_order_acquire) || g_no_device.load(std::memory_order_relaxed)) {
+    return false;
+  }
   static std::mutex attaching;
   std::lock_guard<std::mutex> lock(attaching);
   if (g_attached.load(std::memory_order_relaxed)) return false;
   try {
-    if (c10::cuda::device_count() == 0) return false;
+    if (c10::cuda::device_count() == 0) {
+      g_no_device.store(true, std::memory_order_relaxed);
+      return false;
+    }
     c10::cuda::CUDACachingAllocator::CUDAAllocator* allocator =
         c10::cuda::CUDACachingAllocator::get();
     // Trackers are handed to the per-device allocators that exist: attaching before CUDA is
