@@ -12,8 +12,9 @@ namespace memseal::track {
 NoDestructor<LiveTable> g_live_allocations;
 
 namespace {
-constexpr std::size_t kInitialShardCapacity = 16;  // the census scans every slot of every shard
-}
+// Small: the census reads a shard's slots up to its last record, empty ones on the way included.
+constexpr std::size_t kInitialShardCapacity = 16;
+}  // namespace
 
 LiveTable::~LiveTable() {
   for (Shard& shard : shards_) std::free(shard.slots);
