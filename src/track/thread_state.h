@@ -2,6 +2,7 @@
 // user scopes. Plain data with constant initialisation, so reaching it costs one TLS access.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace memseal::track {
@@ -34,45 +35,53 @@ struct SequenceCursor {
   std::uint64_t scale_recorded;
 };
 
-struct ThreadState {
+// The fields every tracked allocation and free reads or writes come first, in the struct's first
+// two cache lines: between two allocations the program's own work evicts them, and each line the
+// hook touches is fetched again. The op stack and the CUDA fields follow.
+struct alignas(64) ThreadState {
   bool in_tracker;     // set while the tracker works, so nothing it does is tracked itself
   std::uint32_t slot;  // 1-based id of this thread, given on its first tracked allocation
   std::uint64_t allocation_serial;
-  // CUDA blocks recorded on this thread (track/device_tensors.h). Apart from allocation_serial,
-  // which numbers the CPU allocations that op sampling replays step by step.
-  std::uint64_t device_block_serial;
-  std::uint32_t sample_counter;
-  std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
-  OpFrame ops[kMaxOpDepth];
-  // The site of the op whose end is being handled (track/op_observer.cpp), 0 until asked for:
-  // its outputs' CUDA blocks and their autograd history share one stack capture.
-  std::uint32_t ending_op_site;
+  ArenaRegion* arena_region;  // the planned-arena region running on this thread, if any
+  // Allocations that reached the system (previous) allocator through the interposer, ever; an
+  // allocation served from a planned arena does not count.
+  std::uint64_t system_allocations;
+  // Tracked allocations left before this thread ends a step, 0 when it does not count them
+  // (track/counted_steps.h).
+  std::uint64_t allocations_until_step;
   std::uint32_t scope_path;             // interned MEMSEAL_REGION path, 0 outside any scope
   std::uint32_t lifetime_scope;         // innermost LifetimeScope's id, 0 outside any
   std::uint64_t allocations_in_thread;  // every tracked allocation on this thread, ever
   std::uint64_t bytes_in_thread;        // and their bytes
-  // Allocations that reached the system (previous) allocator through the interposer, ever; an
-  // allocation served from a planned arena does not count.
-  std::uint64_t system_allocations;
-  ArenaRegion* arena_region;  // the planned-arena region running on this thread, if any
-  // Ops watched on some steps only: CPU allocations (numbered by allocation_serial) and CUDA
-  // blocks (numbered by device_block_serial) are each replayed against their own recording.
-  SequenceCursor cpu_sequence;
-  SequenceCursor device_sequence;
+  // This thread's part of the sites' totals (track/site_totals.h), made on its first allocation.
+  SiteTotalsCache* site_totals;
   // This thread's recording of CPU allocations (track/op_sampling.cpp), kept here once reached so
   // that the hot path does not look its thread_local up again.
   AllocationSequence* cpu_recording;
-  // This thread's part of the sites' totals (track/site_totals.h), made on its first allocation.
-  SiteTotalsCache* site_totals;
-  // Tracked allocations left before this thread ends a step, 0 when it does not count them
-  // (track/counted_steps.h).
-  std::uint64_t allocations_until_step;
   // The coarse clock as this thread last read it for a record, the step then, and the records left
   // before it is read again (track/record_context.h).
   std::int64_t clock_ns;
   std::uint32_t clock_step;
   std::uint32_t clock_records_left;
+  // Ops watched on some steps only: CPU allocations (numbered by allocation_serial) and CUDA
+  // blocks (numbered by device_block_serial) are each replayed against their own recording.
+  SequenceCursor cpu_sequence;
+  SequenceCursor device_sequence;
+  // CUDA blocks recorded on this thread (track/device_tensors.h). Apart from allocation_serial,
+  // which numbers the CPU allocations that op sampling replays step by step.
+  std::uint64_t device_block_serial;
+  std::uint32_t sample_counter;
+  // The site of the op whose end is being handled (track/op_observer.cpp), 0 until asked for:
+  // its outputs' CUDA blocks and their autograd history share one stack capture.
+  std::uint32_t ending_op_site;
+  std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
+  OpFrame ops[kMaxOpDepth];
 };
+// What a replayed allocation reads of its cursor (step, session, first serial, flags) is in those
+// two lines too.
+static_assert(offsetof(ThreadState, cpu_sequence) + offsetof(SequenceCursor, scaled_iteration) <=
+                  128,
+              "the hot path's fields of ThreadState outgrew two cache lines");
 
 ThreadState& threadState();
 
