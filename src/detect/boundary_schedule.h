@@ -32,9 +32,8 @@ class CostBoundedSchedule {
   // Whether the boundary ending `step`, at `now_ns` (steady clock), does the work.
   bool due(std::uint32_t step, std::int64_t now_ns, bool every_boundary) const {
     if (every_boundary || !done_yet_) return true;
-    std::uint32_t since = step - last_step_;
-    if (since < min_stride_) return false;
-    if (since >= max_stride_) return true;
+    if (!leastStridePassed(step)) return false;
+    if (step - last_step_ >= max_stride_) return true;
     return now_ns - last_done_ns_ >= time_per_cost_ * last_cost_ns_;
   }
   // The work done at the boundary ending `step`, begun at `start_ns` and ended at `end_ns`.
