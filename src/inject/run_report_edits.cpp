@@ -83,16 +83,51 @@ std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_ste
   return report.toJson();
 }
 
-bool endedByTeardown(const LeakReport& now) {
-  constexpr std::size_t kEndSteps = 3;
-  const std::vector<StepSample>& steps = now.per_step;
-  if (steps.size() <= kEndSteps) return false;
-  std::int64_t peak = 0;
-  for (std::size_t i = 0; i + kEndSteps < steps.size(); ++i) {
-    peak = std::max(peak, steps[i].live_bytes);
+bool madeDuringTeardown(std::int64_t live_before_report, std::int64_t live_after_report,
+                        std::int64_t peak_live) {
+  return 2 * std::min(live_before_report, live_after_report) < peak_live;
+}
+
+std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t live_bytes_now) {
+  // A teardown frees what the loop kept within a few windows (more of them where windows are short
+  // or the machine is busy), allocating little meanwhile: the fall is in the run of up to
+  // kMaxFallSteps samples before now in which memory never rose by more than a sixteenth of its
+  // peak from one sample to the next.
+  constexpr std::size_t kMaxFallSteps = 8;
+  constexpr std::size_t kMinSteps = 4;
+  if (now.per_step.size() < kMinSteps) return std::nullopt;
+  // The steps' samples, then tracked memory now.
+  std::vector<std::int64_t> live;
+  live.reserve(now.per_step.size() + 1);
+  for (const StepSample& sample : now.per_step) live.push_back(sample.live_bytes);
+  live.push_back(live_bytes_now);
+  std::int64_t rise_allowed = *std::max_element(live.begin(), live.end() - 1) / 16;
+  auto run = live.end() - 1;
+  while (run != live.begin() && live.end() - 1 - run < static_cast<std::ptrdiff_t>(kMaxFallSteps) &&
+         *(run - 1) + rise_allowed >= *run) {
+    --run;
   }
-  std::int64_t before_the_end = steps[steps.size() - kEndSteps - 1].live_bytes;
-  return 2 * before_the_end >= peak && 2 * steps.back().live_bytes < peak;
+  // The fall began at the highest sample of the run (the later of equal ones), or before it where
+  // memory was higher still.
+  auto top = run;
+  for (auto sample = run; sample + 1 != live.end(); ++sample) {
+    if (*sample >= *top) top = sample;
+  }
+  while (top != live.begin() && *(top - 1) > *top) --top;
+  std::int64_t peak = *std::max_element(live.begin(), top + 1);
+  if (2 * *top < peak || 2 * live.back() >= peak) return std::nullopt;
+  return now.per_step[static_cast<std::size_t>(top - live.begin())].step;
+}
+
+const Snapshot* snapshotBeforeTeardown(const std::deque<Snapshot>& snapshots,
+                                       std::optional<std::uint32_t> teardown_from) {
+  if (snapshots.empty()) return nullptr;
+  if (!teardown_from) return &snapshots.back();
+  // The boundary that took sample N took the (N + 1)th step.
+  for (auto snapshot = snapshots.rbegin(); snapshot != snapshots.rend(); ++snapshot) {
+    if (snapshot->steps_after <= *teardown_from) return &*snapshot;
+  }
+  return &snapshots.back();
 }
 
 }  // namespace memseal::inject

@@ -3,7 +3,11 @@
 // the CUDA totals as the loop left them; the interim report's samples.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,9 +39,34 @@ void devicesAtTheLastStep(LeakReport& report);
 // program's resident memory.
 std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_steps);
 
-// Time windows go on after the program's loop: the window in which it ended, freeing at once what
-// its loop had kept (main's locals), is a step like the others. Seen in the report at exit: tensor
-// memory that stayed above half of its peak until its last few steps and fell below half in them.
-bool endedByTeardown(const LeakReport& now);
+// Whether a report taken at a step boundary while the program runs was made as it tore down (its
+// loop over, what the loop kept being freed): tracked tensor memory read before and after the
+// report, against the most any earlier snapshot saw. Below half of that, before or after: time
+// windows end on memseal's own thread, and the program may free its loop's memory while the
+// report is made, which then shows only part of what the loop kept.
+bool madeDuringTeardown(std::int64_t live_before_report, std::int64_t live_after_report,
+                        std::int64_t peak_live);
+
+// Time windows go on after the program's loop: the windows in which it ended, freeing what its
+// loop had kept (main's locals), are steps like the others. Seen in the report at exit: tensor
+// memory that fell from at least half of its peak to below half in its last few steps, or by now
+// (`live_bytes_now`, tracked tensor memory as the report is made: when no boundary came after the
+// teardown, the steps' samples end before it). Then the step of the sample the fall began from;
+// none otherwise.
+std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t live_bytes_now);
+
+// A report taken at a step boundary while the program ran, and when.
+struct Snapshot {
+  LeakReport report;
+  std::chrono::steady_clock::time_point time{};
+  std::uint64_t steps = 0;        // step boundaries taken when it began
+  std::uint64_t steps_after = 0;  // and when it was done
+};
+
+// The snapshot (of `snapshots`, the newest last) the report at exit is weighed against: the newest;
+// when time windows saw the program tear down (`teardown_from`), the newest finished before the
+// boundary that took the sample the fall began from, or the newest when none was.
+const Snapshot* snapshotBeforeTeardown(const std::deque<Snapshot>& snapshots,
+                                       std::optional<std::uint32_t> teardown_from);
 
 }  // namespace memseal::inject

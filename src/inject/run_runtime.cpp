@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -72,6 +73,9 @@ struct RunConfig {
 // Steps a snapshot's leak verdict must have held to be given at exit in place of a report that
 // has no leak (finalReport).
 constexpr std::uint32_t kSettledSteps = 8;
+// Snapshots kept: the newest may have been made as the program tore down (time windows end on
+// memseal's own thread), and at exit an earlier one is chosen, made before the fall began.
+constexpr std::size_t kKeptSnapshots = 4;
 
 // One byte per event on the self-pipe: a signal number, or these.
 constexpr unsigned char kWakeStop = 0;
@@ -93,10 +97,8 @@ struct Runtime {
   // The report as of a recent step, taken while the program runs: by the time exit handlers run,
   // main() has returned (or Python has finalised) and what the loop kept is freed.
   std::mutex snapshot_mutex;
-  std::optional<LeakReport> snapshot;
-  std::chrono::steady_clock::time_point snapshot_time{};
+  std::deque<Snapshot> snapshots;  // the newest last, kKeptSnapshots at most
   std::chrono::steady_clock::time_point next_snapshot{};
-  std::uint64_t snapshot_steps = 0;
   std::chrono::steady_clock::time_point next_interim_write{};
   std::int64_t peak_snapshot_live = 0;  // tracked tensor bytes, the most at any snapshot
   bool snapshotting = false;
@@ -180,6 +182,8 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   std::int64_t live = track::cpuCounters().read("cpu").live_bytes;
   std::uint64_t steps = runtime.boundary->stepsTaken();
   LeakReport report = currentReport(runtime);
+  std::int64_t live_after = track::cpuCounters().read("cpu").live_bytes;
+  std::uint64_t steps_after = runtime.boundary->stepsTaken();
   Clock::time_point done = Clock::now();
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
   runtime.snapshotting = false;
@@ -188,18 +192,18 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   runtime.peak_snapshot_live = std::max(runtime.peak_snapshot_live, live);
   // While the program tears down (its tensor memory mostly freed), its loop is over: keep the
   // report taken while it ran.
-  if (runtime.snapshot && 2 * live < runtime.peak_snapshot_live) return;
+  bool earlier = !runtime.snapshots.empty();
+  if (earlier && madeDuringTeardown(live, live_after, runtime.peak_snapshot_live)) return;
   // Taken as Python finalises (what the loop kept still there), it names no Python line.
-  if (runtime.snapshot) framesFromTheSnapshot(report, *runtime.snapshot);
-  runtime.snapshot = std::move(report);
-  runtime.snapshot_time = done;
-  runtime.snapshot_steps = steps;
+  if (earlier) framesFromTheSnapshot(report, runtime.snapshots.back().report);
+  runtime.snapshots.push_back(Snapshot{std::move(report), done, steps, steps_after});
+  if (runtime.snapshots.size() > kKeptSnapshots) runtime.snapshots.pop_front();
   // Streamed to the launcher, so a crash or a kill still leaves the latest report.
   if (done >= runtime.next_interim_write) {
     runtime.next_interim_write = done + kInterimReportEvery;
     writeFileWhole(
         runtime.config.directory + "/" + std::to_string(runtime.pid) + kInterimReportSuffix,
-        interimReportJson(*runtime.snapshot, kInterimSteps));
+        interimReportJson(runtime.snapshots.back().report, kInterimSteps));
   }
 }
 
@@ -220,14 +224,20 @@ void onPythonExit() {
 LeakReport finalReport(Runtime& runtime) {
   LeakReport now = currentReport(runtime);
   if (runtime.fork_watch) return now;
+  std::int64_t live_bytes_now = track::cpuCounters().read("cpu").live_bytes;
   devicesAtTheLastStep(now);
+  std::optional<std::uint32_t> teardown_from;
+  if (runtime.config.rule.kind == StepRule::Kind::kInterval) {
+    teardown_from = teardownFrom(now, live_bytes_now);
+  }
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
-  if (!runtime.snapshot || !runtime.snapshot->leak) return now;
-  framesFromTheSnapshot(now, *runtime.snapshot);
+  const Snapshot* snapshot = snapshotBeforeTeardown(runtime.snapshots, teardown_from);
+  if (snapshot == nullptr || !snapshot->report.leak) return now;
+  const LeakReport& earlier_leak = snapshot->report;
+  framesFromTheSnapshot(now, earlier_leak);
   // A verdict the snapshot reached only in its last few steps, which the report at exit does not
   // hold, is the last requests still in flight on other threads as the loop ended (a server's
   // workers), not what a loop kept: the report at exit is the one to give.
-  const LeakReport& earlier_leak = *runtime.snapshot;
   if (!now.leak && earlier_leak.detected_at_step &&
       earlier_leak.steps < *earlier_leak.detected_at_step + kSettledSteps) {
     return now;
@@ -241,12 +251,9 @@ LeakReport finalReport(Runtime& runtime) {
                        std::any_of(now.notes.begin(), now.notes.end(), [](const std::string& note) {
                          return note.rfind(detect::kHeldNotLeakNote, 0) == 0;
                        });
-  if (phases_judged &&
-      !(runtime.config.rule.kind == StepRule::Kind::kInterval && endedByTeardown(now))) {
-    return now;
-  }
+  if (phases_judged && !teardown_from) return now;
   bool kept_every_cause = now.leak;
-  for (const LeakFinding& earlier : runtime.snapshot->findings) {
+  for (const LeakFinding& earlier : earlier_leak.findings) {
     // Resident growth is the weakest evidence: a report at exit without it lost nothing.
     if (earlier.category == LeakCategory::kUntrackedGrowth) continue;
     kept_every_cause = kept_every_cause && std::any_of(now.findings.begin(), now.findings.end(),
@@ -255,12 +262,11 @@ LeakReport finalReport(Runtime& runtime) {
                                                        });
   }
   if (kept_every_cause) return now;
-  LeakReport earlier = *runtime.snapshot;
+  LeakReport earlier = earlier_leak;
   auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - runtime.snapshot_time);
+      std::chrono::steady_clock::now() - snapshot->time);
   earlier.notes.push_back("memseal run: this report was taken after step " +
-                          std::to_string(runtime.snapshot_steps) + ", " +
-                          std::to_string(before.count()) +
+                          std::to_string(snapshot->steps) + ", " + std::to_string(before.count()) +
                           " ms before the program ended (at its end the program freed what it "
                           "held)");
   return earlier;
@@ -450,7 +456,7 @@ void afterForkInChild() {
   runtime->final_written = false;
   new (&runtime->report_mutex) std::mutex();
   new (&runtime->snapshot_mutex) std::mutex();
-  runtime->snapshot.reset();
+  runtime->snapshots.clear();
   runtime->snapshotting = false;
   runtime->memory_trace = nullptr;  // the parent's history, not the child's
   runtime->fork_watch = std::make_unique<ForkChildWatch>(getppid());

@@ -1,0 +1,131 @@
+// How `memseal run` tells the program's teardown from its loop when it chooses the report to give
+// at exit (inject/run_report_edits.h).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "inject/run_report_edits.h"
+
+namespace {
+
+using memseal::inject::madeDuringTeardown;
+using memseal::inject::Snapshot;
+using memseal::inject::snapshotBeforeTeardown;
+using memseal::inject::teardownFrom;
+
+// A report whose steps (numbered from 100) held `live` tracked bytes each.
+memseal::LeakReport reportOf(const std::vector<std::int64_t>& live) {
+  memseal::LeakReport report;
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    memseal::StepSample sample;
+    sample.step = static_cast<std::uint32_t>(100 + i);
+    sample.live_bytes = live[i];
+    report.per_step.push_back(sample);
+  }
+  return report;
+}
+
+// Tracked memory that grows over `steps` steps, by a little more on every third.
+std::vector<std::int64_t> rising(std::size_t steps) {
+  std::vector<std::int64_t> live;
+  for (std::size_t i = 0; i < steps; ++i) live.push_back(1'000'000 + 20'000 * i + 5'000 * (i % 3));
+  return live;
+}
+
+TEST(TeardownFrom, MemoryFreedAfterTheLastBoundaryFallsFromTheLastSample) {
+  // The program freed what its loop kept after the last window ended: no sample shows it.
+  EXPECT_EQ(teardownFrom(reportOf(rising(40)), 0), std::optional<std::uint32_t>(139));
+  EXPECT_EQ(teardownFrom(reportOf(rising(40)), 1'800'000), std::nullopt);
+}
+
+TEST(TeardownFrom, MemoryFreedInTheLastStepsFallsFromWhereItWasHighest) {
+  std::vector<std::int64_t> live = rising(40);
+  live.back() = 10'000;
+  EXPECT_EQ(teardownFrom(reportOf(live), 0), std::optional<std::uint32_t>(138));
+  // Freed over three windows: from the highest sample before them.
+  live[37] = 1'600'000;
+  live[38] = 1'200'000;
+  EXPECT_EQ(teardownFrom(reportOf(live), 0), std::optional<std::uint32_t>(136));
+}
+
+TEST(TeardownFrom, AFallThatBeganBeforeTheLastStepsIsFollowedBackToItsStart) {
+  // Memory fell a little in the window before the last ones, then below half: the teardown began
+  // there, and a report made in that window saw part of what the loop kept freed.
+  std::vector<std::int64_t> live = rising(40);
+  live[36] = live[35] - 400'000;
+  live[37] = live[36] - 50'000;
+  live[38] = 300'000;
+  live[39] = 20'000;
+  EXPECT_EQ(teardownFrom(reportOf(live), 0), std::optional<std::uint32_t>(135));
+}
+
+TEST(TeardownFrom, ATeardownSpreadOverSeveralWindowsIsOne) {
+  // Short windows on a busy machine: the program's end freed what its loop kept over five of them.
+  std::vector<std::int64_t> live = rising(40);
+  live[35] = 1'650'000;
+  live[36] = 800'000;
+  live[37] = 550'000;
+  live[38] = 250'000;
+  live[39] = 160'000;
+  EXPECT_EQ(teardownFrom(reportOf(live), 0), std::optional<std::uint32_t>(134));
+  // Steps that allocated again after the fall: the program went on after it.
+  live[38] = 700'000;
+  EXPECT_EQ(teardownFrom(reportOf(live), 0), std::nullopt);
+}
+
+TEST(TeardownFrom, MemoryFreedLongBeforeTheEndIsNot) {
+  // A phase freed what it held and the program went on at that level: not the teardown.
+  std::vector<std::int64_t> live = rising(40);
+  for (std::size_t i = 20; i < live.size(); ++i) live[i] = 10'000;
+  EXPECT_EQ(teardownFrom(reportOf(live), 0), std::nullopt);
+  // Ten steps before the end, memory steady at its new level since.
+  live = rising(40);
+  for (std::size_t i = 30; i < live.size(); ++i) live[i] = 10'000 + 1'000 * (i % 2);
+  EXPECT_EQ(teardownFrom(reportOf(live), 0), std::nullopt);
+}
+
+TEST(TeardownFrom, TooFewStepsToSay) {
+  EXPECT_EQ(teardownFrom(reportOf({1'000'000, 1'000'000, 1'000'000}), 0), std::nullopt);
+}
+
+TEST(MadeDuringTeardown, AReportMadeWhileTheLoopsMemoryWasFreedIsNotKept) {
+  EXPECT_FALSE(madeDuringTeardown(3'000'000, 3'100'000, 3'000'000));
+  // Freed while the report was made, or before it.
+  EXPECT_TRUE(madeDuringTeardown(3'000'000, 200'000, 3'000'000));
+  EXPECT_TRUE(madeDuringTeardown(200'000, 200'000, 3'000'000));
+  // Half of the most seen is still the loop's level.
+  EXPECT_FALSE(madeDuringTeardown(1'500'000, 1'500'000, 3'000'000));
+}
+
+// Snapshots begun at these step counts, each done `length` boundaries later.
+std::deque<Snapshot> snapshotsAt(const std::vector<std::uint64_t>& steps, std::uint64_t length) {
+  std::deque<Snapshot> snapshots;
+  for (std::uint64_t step : steps) {
+    Snapshot snapshot;
+    snapshot.steps = step;
+    snapshot.steps_after = step + length;
+    snapshots.push_back(snapshot);
+  }
+  return snapshots;
+}
+
+TEST(SnapshotBeforeTeardown, TheNewestUnlessTheProgramToreDown) {
+  EXPECT_EQ(snapshotBeforeTeardown({}, std::nullopt), nullptr);
+  std::deque<Snapshot> snapshots = snapshotsAt({100, 120, 140, 160}, 2);
+  EXPECT_EQ(snapshotBeforeTeardown(snapshots, std::nullopt), &snapshots.back());
+}
+
+TEST(SnapshotBeforeTeardown, TheNewestDoneBeforeTheFallBegan) {
+  std::deque<Snapshot> snapshots = snapshotsAt({100, 120, 140, 160}, 2);
+  // The fall began from sample 161: the snapshot done at boundary 162 may have seen it.
+  EXPECT_EQ(snapshotBeforeTeardown(snapshots, 161u), &snapshots[2]);
+  EXPECT_EQ(snapshotBeforeTeardown(snapshots, 162u), &snapshots[3]);
+  EXPECT_EQ(snapshotBeforeTeardown(snapshots, 141u), &snapshots[1]);
+  // None before it: the newest, as without a teardown.
+  EXPECT_EQ(snapshotBeforeTeardown(snapshots, 50u), &snapshots.back());
+}
+
+}  // namespace
