@@ -34,7 +34,7 @@ std::uint32_t recordDeviceBlock(ThreadState& state, int device, std::uint64_t ad
   record.flags |= kDeviceBlock | kDeviceSitePending;
   record.cuda_device = static_cast<std::int8_t>(device);
   record.thread_slot = cpuCounters().threadSlot(state);
-  if (g_steps_vary.load(std::memory_order_relaxed)) {
+  if (g_session.steps_vary.load(std::memory_order_relaxed)) {
     attributeDeviceBlockBySequence(state, record);
   } else {
     record.site = siteTable().currentOpSite(state);

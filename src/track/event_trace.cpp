@@ -21,13 +21,11 @@ struct Ring {
 
 std::mutex g_control;  // start and stop
 Ring g_ring;
-std::atomic<Ring*> g_active{nullptr};  // g_event_trace_running mirrors it for the hot path
+std::atomic<Ring*> g_active{nullptr};  // g_session.event_trace_running mirrors it, for the hot path
 // Writers inside the ring: stop waits for them before reading (as setGradFnObserver does).
 std::atomic<std::int64_t> g_writers{0};
 
 }  // namespace
-
-std::atomic<bool> g_event_trace_running{false};
 
 void appendTraceEvent(const LiveRecord& record, bool allocation) {
   TraceEvent::Kind kind = allocation ? TraceEvent::kAllocation : TraceEvent::kFree;
@@ -86,7 +84,7 @@ bool startEventTrace(std::size_t capacity, bool prefault) {
   g_ring.lost.store(0);
   g_ring.next.store(0);
   g_active.store(&g_ring, std::memory_order_seq_cst);
-  g_event_trace_running.store(true, std::memory_order_seq_cst);
+  g_session.event_trace_running.store(true, std::memory_order_seq_cst);
   return true;
 }
 
@@ -94,7 +92,7 @@ TraceContents stopEventTrace() {
   std::lock_guard<std::mutex> lock(g_control);
   TraceContents contents;
   if (g_active.load() == nullptr) return contents;
-  g_event_trace_running.store(false, std::memory_order_seq_cst);
+  g_session.event_trace_running.store(false, std::memory_order_seq_cst);
   g_active.store(nullptr, std::memory_order_seq_cst);
   while (g_writers.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   std::uint64_t written = g_ring.next.load();

@@ -12,6 +12,7 @@
 
 #include "common/branch_hints.h"
 #include "track/live_record.h"
+#include "track/session.h"
 
 namespace memseal::track {
 
@@ -50,15 +51,14 @@ std::uint64_t eventTraceCount();
 
 // Called by the hot path for tracked allocations and frees of the current session: a load and a
 // branch inline while no trace runs (the call would cost an instruction-cache line of its own).
-extern std::atomic<bool> g_event_trace_running;
 void appendTraceEvent(const LiveRecord& record, bool allocation);
 inline void traceAllocation(const LiveRecord& record) {
-  if (MEMSEAL_UNLIKELY(g_event_trace_running.load(std::memory_order_relaxed))) {
+  if (MEMSEAL_UNLIKELY(g_session.event_trace_running.load(std::memory_order_relaxed))) {
     appendTraceEvent(record, /*allocation=*/true);
   }
 }
 inline void traceFree(const LiveRecord& record) {
-  if (MEMSEAL_UNLIKELY(g_event_trace_running.load(std::memory_order_relaxed))) {
+  if (MEMSEAL_UNLIKELY(g_session.event_trace_running.load(std::memory_order_relaxed))) {
     appendTraceEvent(record, /*allocation=*/false);
   }
 }

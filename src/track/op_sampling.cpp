@@ -33,7 +33,7 @@ struct Schedule {
   std::uint32_t stretch = 1;                // the interval is `every` times this
   std::uint32_t watched_since_stretch = 0;  // watched steps past the full phase at this stretch
   std::uint32_t unwatched_op_name = 0;
-  // Read by the hot path: g_steps_vary.
+  // Read by the hot path: g_session.steps_vary.
   std::atomic<std::uint64_t> watched_step{0};  // (step << 1) | watched, for the step now running
   std::atomic<bool> diverged{false};           // a replay stopped matching since the last step
 };
@@ -66,8 +66,6 @@ bool recordsStep(std::uint32_t step) {
 
 }  // namespace
 
-std::atomic<bool> g_steps_vary{false};
-
 void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step) {
   g_schedule.watching = watching;
   g_schedule.full_until = start_step + kAutoFullSteps;
@@ -80,7 +78,7 @@ void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step) {
   if (varies && g_schedule.unwatched_op_name == 0) {
     g_schedule.unwatched_op_name = siteTable().internString("<op not watched on this step>");
   }
-  g_steps_vary.store(varies, std::memory_order_release);
+  g_session.steps_vary.store(varies, std::memory_order_release);
 }
 
 void noteReplayDiverged() { g_schedule.diverged.store(true, std::memory_order_relaxed); }
@@ -94,7 +92,7 @@ void setReplayIterationLength(std::uint64_t allocations) {
   g_iteration_length.store(allocations, std::memory_order_relaxed);
 }
 
-bool opScheduleVaries() { return g_steps_vary.load(std::memory_order_acquire); }
+bool opScheduleVaries() { return g_session.steps_vary.load(std::memory_order_acquire); }
 
 bool opScheduleWatches(std::uint32_t step) {
   const OpWatching& watching = g_schedule.watching;

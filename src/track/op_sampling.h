@@ -9,6 +9,7 @@
 #include "memseal/tracker.h"
 #include "track/allocation_sequence.h"
 #include "track/live_record.h"
+#include "track/session.h"
 #include "track/site_table.h"
 #include "track/thread_state.h"
 
@@ -36,9 +37,8 @@ bool opScheduleVaries();
 // Hot path: the site of a new allocation (and its tensor signature when replayed). Steps differ
 // only with kOneStepIn and kAuto; otherwise the site is simply the current one.
 void attributeBySequence(ThreadState& state, LiveRecord& record);
-extern std::atomic<bool> g_steps_vary;
 inline void attributeAllocation(ThreadState& state, LiveRecord& record) {
-  if (g_steps_vary.load(std::memory_order_relaxed)) {
+  if (g_session.steps_vary.load(std::memory_order_relaxed)) {
     // Past warm-up nearly every allocation is the next one of a step being replayed that still
     // matches its recording: that case is these few lines, the rest is out of line.
     SequenceCursor& cursor = state.cpu_sequence;

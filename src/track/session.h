@@ -21,10 +21,17 @@ struct SessionOptions {
 // From options resolved by TrackerOptions::resolved (every field set).
 SessionOptions sessionOptionsFrom(const TrackerOptions& resolved);
 
-struct SessionState {
+// What every tracked allocation and free reads of the process-wide state, in one cache line of its
+// own: between two allocations the program's work evicts the lines the hook read, and each line
+// costs a miss on the next. Written only as a session starts or stops, a step begins, the op
+// schedule is configured or an event trace starts or stops.
+struct alignas(64) SessionState {
   std::atomic<bool> active{false};
   std::atomic<std::uint32_t> id{0};    // bumped by every start: records of older sessions differ
   std::atomic<std::uint32_t> step{0};  // the step allocations are recorded in (setStep)
+  // Steps differ in what is watched (OpWatching kOneStepIn and kAuto): op_sampling.h.
+  std::atomic<bool> steps_vary{false};
+  std::atomic<bool> event_trace_running{false};  // event_trace.h
 };
 extern SessionState g_session;
 
