@@ -119,6 +119,24 @@ std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t li
   return now.per_step[static_cast<std::size_t>(top - live.begin())].step;
 }
 
+void keepSnapshot(std::deque<Snapshot>& snapshots, Snapshot newest, std::size_t most) {
+  if (!snapshots.empty()) {
+    std::vector<StepSample>& samples = snapshots.back().report.per_step;
+    if (samples.size() > 1) samples = std::vector<StepSample>{samples.back()};  // frees the rest
+  }
+  snapshots.push_back(std::move(newest));
+  while (snapshots.size() > most) snapshots.pop_front();
+}
+
+void samplesUpTo(LeakReport& earlier, const LeakReport& now) {
+  if (earlier.per_step.empty()) return;
+  std::uint32_t last = earlier.per_step.back().step;
+  earlier.per_step.clear();
+  for (const StepSample& sample : now.per_step) {
+    if (sample.step <= last) earlier.per_step.push_back(sample);
+  }
+}
+
 const Snapshot* snapshotBeforeTeardown(const std::deque<Snapshot>& snapshots,
                                        std::optional<std::uint32_t> teardown_from) {
   if (snapshots.empty()) return nullptr;

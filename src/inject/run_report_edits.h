@@ -41,7 +41,7 @@ std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_ste
 
 // Whether a report taken at a step boundary while the program runs was made as it tore down (its
 // loop over, what the loop kept being freed): tracked tensor memory read before and after the
-// report, against the most any earlier snapshot saw. Below half of that, before or after: time
+// report, against the most any snapshot began with. Below half of that, before or after: time
 // windows end on memseal's own thread, and the program may free its loop's memory while the
 // report is made, which then shows only part of what the loop kept.
 bool madeDuringTeardown(std::int64_t live_before_report, std::int64_t live_after_report,
@@ -62,6 +62,13 @@ struct Snapshot {
   std::uint64_t steps = 0;        // step boundaries taken when it began
   std::uint64_t steps_after = 0;  // and when it was done
 };
+
+// Adds the newest snapshot, keeping `most`. Those older than the newest keep only their last
+// step's sample: the steps' samples are the detector's (up to 16,384), and the report at exit has
+// them all (samplesUpTo gives them back).
+void keepSnapshot(std::deque<Snapshot>& snapshots, Snapshot newest, std::size_t most);
+// An earlier snapshot given at exit: its samples are those of `now` up to its last step.
+void samplesUpTo(LeakReport& earlier, const LeakReport& now);
 
 // The snapshot (of `snapshots`, the newest last) the report at exit is weighed against: the newest;
 // when time windows saw the program tear down (`teardown_from`), the newest finished before the

@@ -196,8 +196,8 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   if (earlier && madeDuringTeardown(live, live_after, runtime.peak_snapshot_live)) return;
   // Taken as Python finalises (what the loop kept still there), it names no Python line.
   if (earlier) framesFromTheSnapshot(report, runtime.snapshots.back().report);
-  runtime.snapshots.push_back(Snapshot{std::move(report), done, steps, steps_after});
-  if (runtime.snapshots.size() > kKeptSnapshots) runtime.snapshots.pop_front();
+  keepSnapshot(runtime.snapshots, Snapshot{std::move(report), done, steps, steps_after},
+               kKeptSnapshots);
   // Streamed to the launcher, so a crash or a kill still leaves the latest report.
   if (done >= runtime.next_interim_write) {
     runtime.next_interim_write = done + kInterimReportEvery;
@@ -263,6 +263,7 @@ LeakReport finalReport(Runtime& runtime) {
   }
   if (kept_every_cause) return now;
   LeakReport earlier = earlier_leak;
+  if (snapshot != &runtime.snapshots.back()) samplesUpTo(earlier, now);
   auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - snapshot->time);
   earlier.notes.push_back("memseal run: this report was taken after step " +

@@ -11,7 +11,9 @@
 
 namespace {
 
+using memseal::inject::keepSnapshot;
 using memseal::inject::madeDuringTeardown;
+using memseal::inject::samplesUpTo;
 using memseal::inject::Snapshot;
 using memseal::inject::snapshotBeforeTeardown;
 using memseal::inject::teardownFrom;
@@ -126,6 +128,27 @@ TEST(SnapshotBeforeTeardown, TheNewestDoneBeforeTheFallBegan) {
   EXPECT_EQ(snapshotBeforeTeardown(snapshots, 141u), &snapshots[1]);
   // None before it: the newest, as without a teardown.
   EXPECT_EQ(snapshotBeforeTeardown(snapshots, 50u), &snapshots.back());
+}
+
+TEST(SnapshotSamples, AnEarlierSnapshotGetsTheSamplesUpToItsLastStepBack) {
+  std::deque<Snapshot> snapshots;
+  for (std::size_t steps : {20, 30, 35, 38, 39}) {
+    Snapshot snapshot;
+    snapshot.report = reportOf(rising(steps));
+    keepSnapshot(snapshots, snapshot, 4);
+  }
+  ASSERT_EQ(snapshots.size(), 4u);
+  EXPECT_EQ(snapshots.back().report.per_step.size(), 39u);  // the newest keeps them all
+  memseal::LeakReport earlier = snapshots.front().report;
+  ASSERT_EQ(earlier.per_step.size(), 1u);
+  EXPECT_EQ(earlier.per_step.back().step, 129u);
+  std::vector<std::int64_t> live = rising(40);
+  live.back() = 0;
+  samplesUpTo(earlier, reportOf(live));
+  ASSERT_EQ(earlier.per_step.size(), 30u);
+  EXPECT_EQ(earlier.per_step.front().step, 100u);
+  EXPECT_EQ(earlier.per_step.back().step, 129u);
+  EXPECT_EQ(earlier.per_step.back().live_bytes, live[29]);
 }
 
 }  // namespace
