@@ -45,7 +45,10 @@ inline void noteRecordContext(ThreadState& state, LiveRecord& record) {
   record.session = sessionId();
   record.lifetime_scope = state.lifetime_scope;
   // Both modes from one read of autograd's thread-local state.
-  const c10::AutogradState& autograd = c10::AutogradState::get_tls_state();
+  if (MEMSEAL_UNLIKELY(state.autograd == nullptr)) {
+    state.autograd = &c10::AutogradState::get_tls_state();
+  }
+  const c10::AutogradState& autograd = *state.autograd;
   record.flags = static_cast<std::uint8_t>((autograd.get_grad_mode() ? kGradMode : 0) |
                                            (autograd.get_inference_mode() ? kInferenceMode : 0));
 }

@@ -5,6 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace c10 {
+struct AutogradState;
+}
+
 namespace memseal::track {
 
 class AllocationSequence;
@@ -58,6 +62,10 @@ struct alignas(64) ThreadState {
   // This thread's recording of CPU allocations (track/op_sampling.cpp), kept here once reached so
   // that the hot path does not look its thread_local up again.
   AllocationSequence* cpu_recording;
+  // This thread's autograd state (grad and inference modes), kept once reached: libc10 hands it
+  // out through an exported function and a TLS lookup, two calls on every record otherwise. Its
+  // address is fixed for the thread's life.
+  const c10::AutogradState* autograd;
   // The coarse clock as this thread last read it for a record, the step then, and the records left
   // before it is read again (track/record_context.h).
   std::int64_t clock_ns;
