@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
@@ -142,6 +143,45 @@ TEST(Tracker, RecordsInferenceModeAndStep) {
   ASSERT_NE(site, nullptr);
   EXPECT_TRUE(site->allocations[0].inference_mode);
   EXPECT_EQ(site->allocations[0].step, 41u);
+}
+
+// The modes are read from the thread's autograd state at every allocation (the hook keeps where
+// that state is, once per thread): a thread whose first record is made under no_grad records grad
+// mode on once it is back on, and inference mode where it is entered later.
+TEST(Tracker, RecordsTheAutogradModesEachAllocationWasMadeIn) {
+  Tracker tracker;
+  tracker.start();
+  torch::Tensor no_grad_first;
+  torch::Tensor grad_after;
+  torch::Tensor inference_last;
+  std::thread worker([&] {
+    {
+      torch::NoGradGuard no_grad;
+      no_grad_first = torch::full({11}, 1.0);
+    }
+    grad_after = torch::full({12}, 1.0);
+    c10::InferenceMode inference;
+    inference_last = torch::full({13}, 1.0);
+  });
+  worker.join();
+  Snapshot snapshot = tracker.snapshot();
+  auto madeWithShape = [&snapshot](std::int64_t size) -> std::optional<LiveAllocation> {
+    for (const SiteSnapshot& site : snapshot.sites) {
+      for (const LiveAllocation& allocation : site.allocations) {
+        if (allocation.tensor.shape == std::vector<std::int64_t>{size}) return allocation;
+      }
+    }
+    return std::nullopt;
+  };
+  std::optional<LiveAllocation> first = madeWithShape(11);
+  std::optional<LiveAllocation> after = madeWithShape(12);
+  std::optional<LiveAllocation> last = madeWithShape(13);
+  ASSERT_TRUE(first && after && last);
+  EXPECT_FALSE(first->grad_mode);
+  EXPECT_FALSE(first->inference_mode);
+  EXPECT_TRUE(after->grad_mode);
+  EXPECT_FALSE(after->inference_mode);
+  EXPECT_TRUE(last->inference_mode);
 }
 
 TEST(Tracker, ForwardAndBackwardOfASmallModelReleaseEverything) {
