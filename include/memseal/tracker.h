@@ -96,6 +96,9 @@ struct DeviceStats {
   std::string device;  // "cpu"
   std::int64_t live_bytes = 0;
   std::int64_t live_count = 0;
+  // The most live at once since tracking began or the peak was last reset. For CPU memory, exact
+  // while one thread allocates; a moment when several allocating threads all stood high may be
+  // missed by up to 1 MiB a thread.
   std::int64_t peak_bytes = 0;
   std::int64_t allocated_bytes_total = 0;
   std::int64_t allocations_total = 0;
