@@ -179,10 +179,10 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
     if (pausing || runtime.snapshotting) return;
     runtime.snapshotting = true;
   }
-  std::int64_t live = track::cpuCounters().read("cpu").live_bytes;
+  std::int64_t live = track::cpuCounters().liveBytes();
   std::uint64_t steps = runtime.boundary->stepsTaken();
   LeakReport report = currentReport(runtime);
-  std::int64_t live_after = track::cpuCounters().read("cpu").live_bytes;
+  std::int64_t live_after = track::cpuCounters().liveBytes();
   std::uint64_t steps_after = runtime.boundary->stepsTaken();
   Clock::time_point done = Clock::now();
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
@@ -224,7 +224,7 @@ void onPythonExit() {
 LeakReport finalReport(Runtime& runtime) {
   LeakReport now = currentReport(runtime);
   if (runtime.fork_watch) return now;
-  std::int64_t live_bytes_now = track::cpuCounters().read("cpu").live_bytes;
+  std::int64_t live_bytes_now = track::cpuCounters().liveBytes();
   devicesAtTheLastStep(now);
   std::optional<std::uint32_t> teardown_from;
   if (runtime.config.rule.kind == StepRule::Kind::kInterval) {

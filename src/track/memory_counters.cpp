@@ -25,11 +25,7 @@ void MemoryCounters::raisePeak(std::int64_t candidate) {
 void MemoryCounters::handOver(ThreadSlot& slot, std::int64_t delta, std::int64_t high) {
   // At this thread's highest, the live bytes were the shared count, the others' deltas as they
   // stand and that high.
-  std::int64_t others = 0;
-  std::uint32_t used = std::min(usedSlots(), kThreadSlots);
-  for (std::uint32_t i = 0; i < used; ++i) {
-    if (&slots_[i] != &slot) others += slots_[i].live_delta.load(std::memory_order_relaxed);
-  }
+  std::int64_t others = deltas() - slot.live_delta.load(std::memory_order_relaxed);
   std::int64_t before = live_bytes_.fetch_add(delta, std::memory_order_relaxed);
   raisePeak(before + others + high);
   slot.live_delta.store(0, std::memory_order_relaxed);
@@ -64,13 +60,17 @@ MemoryCounters::Totals MemoryCounters::sum() const {
   return totals;
 }
 
-std::int64_t MemoryCounters::liveBytes() const {
-  std::int64_t live = live_bytes_.load(std::memory_order_relaxed);
+std::int64_t MemoryCounters::deltas() const {
+  std::int64_t total = 0;
   std::uint32_t used = std::min(usedSlots(), kThreadSlots);
   for (std::uint32_t i = 0; i < used; ++i) {
-    live += slots_[i].live_delta.load(std::memory_order_relaxed);
+    total += slots_[i].live_delta.load(std::memory_order_relaxed);
   }
-  return live;
+  return total;
+}
+
+std::int64_t MemoryCounters::liveBytes() const {
+  return live_bytes_.load(std::memory_order_relaxed) + deltas();
 }
 
 void MemoryCounters::resetPeak() {

@@ -91,6 +91,8 @@ class MemoryCounters {
   // Threads beyond kThreadSlots: straight to the shared count and peak.
   void addShared(std::int64_t bytes);
   void raisePeak(std::int64_t candidate);
+  // The slotted threads' deltas, summed.
+  std::int64_t deltas() const;
   Totals sum() const;
 
   std::atomic<std::int64_t> live_bytes_{0};  // what the threads handed over
