@@ -20,7 +20,8 @@ constexpr std::uint32_t kAutoFirstBackoff = 8;   // watched steps after a replay
 constexpr std::uint32_t kAutoMaxBackoff = 1024;  // so a loop that never repeats is retried rarely
 // A loop whose unwatched steps keep matching is watched ever less often: its interval doubles
 // after this many watched steps without a mismatch, up to kAutoMaxStretch times `every`. Each
-// watched step costs every op's callback and, with stacks on, an unwind per allocation.
+// watched step costs every op's callback, and with stacks on an unwind wherever the step differs
+// from the last watched one (track/step_sites.h).
 constexpr std::uint32_t kAutoWatchedBeforeStretch = 3;
 constexpr std::uint32_t kAutoMaxStretch = 4;
 
@@ -239,7 +240,7 @@ void attributeBySequence(ThreadState& state, LiveRecord& record) {
   AllocationSequence& sequence = cpuRecordingOf(state);
   std::uint64_t index = sequenceIndex(state.cpu_sequence, sequence, record, record.thread_serial);
   if (MEMSEAL_UNLIKELY(state.cpu_sequence.recording)) {  // a watched step: rare past warm-up
-    record.site = siteTable().currentSite(state);
+    record.site = siteTable().currentSite(state, 0, record.bytes);
     recordInSequence(sequence, index, record, state.scope_path);
     return;
   }

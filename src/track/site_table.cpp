@@ -10,8 +10,17 @@
 
 #include "track/hashing.h"
 #include "track/python_frames.h"
+#include "track/session.h"
+#include "track/step_sites.h"
 
 namespace memseal::track {
+
+namespace {
+
+// Only touched on steps whose ops are watched while steps vary; freed when the thread exits.
+thread_local StepSites t_step_sites;
+
+}  // namespace
 
 SiteTable::SiteTable() {
   SiteKey overflow{UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
@@ -111,8 +120,9 @@ SiteKey SiteTable::opKey(ThreadState& state, std::uint32_t name_outside_ops) {
 
 // The barrier after siteWithStack keeps it from being a tail call, which would take this frame off
 // the stack and make its fixed skip count drop a frame of the caller's.
-std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outside_ops) {
-  std::uint32_t site = siteWithStack(state, opKey(state, name_outside_ops));
+std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outside_ops,
+                                     std::uint64_t bytes) {
+  std::uint32_t site = siteWithStack(state, opKey(state, name_outside_ops), bytes);
   asm volatile("" ::: "memory");
   return site;
 }
@@ -128,13 +138,14 @@ std::uint32_t SiteTable::currentSiteNamed(ThreadState& state, std::uint32_t name
     if (outer.name_id == 0) outer.name_id = internString(outer.name);
     key.outer_op = outer.name_id;
   }
-  std::uint32_t site = siteWithStack(state, key);
+  std::uint32_t site = siteWithStack(state, key, 0);
   asm volatile("" ::: "memory");  // no tail call (see currentSite)
   return site;
 }
 
 // Captures the stack as the mode asks. Not inlined, so the frames it skips are always the same.
-__attribute__((noinline)) std::uint32_t SiteTable::siteWithStack(ThreadState& state, SiteKey key) {
+__attribute__((noinline)) std::uint32_t SiteTable::siteWithStack(ThreadState& state, SiteKey key,
+                                                                 std::uint64_t bytes) {
   StackTable* stacks = stacks_.load(std::memory_order_acquire);
   StackMode mode = stack_mode_.load(std::memory_order_relaxed);
   std::uint32_t sampled_stack = 0;
@@ -147,6 +158,16 @@ __attribute__((noinline)) std::uint32_t SiteTable::siteWithStack(ThreadState& st
     bool capture =
         mode == StackMode::kOn ||
         state.sample_counter++ % stack_sample_every_.load(std::memory_order_relaxed) == 0;
+    // Inside a watched op on a step of a loop whose steps vary (op_sampling.h), the last watched
+    // step's site at this place serves when op, scope and size match (track/step_sites.h).
+    bool reusable = mode == StackMode::kOn && state.op_depth > 0 &&
+                    g_session.steps_vary.load(std::memory_order_relaxed);
+    std::uint32_t place = StepSites::kNoPlace;
+    StepSites::Capture wanted{key.inner_op, key.outer_op, key.scope_path, 0, bytes};
+    if (reusable) {
+      place = t_step_sites.nextPlace(currentStep(), sessionId());
+      if (std::uint32_t site = t_step_sites.siteFor(place, wanted)) return site;
+    }
     if (capture) {
       CapturedStack captured;
       captureStack(captured, 4);  // these two, the attribution step, the allocator hook
@@ -156,6 +177,11 @@ __attribute__((noinline)) std::uint32_t SiteTable::siteWithStack(ThreadState& st
       } else {
         sampled_stack = stack_id;
       }
+    }
+    if (reusable) {
+      wanted.site = siteFor(key);
+      t_step_sites.remember(place, wanted);
+      return wanted.site;
     }
   }
   std::uint32_t site_id = siteFor(key);

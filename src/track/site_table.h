@@ -60,8 +60,11 @@ class SiteTable {
 
   // The site an allocation made now on this thread gets (interns as needed, captures a stack when
   // stacks are on or this allocation is sampled); outside any watched op its op is the string
-  // `name_outside_ops` (0: none).
-  std::uint32_t currentSite(ThreadState& state, std::uint32_t name_outside_ops = 0);
+  // `name_outside_ops` (0: none). `bytes`: the allocation's size, 0 for an op's output; where
+  // steps vary, a capture matching the last watched step's at its place reuses that one's site
+  // (track/step_sites.h).
+  std::uint32_t currentSite(ThreadState& state, std::uint32_t name_outside_ops = 0,
+                            std::uint64_t bytes = 0);
   // The same, but with `name` as its op inside ops too (the outermost op stays): for what memseal
   // hands out itself, such as a pool's leases.
   std::uint32_t currentSiteNamed(ThreadState& state, std::uint32_t name);
@@ -100,7 +103,7 @@ class SiteTable {
   std::uint32_t siteFor(const SiteKey& key);
   // The ops and scope the thread is in now (inner op `name_outside_ops` outside any op).
   SiteKey opKey(ThreadState& state, std::uint32_t name_outside_ops);
-  std::uint32_t siteWithStack(ThreadState& state, SiteKey key);
+  std::uint32_t siteWithStack(ThreadState& state, SiteKey key, std::uint64_t bytes);
 
   InsertOnlyTable<StringEntry, 8192> strings_;
   InsertOnlyTable<ScopePathEntry, 4096> scope_paths_;

@@ -52,6 +52,7 @@ BacktraceFn loadLibunwind() {
 }
 
 std::once_flag g_default_chosen;
+thread_local std::uint64_t t_stacks_unwound = 0;
 
 void chooseDefaultUnwinder() {
   std::call_once(g_default_chosen, [] {
@@ -68,12 +69,15 @@ __attribute__((noinline)) void captureStack(CapturedStack& stack, int skip) {
   int drop = 1 + skip;  // this function, then the caller's own frames
   BacktraceFn unwind = g_backtrace.load(std::memory_order_acquire);
   int total = unwind(raw, kMaxStackFrames + drop);
+  ++t_stacks_unwound;
   int depth = total > drop ? total - drop : 0;
   if (depth > kMaxStackFrames) depth = kMaxStackFrames;
   std::memcpy(stack.frames, raw + drop, sizeof(void*) * static_cast<std::size_t>(depth));
   stack.depth = depth;
   stack.python_stack = capturePythonStack();
 }
+
+std::uint64_t stacksUnwoundOnThisThread() { return t_stacks_unwound; }
 
 void warmUpStackCapture() {
   chooseDefaultUnwinder();

@@ -39,6 +39,8 @@ enum class Unwinder { kLibunwind, kGlibc };
 // Fills `stack`, leaving out this function and `skip` more frames of memseal's own; in a Python
 // process also the calling thread's Python stack.
 void captureStack(CapturedStack& stack, int skip);
+// Stacks captureStack unwound on the calling thread, ever: what the watched steps' stacks cost.
+std::uint64_t stacksUnwoundOnThisThread();
 // Loads the unwinder and makes the first capture, which may allocate: call it outside the hot path.
 void warmUpStackCapture();
 // The unwinder in use. Choosing kLibunwind where it cannot be loaded keeps glibc's (returned).
