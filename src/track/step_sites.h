@@ -64,8 +64,9 @@ class StepSites {
   void remember(std::uint32_t place, const Capture& captured) {
     if (closed_ || place == kNoPlace) return;
     if (place >= capacity_ && !grow(place + 1)) return;
-    // Places skipped since the last capture there (a shorter step in between) are left as they
-    // were: older, but still a capture made at that place.
+    // Places before `known_` keep what was captured there last, in this step or an earlier one:
+    // still a capture made at that place. Places between it and this one (captures not kept) are
+    // marked empty.
     for (std::uint32_t filled = known_; filled < place; ++filled) places_[filled] = Capture{};
     places_[place] = captured;
     if (place >= known_) known_ = place + 1;
