@@ -100,6 +100,7 @@ struct Runtime {
   std::deque<Snapshot> snapshots;  // the newest last, kKeptSnapshots at most
   std::chrono::steady_clock::time_point next_snapshot{};
   std::chrono::steady_clock::time_point next_interim_write{};
+  bool interim_said_leak = false;       // the verdict of the last interim report written
   std::int64_t peak_snapshot_live = 0;  // tracked tensor bytes, the most at any snapshot
   bool snapshotting = false;
 };
@@ -198,9 +199,12 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   if (earlier) framesFromTheSnapshot(report, runtime.snapshots.back().report);
   keepSnapshot(runtime.snapshots, Snapshot{std::move(report), done, steps, steps_after},
                kKeptSnapshots);
-  // Streamed to the launcher, so a crash or a kill still leaves the latest report.
-  if (done >= runtime.next_interim_write) {
+  // Streamed to the launcher, so a crash or a kill still leaves the latest report: once a second,
+  // and at once when the verdict changes (a kill right after a leak shows itself still finds it).
+  bool verdict_changed = runtime.snapshots.back().report.leak != runtime.interim_said_leak;
+  if (done >= runtime.next_interim_write || verdict_changed) {
     runtime.next_interim_write = done + kInterimReportEvery;
+    runtime.interim_said_leak = runtime.snapshots.back().report.leak;
     writeFileWhole(
         runtime.config.directory + "/" + std::to_string(runtime.pid) + kInterimReportSuffix,
         interimReportJson(runtime.snapshots.back().report, kInterimSteps));
