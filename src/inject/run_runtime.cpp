@@ -118,8 +118,9 @@ bool writeFileWhole(const std::string& path, const std::string& content) {
   return false;
 }
 
-std::string reportPath(const Runtime& runtime) {
-  return runtime.config.directory + "/" + std::to_string(runtime.pid) + kReportSuffix;
+// This process's file of the run's folder: its pid and `suffix` (run_protocol.h).
+std::string runFile(const Runtime& runtime, const char* suffix) {
+  return runtime.config.directory + "/" + std::to_string(runtime.pid) + suffix;
 }
 
 std::string programName() {
@@ -142,8 +143,7 @@ void writeStatus(const Runtime& runtime) {
               "\nworld_size=" + std::to_string(runtime.rank->world_size) +
               "\nrun_id=" + runtime.rank->run_id + "\n";
   }
-  writeFileWhole(runtime.config.directory + "/" + std::to_string(runtime.pid) + kStatusSuffix,
-                 status);
+  writeFileWhole(runFile(runtime, kStatusSuffix), status);
 }
 
 LeakReport currentReport(Runtime& runtime) {
@@ -201,13 +201,12 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
                kKeptSnapshots);
   // Streamed to the launcher, so a crash or a kill still leaves the latest report: once a second,
   // and at once when the verdict changes (a kill right after a leak shows itself still finds it).
-  bool verdict_changed = runtime.snapshots.back().report.leak != runtime.interim_said_leak;
-  if (done >= runtime.next_interim_write || verdict_changed) {
+  const LeakReport& newest = runtime.snapshots.back().report;
+  if (done >= runtime.next_interim_write || newest.leak != runtime.interim_said_leak) {
     runtime.next_interim_write = done + kInterimReportEvery;
-    runtime.interim_said_leak = runtime.snapshots.back().report.leak;
-    writeFileWhole(
-        runtime.config.directory + "/" + std::to_string(runtime.pid) + kInterimReportSuffix,
-        interimReportJson(runtime.snapshots.back().report, kInterimSteps));
+    runtime.interim_said_leak = newest.leak;
+    writeFileWhole(runFile(runtime, kInterimReportSuffix),
+                   interimReportJson(newest, kInterimSteps));
   }
 }
 
@@ -279,7 +278,7 @@ LeakReport finalReport(Runtime& runtime) {
 
 void writeReport(Runtime& runtime, bool also_text) {
   LeakReport report = also_text ? currentReport(runtime) : finalReport(runtime);
-  bool written = writeFileWhole(reportPath(runtime), report.toJson());
+  bool written = writeFileWhole(runFile(runtime, kReportSuffix), report.toJson());
   if (!written && !also_text) {
     // The launcher will find no report: this process says its own, so the verdict is not lost.
     std::cerr << "memseal run: report of pid " << runtime.pid << " (not written to "
@@ -324,10 +323,8 @@ void takeSignalsLeftAtDefault() {
 // the program is in it.
 void writeMemoryViz(Runtime& runtime) {
   if (runtime.memory_trace == nullptr) return;
-  std::string path =
-      runtime.config.directory + "/" + std::to_string(runtime.pid) + kMemoryVizSuffix;
   try {
-    runtime.memory_trace->writeMemoryViz(path);
+    runtime.memory_trace->writeMemoryViz(runFile(runtime, kMemoryVizSuffix));
   } catch (const std::exception& error) {
     std::cerr << "memseal run: cannot write the memory_viz trace: " << error.what() << "\n";
   }
@@ -369,7 +366,7 @@ void runThread(Runtime* runtime) {
       if (runtime->inert.load()) continue;
       if (runtime->fork_watch) {
         runtime->fork_watch->window();
-        writeFileWhole(reportPath(*runtime), runtime->fork_watch->report().toJson());
+        writeFileWhole(runFile(*runtime, kReportSuffix), runtime->fork_watch->report().toJson());
       } else {
         runtime->boundary->tick();
       }
