@@ -1,7 +1,11 @@
 // Loop (b) of the tracker benchmark (3-layer MLP, batch 32, Adam) for instruction counts: STEPS
 // steps plain, or under the default leak detector (warm-up 5). bench/detector_instruction_counts.sh
 // runs it under callgrind with two step counts, so start-up cancels out. Under the detector it also
-// prints what its step boundary (LeakDetector::step) took past step 200, in wall time.
+// prints what its step boundary (LeakDetector::step) took past step 200, in wall time. Both modes
+// print the step body (the loop's own work, boundary excluded) past step 200, so that the
+// detector's cost splits into the hook on every step (medians), the watched steps (means) and the
+// boundary. Compare runs of the two modes made one right after the other: this machine-level
+// figure drifts between processes by more than the hook costs.
 //   memseal_bench_training_loop off|detector STEPS
 #include <torch/torch.h>
 
@@ -37,20 +41,38 @@ int main(int argc, char** argv) {
   }
   // Past the warm-up and the watched start, as bench/detector_instruction_counts.sh counts.
   constexpr int kSettleSteps = 200;
+  auto settled = static_cast<std::size_t>(std::max(0, steps - kSettleSteps));
   std::vector<std::int64_t> boundary_ns;
-  boundary_ns.reserve(static_cast<std::size_t>(std::max(0, steps - kSettleSteps)));
+  std::vector<std::int64_t> body_ns;
+  boundary_ns.reserve(settled);
+  body_ns.reserve(settled);
+  auto nanosecondsSince = [](std::chrono::steady_clock::time_point start) {
+    return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now() - start)
+                                         .count());
+  };
   for (int i = 0; i < steps; ++i) {
+    auto body_start = std::chrono::steady_clock::now();
     adam.zero_grad();
     torch::Tensor loss = torch::mse_loss(mlp->forward(batch), target);
     loss.backward();
     adam.step();
+    if (i >= kSettleSteps) body_ns.push_back(nanosecondsSince(body_start));
     if (!detector) continue;
     auto boundary_start = std::chrono::steady_clock::now();
     detector->step();
-    if (i < kSettleSteps) continue;
-    boundary_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              std::chrono::steady_clock::now() - boundary_start)
-                              .count());
+    if (i >= kSettleSteps) boundary_ns.push_back(nanosecondsSince(boundary_start));
+  }
+  if (!body_ns.empty()) {
+    // The median is an unwatched step (the allocation hook's cost); the mean adds the watched
+    // steps, one in 32 to one in 128 past the start.
+    std::int64_t total = 0;
+    for (std::int64_t ns : body_ns) total += ns;
+    std::nth_element(body_ns.begin(), body_ns.begin() + body_ns.size() / 2, body_ns.end());
+    std::printf("step body past step %d: median %lld ns, mean %lld ns over %zu\n", kSettleSteps,
+                static_cast<long long>(body_ns[body_ns.size() / 2]),
+                static_cast<long long>(total / static_cast<std::int64_t>(body_ns.size())),
+                body_ns.size());
   }
   if (!detector) return 0;
   detector->finish();
