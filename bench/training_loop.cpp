@@ -6,7 +6,9 @@
 // detector's cost splits into the hook on every step (medians), the watched steps (means) and the
 // boundary. Compare runs of the two modes made one right after the other: this machine-level
 // figure drifts between processes by more than the hook costs.
-//   memseal_bench_training_loop off|detector STEPS
+// `watched` is the detector with ops watched on every step and stacks off: what watching ops costs,
+// on every step rather than one in 32 to one in 128.
+//   memseal_bench_training_loop off|detector|watched STEPS
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -22,8 +24,10 @@
 #include "models/example_models.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::strcmp(argv[1], "off") != 0 && std::strcmp(argv[1], "detector") != 0)) {
-    std::fprintf(stderr, "usage: %s off|detector STEPS\n", argv[0]);
+  bool plain = argc == 3 && std::strcmp(argv[1], "off") == 0;
+  bool watched = argc == 3 && std::strcmp(argv[1], "watched") == 0;
+  if (argc != 3 || !(plain || watched || std::strcmp(argv[1], "detector") == 0)) {
+    std::fprintf(stderr, "usage: %s off|detector|watched STEPS\n", argv[0]);
     return 2;
   }
   at::set_num_threads(1);
@@ -34,9 +38,13 @@ int main(int argc, char** argv) {
   torch::Tensor batch = torch::randn({32, 64});
   torch::Tensor target = torch::randn({32, 10});
   std::unique_ptr<memseal::LeakDetector> detector;
-  if (std::strcmp(argv[1], "detector") == 0) {
+  if (!plain) {
     memseal::DetectorOptions options;
     options.on_leak = memseal::ReportPolicy::kNone;
+    if (watched) {
+      options.tracker.stacks = memseal::StackMode::kOff;
+      options.tracker.observe_ops = memseal::OpWatching::everyStep();
+    }
     detector = std::make_unique<memseal::LeakDetector>(options);
   }
   // Past the warm-up and the watched start, as bench/detector_instruction_counts.sh counts.

@@ -182,7 +182,16 @@ void configureOpObserver(bool record_tensor_metadata) { g_needs_outputs = record
 
 void setOpsWatched(bool watched) {
   if (watched && g_callback_handle == 0) {
-    auto callback = at::RecordFunctionCallback(&onOpStart, &onOpEnd).needsOutputs(g_needs_outputs);
+    // The scopes a desktop libtorch records, not the mobile builds' (kernel dtype tags, build
+    // features, the lite interpreter): libtorch rebuilds a list for each scope a callback asks for
+    // whenever a thread's record-function state is set, twice per node of a backward pass.
+    auto callback =
+        at::RecordFunctionCallback(&onOpStart, &onOpEnd)
+            .needsOutputs(g_needs_outputs)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                     at::RecordScope::TORCHSCRIPT_FUNCTION, at::RecordScope::CUSTOM_CLASS,
+                     at::RecordScope::USER_SCOPE, at::RecordScope::STATIC_RUNTIME_OP,
+                     at::RecordScope::STATIC_RUNTIME_MODEL});
     g_callback_handle = at::addGlobalCallback(callback);
   } else if (!watched && g_callback_handle != 0) {
     at::removeCallback(g_callback_handle);
