@@ -10,17 +10,11 @@
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 
+#include "integration/snapshot_helpers.h"
 #include "memseal/tracker.h"
 
 namespace memseal {
 namespace {
-
-const SiteSnapshot* findSiteByOuterOp(const Snapshot& snapshot, const std::string& outer_op) {
-  for (const SiteSnapshot& site : snapshot.sites) {
-    if (site.site.outer_op == outer_op) return &site;
-  }
-  return nullptr;
-}
 
 TEST(OpNames, AUserScopeNamesTheSiteAndAMobileOnlyScopeDoesNot) {
   Tracker tracker;  // ops watched on every step
@@ -37,7 +31,7 @@ TEST(OpNames, AUserScopeNamesTheSiteAndAMobileOnlyScopeDoesNot) {
     }
   }
   Snapshot snapshot = tracker.snapshot();
-  const SiteSnapshot* site = findSiteByOuterOp(snapshot, "test::region");
+  const SiteSnapshot* site = test::findSite(snapshot, "test::region");
   ASSERT_NE(site, nullptr);
   EXPECT_EQ(site->site.op, "test::region");
   EXPECT_EQ(site->live_bytes, 512);

@@ -12,6 +12,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 
+#include "integration/snapshot_helpers.h"
 #include "memseal/leak_detector.h"
 #include "memseal/tracker.h"
 
@@ -21,13 +22,7 @@ __attribute__((noinline)) torch::Tensor allocateFromANamedFunction() { return to
 namespace memseal {
 namespace {
 
-// Takes the snapshot by reference: the returned pointer points into it.
-const SiteSnapshot* findSite(const Snapshot& snapshot, const std::string& outer_op) {
-  for (const SiteSnapshot& site : snapshot.sites) {
-    if (site.site.outer_op == outer_op) return &site;
-  }
-  return nullptr;
-}
+using test::findSite;
 
 TEST(Tracker, AttributesATensorsBytesToTheOpThatMadeIt) {
   Tracker tracker;
