@@ -117,7 +117,8 @@ struct StepSample {
   std::int64_t live_count = 0;
   // The process's resident set, as of the last boundary that read it: every boundary through
   // warm-up + 10 steps and while a leak is suspected; otherwise as often as the read's cost (a
-  // system call) allows beside the steps' time, at least one boundary in 8.
+  // system call) allows beside the steps' time, at least one boundary in 8. Less the detector's
+  // own records of the steps (48 bytes a step, up to 1.5 MiB), which grow with the run.
   std::int64_t resident_bytes = 0;
   // Sampled autograd nodes of earlier steps still alive, as of the last boundary where the verdict
   // was renewed (every boundary through warm-up + 10 steps and while a leak is seen, else one in 8

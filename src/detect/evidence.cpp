@@ -8,6 +8,7 @@
 
 #include "detect/growth_criterion.h"
 #include "detect/resident_memory.h"
+#include "detect/run_series.h"
 
 namespace memseal::detect {
 
@@ -32,9 +33,6 @@ constexpr double kNativeBytesPerGraphNode = 1536;
 // and freed blocks). A smaller native leak beside a tensor leak is found once that leak is fixed.
 constexpr double kUntrackedShareOfExplained = 1.0;
 constexpr std::size_t kMaxGrowthContributors = 8;
-// The whole-run rules look at this many samples at most (evenly spaced, the last one always), so a
-// step boundary costs the same on the 20th step as on the 20,000th.
-constexpr std::size_t kMaxRunSamples = 512;
 
 // Where a group's judgement starts: after warm-up; after its last build-up was freed, at its first
 // survivor since (the next build-up of a reset total starts there, and the boundary that saw the
@@ -89,42 +87,6 @@ Judgement judge(const EvidenceInputs& inputs, const GroupId& id,
   judgement.steps = inputs.phases->stepsIn(phases, start, last_step);
   judgement.backward_ran = backwardRanFor(inputs, alive);
   return judgement;
-}
-
-// The observed samples (a contiguous range: samples are in step order), thinned to
-// kMaxRunSamples for the whole-run rules; the range itself, all kept, for the recent window of the
-// fast resident rule.
-struct RunSeries {
-  std::vector<StepSample>::const_iterator begin;
-  std::size_t count = 0;
-  std::vector<std::uint32_t> steps;
-  std::vector<std::int64_t> live;
-  std::vector<std::int64_t> resident;
-};
-
-RunSeries runSeries(const std::vector<StepSample>& samples, std::uint32_t first_step,
-                    std::uint32_t last_step) {
-  RunSeries series;
-  series.begin = std::lower_bound(
-      samples.begin(), samples.end(), first_step,
-      [](const StepSample& sample, std::uint32_t step) { return sample.step < step; });
-  auto end = std::upper_bound(
-      series.begin, samples.end(), last_step,
-      [](std::uint32_t step, const StepSample& sample) { return step < sample.step; });
-  series.count = static_cast<std::size_t>(end - series.begin);
-  std::size_t stride =
-      std::max<std::size_t>(1, (series.count + kMaxRunSamples - 1) / kMaxRunSamples);
-  std::size_t kept = (series.count + stride - 1) / stride;
-  series.steps.reserve(kept);
-  series.live.reserve(kept);
-  series.resident.reserve(kept);
-  for (std::size_t i = (series.count - 1) % stride; i < series.count; i += stride) {
-    const StepSample& sample = series.begin[static_cast<std::ptrdiff_t>(i)];
-    series.steps.push_back(sample.step);
-    series.live.push_back(sample.live_bytes);
-    series.resident.push_back(sample.resident_bytes);
-  }
-  return series;
 }
 
 // What every tensor made after warm-up and still alive holds, whether or not its group is judged
@@ -252,7 +214,7 @@ void judgeResident(const RunSeries& series, const RunSeries& readings, const Cen
   std::vector<std::int64_t> recent;
   for (std::size_t i = readings.count > kResidentWindow ? readings.count - kResidentWindow : 0;
        i < readings.count; ++i) {
-    const StepSample& sample = readings.begin[static_cast<std::ptrdiff_t>(i)];
+    const StepSample& sample = readings.recent[i];
     recent_steps.push_back(sample.step);
     recent.push_back(residualOf(sample.step, sample.resident_bytes, sample.live_bytes));
   }
@@ -301,15 +263,22 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
   evidence.last_step = inputs.current_step - 1;
   evidence.observed = evidence.last_step - evidence.first_step + 1;
   evidence.backward_ran = inputs.backward_ran;
-  RunSeries series = runSeries(*inputs.per_step, evidence.first_step, evidence.last_step);
+  // The whole-run rules look at kMaxRunSamples samples at most, so a renewal costs the same on the
+  // 20th step as on the 20,000th.
+  RunSeriesCache fresh_series;
+  RunSeriesCache& series_cache = inputs.per_step_series ? *inputs.per_step_series : fresh_series;
+  RunSeries series = series_cache.series(*inputs.per_step, evidence.first_step, evidence.last_step);
   std::int64_t turnover_bytes = inputs.history != nullptr ? inputs.history->turnoverPeakBytes() : 0;
   CensusTotals census = judgeStorage(inputs, series, turnover_bytes, evidence);
   if (inputs.nodes != nullptr) judgeGraphs(inputs, evidence);
   if (inputs.watch_resident_memory && kResidentMemoryMeaningful) {
-    RunSeries readings =
-        inputs.resident_readings != nullptr
-            ? runSeries(*inputs.resident_readings, evidence.first_step, evidence.last_step)
-            : series;
+    RunSeriesCache fresh_readings;
+    RunSeriesCache& readings_cache =
+        inputs.resident_series ? *inputs.resident_series : fresh_readings;
+    RunSeries readings = inputs.resident_readings != nullptr
+                             ? readings_cache.series(*inputs.resident_readings, evidence.first_step,
+                                                     evidence.last_step)
+                             : series;
     if (!readings.resident.empty()) {
       judgeResident(series, readings, census, turnover_bytes, evidence);
     }

@@ -10,6 +10,7 @@
 #include "analyze/survivors.h"
 #include "detect/graph_nodes.h"
 #include "detect/retention_history.h"
+#include "detect/run_series.h"
 #include "detect/step_phases.h"
 #include "memseal/leak_detector.h"
 
@@ -75,6 +76,9 @@ struct EvidenceInputs {
   const std::vector<StepSample>* per_step = nullptr;
   // The samples of the boundaries that read resident memory, in step order (null: per_step's).
   const std::vector<StepSample>* resident_readings = nullptr;
+  // The thinned series of those two kept from the last renewal (null: read afresh).
+  RunSeriesCache* per_step_series = nullptr;
+  RunSeriesCache* resident_series = nullptr;
   GraphNodeSampler* nodes = nullptr;  // null: graph nodes not watched
   bool backward_ran = false;
   bool watch_resident_memory = true;

@@ -1,6 +1,7 @@
 // Greedy offset planners (TFLite-style greedy-by-size and its relatives); plan_checker.cpp holds
 // the sweep-line checker that proves a plan never lets two live allocations share a byte.
 #include "plan/offset_planner.h"
+#include "plan/prepared_input.h"
 
 #include <algorithm>
 #include <iterator>
@@ -13,8 +14,6 @@
 
 namespace memseal::plan {
 namespace {
-
-using AllocationId = std::uint32_t;
 
 constexpr std::size_t kMaxSize = std::numeric_limits<std::size_t>::max();
 
@@ -32,13 +31,7 @@ std::size_t alignUpUnchecked(std::size_t bytes, std::size_t alignment) {
 
 std::string describeAllocation(AllocationId id) { return "allocation " + std::to_string(id); }
 
-// The input after validation, shared by the strategies and the checker so that each of them can
-// do plain arithmetic: no aligned size, offset + size or block size can overflow afterwards.
-struct PreparedInput {
-  std::vector<std::size_t> aligned_sizes;
-  std::vector<AllocationId> occupying;  // allocations with nonzero size; the rest occupy nothing
-  std::size_t naive_sum = 0;
-};
+}  // namespace
 
 PreparedInput prepareInput(const std::vector<PlannedAllocation>& allocations,
                            std::size_t alignment) {
@@ -75,13 +68,6 @@ PreparedInput prepareInput(const std::vector<PlannedAllocation>& allocations,
   return input;
 }
 
-// The occupying allocations twice: in order of first use (when each starts) and of last use (when
-// each ends), for sweeps that walk starts and ends together.
-struct UseOrder {
-  std::vector<AllocationId> by_first;
-  std::vector<AllocationId> by_last;
-};
-
 UseOrder orderByUse(const std::vector<PlannedAllocation>& allocations, const PreparedInput& input) {
   UseOrder order{input.occupying, input.occupying};
   std::sort(order.by_first.begin(), order.by_first.end(), [&](AllocationId a, AllocationId b) {
@@ -92,6 +78,8 @@ UseOrder orderByUse(const std::vector<PlannedAllocation>& allocations, const Pre
   });
   return order;
 }
+
+namespace {
 
 // Aligned bytes live at each distinct first_use. Live bytes only rise when an allocation
 // starts, so these steps hold every peak, and there are at most n of them however sparse the

@@ -8,12 +8,11 @@
 #include <vector>
 
 #include "plan/offset_planner.h"
+#include "plan/prepared_input.h"
 
 namespace memseal::plan {
 
 namespace {
-
-using AllocationId = std::uint32_t;
 
 std::string allocationName(AllocationId id) { return "allocation " + std::to_string(id); }
 

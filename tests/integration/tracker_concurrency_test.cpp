@@ -162,8 +162,8 @@ TEST(TrackerConcurrency, SiteTotalsStayExactWhenEachThreadAllocatesAtMoreSitesTh
   Tracker tracker;
   tracker.start();
   constexpr int kThreads = 3;
-  constexpr int kSites = 150;
-  constexpr int kRounds = 40;
+  constexpr int kSites = 1200;  // more than a thread's cache has entries (1024, site_totals.h)
+  constexpr int kRounds = 6;
   std::vector<std::string> names;
   for (int site = 0; site < kSites; ++site) names.push_back("many-" + std::to_string(site));
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> totals = allocateAtSitesOnThreads(
