@@ -192,7 +192,8 @@ struct LeakDetector::State {
       sample.resident_bytes = resident_readings.back().resident_bytes;
       return;
     }
-    sample.resident_bytes = resident.read() - ownRecordBytes();
+    std::int64_t read = resident.read();  // 0: not readable here
+    sample.resident_bytes = read > 0 ? std::max<std::int64_t>(0, read - ownRecordBytes()) : 0;
     resident_schedule.noteDone(sample.step, start_ns, steadyNowNs());
     resident_high = std::max(resident_high, sample.resident_bytes);
     resident_readings.push_back(sample);
