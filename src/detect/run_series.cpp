@@ -24,15 +24,20 @@ void RunSeriesCache::rebuild(const std::vector<StepSample>& samples, std::size_t
                              std::size_t count, std::size_t stride) {
   begin_ = begin;
   stride_ = stride;
-  steps_.clear();
-  live_.clear();
-  resident_.clear();
-  for (std::size_t i = 0; i < count; i += stride) {
-    const StepSample& sample = samples[begin + i];
-    steps_.push_back(sample.step);
-    live_.push_back(sample.live_bytes);
-    resident_.push_back(sample.resident_bytes);
-  }
+  keepFirst(0);
+  for (std::size_t i = 0; i < count; i += stride) keep(samples[begin + i]);
+}
+
+void RunSeriesCache::keep(const StepSample& sample) {
+  steps_.push_back(sample.step);
+  live_.push_back(sample.live_bytes);
+  resident_.push_back(sample.resident_bytes);
+}
+
+void RunSeriesCache::keepFirst(std::size_t points) {
+  steps_.resize(points);
+  live_.resize(points);
+  resident_.resize(points);
 }
 
 void RunSeriesCache::widenTo(std::size_t stride) {
@@ -44,9 +49,7 @@ void RunSeriesCache::widenTo(std::size_t stride) {
     live_[kept] = live_[i];
     resident_[kept] = resident_[i];
   }
-  steps_.resize(kept);
-  live_.resize(kept);
-  resident_.resize(kept);
+  keepFirst(kept);
   stride_ = stride;
 }
 
@@ -77,16 +80,9 @@ RunSeries RunSeriesCache::series(const std::vector<StepSample>& samples, std::ui
     if (stride > stride_) widenTo(stride);
     // The points past those kept, up to the range's end (a range cut shorter drops points).
     std::size_t points = (series.count + stride_ - 1) / stride_;
-    if (points < steps_.size()) {
-      steps_.resize(points);
-      live_.resize(points);
-      resident_.resize(points);
-    }
+    if (points < steps_.size()) keepFirst(points);
     for (std::size_t i = steps_.size() * stride_; i < series.count; i += stride_) {
-      const StepSample& sample = samples[begin + i];
-      steps_.push_back(sample.step);
-      live_.push_back(sample.live_bytes);
-      resident_.push_back(sample.resident_bytes);
+      keep(samples[begin + i]);
     }
   }
   first_step_ = first_step;

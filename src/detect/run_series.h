@@ -42,6 +42,8 @@ class RunSeriesCache {
   void rebuild(const std::vector<StepSample>& samples, std::size_t begin, std::size_t count,
                std::size_t stride);
   void widenTo(std::size_t stride);
+  void keep(const StepSample& sample);  // one more point
+  void keepFirst(std::size_t points);   // the first `points` points only
 
   std::size_t begin_ = 0;   // index of the range's first sample in the vector
   std::size_t stride_ = 0;  // 0: nothing kept yet

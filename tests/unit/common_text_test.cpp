@@ -96,5 +96,18 @@ TEST(BoundedSamples, ThinningHalvesTheOlderHalfAndKeepsTheRecentOnes) {
   EXPECT_EQ(many.front(), 0);  // the run's start is never lost
 }
 
+// The leak detector reserves its sample vectors once: thinning must not reallocate them (their
+// pages, once touched, are what it takes out of the resident memory it reads).
+TEST(BoundedSamples, ThinningKeepsTheVectorsStorage) {
+  std::vector<int> samples;
+  samples.reserve(101);
+  for (int step = 0; step < 101; ++step) samples.push_back(step);
+  const int* storage = samples.data();
+  thinOlderHalf(samples, 100);
+  EXPECT_EQ(samples.size(), 76u);
+  EXPECT_EQ(samples.data(), storage);
+  EXPECT_EQ(samples.capacity(), 101u);
+}
+
 }  // namespace
 }  // namespace memseal::common

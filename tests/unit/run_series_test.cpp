@@ -102,26 +102,6 @@ TEST(RunSeries, ThinningTheOlderHalfIsNoticed) {
   }
 }
 
-// The detector reserves its sample vectors once: thinning must not reallocate them (their pages,
-// once touched, are what the detector takes out of the resident set it reads).
-TEST(ThinOlderHalf, ThinsInPlaceKeepingEveryOtherOlderSampleAndAllRecentOnes) {
-  std::vector<StepSample> samples;
-  samples.reserve(101);
-  for (std::uint32_t step = 0; step < 101; ++step) samples.push_back(sampleAt(step));
-  const StepSample* storage = samples.data();
-  common::thinOlderHalf(samples, 100);
-  EXPECT_EQ(samples.data(), storage);
-  EXPECT_EQ(samples.capacity(), 101u);
-  std::vector<std::uint32_t> steps;
-  for (const StepSample& sample : samples) steps.push_back(sample.step);
-  std::vector<std::uint32_t> expected;
-  for (std::uint32_t step = 0; step < 50; step += 2) expected.push_back(step);
-  for (std::uint32_t step = 50; step < 101; ++step) expected.push_back(step);
-  EXPECT_EQ(steps, expected);
-  common::thinOlderHalf(samples, 100);  // within the limit: nothing goes
-  EXPECT_EQ(samples.size(), expected.size());
-}
-
 TEST(RunSeries, ARangeCutShortOrBegunLaterIsReadAsAsked) {
   std::vector<StepSample> samples;
   for (std::uint32_t step = 0; step < 3000; ++step) samples.push_back(sampleAt(step));
