@@ -3,6 +3,7 @@ on a GPU beside PyTorch's own allocator recorder.
 
     <venv>/bin/python bench/python/overhead.py [--rounds 7] [--steps 200] [--device cpu|cuda]
                                                [--settle N] [--breakdown]
+                                               [--loop training|inference] [--modes PART,...]
 
 On the CPU the loops are a small MLP's training and a small CNN's inference (one intra-op thread).
 With --device cuda they are a ResNet-like network's training and inference at batch 64, and
@@ -268,6 +269,11 @@ def main():
                         help="also time the steps after the first N apart (0: no)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time memseal.watch without stacks, and without stacks or ops")
+    parser.add_argument("--loop", choices=["both", "training", "inference"], default="both",
+                        help="time one of the two loops only")
+    parser.add_argument("--modes", default="",
+                        help="comma-separated parts of mode names: time only the modes whose name "
+                             "holds one (the plain loop always), e.g. 'default,frames off'")
     args = parser.parse_args()
     if not 0 <= args.settle < args.steps:
         parser.error("--settle must be at least 0 and less than --steps")
@@ -282,6 +288,8 @@ def main():
         torch.set_num_threads(1)
         loops = (("MLP + Adam training", mlp_training), ("CNN inference", cnn_inference))
         where = "CPU, 1 intra-op thread"
+    loops = [(name, make) for name, make in loops if args.loop == "both" or args.loop in name]
+    wanted = [part.strip() for part in args.modes.split(",") if part.strip()]
     print(f"# torch {torch.__version__}, memseal {memseal.__version__}, {args.rounds} rounds of "
           f"{args.steps} steps, {where}; median ratio to the plain loop (min..max)")
     for loop_name, make_loop in loops:
@@ -295,7 +303,10 @@ def main():
                 step(i)
             blocks = (torch.cuda.memory_stats()["allocation.all.allocated"] - before) / 10
             print(f"\n{loop_name}: {blocks:.0f} CUDA blocks allocated per step")
-        all_modes = modes(args.device, args.breakdown)
+        all_modes = {name: make for name, make in modes(args.device, args.breakdown).items()
+                     if name == "plain" or not wanted or any(part in name for part in wanted)}
+        if len(all_modes) == 1:
+            sys.exit(f"overhead.py: no mode's name holds any of {wanted}")
         names = list(all_modes)
         times = {name: [] for name in names}
         boundaries = {name: [] if args.breakdown else None for name in names}
