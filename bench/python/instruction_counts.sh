@@ -2,8 +2,8 @@
 # memseal.watch on a Python training loop in instructions (callgrind), which the machine's noise
 # does not move: Ir of 600 steps minus Ir of 100 steps, per step, for each mode of
 # bench/python/watch_instructions.py, and each mode's ratio to the plain loop. Both counts are past
-# warm-up and the watched start (start-up and `import torch`, the same in both, cancel out). Each
-# run takes about four minutes under callgrind; two run at once.
+# warm-up and the watched start (start-up and `import torch`, the same in both, cancel out). A
+# mode's two runs go at once and take about six minutes under callgrind on two cores.
 # Usage: bench/python/instruction_counts.sh [MODE ...]   (default: plain frames-off default)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/env.sh"
