@@ -10,7 +10,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/env.sh"
 script="$MEMSEAL_ROOT/bench/python/watch_instructions.py"
 modes=(plain)  # first: the others are its ratios
 for mode in "${@:-frames-off default}"; do
-  for word in $mode; do [ "$word" = plain ] || modes+=("$word"); done
+  for word in $mode; do
+    case "$word" in
+      plain) ;;
+      hooks | default | stacks-on | frames-off) modes+=("$word") ;;
+      *) echo "instruction_counts.sh: no mode '$word' (hooks, default, stacks-on, frames-off)" >&2; exit 2 ;;
+    esac
+  done
 done
 command -v valgrind >/dev/null || { echo "instruction_counts.sh: valgrind is not installed" >&2; exit 1; }
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
