@@ -4,6 +4,7 @@ on a GPU beside PyTorch's own allocator recorder.
     <venv>/bin/python bench/python/overhead.py [--rounds 7] [--steps 200] [--device cpu|cuda]
                                                [--settle N] [--breakdown]
                                                [--loop training|inference] [--modes PART,...]
+                                               [--bracketed]
 
 On the CPU the loops are a small MLP's training and a small CNN's inference (one intra-op thread).
 With --device cuda they are a ResNet-like network's training and inference at batch 64, and
@@ -12,7 +13,10 @@ with torch.cuda.synchronize(), so the GPU's work is in the time.
 
 Every round runs each mode once on the same loop, in a rotating order (interleaved, so a noisy
 machine slows all modes alike); the ratio of a round is the mode's time over the plain loop's in
-that round, and the median over rounds is reported. Only the loop is timed: starting and
+that round, and the median over rounds is reported. With --bracketed a plain run goes before and
+after each mode's run instead, and the mode's ratio is its time over the mean of those two: on a
+machine whose speed wanders within a round, the ratio then compares runs seconds apart, not a
+round apart (each round takes twice as long). Only the loop is timed: starting and
 finishing the watch (the report, the holder search) are outside. With --settle N the same rounds
 also give the ratio of the steps after the first N alone (the steady state: memseal watches every
 op through warm-up and the ten steps after it, then one step in 32, fewer while the loop
@@ -274,6 +278,9 @@ def main():
     parser.add_argument("--modes", default="",
                         help="comma-separated parts of mode names: time only the modes whose name "
                              "holds one (the plain loop always), e.g. 'default,frames off'")
+    parser.add_argument("--bracketed", action="store_true",
+                        help="run the plain loop before and after each mode's run and take the "
+                             "mode's ratio to the mean of those two (twice the runs)")
     args = parser.parse_args()
     if not 0 <= args.settle < args.steps:
         parser.error("--settle must be at least 0 and less than --steps")
@@ -290,8 +297,13 @@ def main():
         where = "CPU, 1 intra-op thread"
     loops = [(name, make) for name, make in loops if args.loop == "both" or args.loop in name]
     wanted = [part.strip() for part in args.modes.split(",") if part.strip()]
+    chosen = [name for name in modes(args.device, args.breakdown)
+              if name != "plain" and (not wanted or any(part in name for part in wanted))]
+    if not chosen:
+        sys.exit(f"overhead.py: no mode's name holds any of {wanted}")
     print(f"# torch {torch.__version__}, memseal {memseal.__version__}, {args.rounds} rounds of "
-          f"{args.steps} steps, {where}; median ratio to the plain loop (min..max)")
+          f"{args.steps} steps, {where}; median ratio to the plain loop (min..max)"
+          f"{', each run between two plain runs' if args.bracketed else ''}")
     for loop_name, make_loop in loops:
         step = make_loop()
         for i in range(20):  # warm the loop itself up
@@ -304,25 +316,22 @@ def main():
             blocks = (torch.cuda.memory_stats()["allocation.all.allocated"] - before) / 10
             print(f"\n{loop_name}: {blocks:.0f} CUDA blocks allocated per step")
         all_modes = {name: make for name, make in modes(args.device, args.breakdown).items()
-                     if name == "plain" or not wanted or any(part in name for part in wanted)}
-        if len(all_modes) == 1:
-            sys.exit(f"overhead.py: no mode's name holds any of {wanted}")
+                     if name == "plain" or name in chosen}
         names = list(all_modes)
-        times = {name: [] for name in names}
         boundaries = {name: [] if args.breakdown else None for name in names}
-        for round_index in range(args.rounds):
-            order = names[round_index % len(names):] + names[:round_index % len(names)]
-            for name in order:
-                times[name].append(run(step, all_modes[name], args.steps, args.device,
-                                       args.settle, boundaries[name]))
-        plain = times["plain"]
+
+        def timed(name):
+            return run(step, all_modes[name], args.steps, args.device, args.settle,
+                       boundaries[name])
+
+        plain, ratios = timed_rounds(names, timed, args.rounds, args.bracketed)
         print(f"\n{loop_name}: plain {statistics.median(t for t, _ in plain) / args.steps * 1e6:.0f} us/step")
         if args.settle:
             print(f"  {'':40s} all {args.steps} steps       steps {args.settle + 1}..{args.steps}")
         for name in names[1:]:
-            line = f"  {name:40s} {summary([t / p for (t, _), (p, _) in zip(times[name], plain)])}"
+            line = f"  {name:40s} {summary([whole for whole, _ in ratios[name]])}"
             if args.settle:
-                line += "   " + summary([t / p for (_, t), (_, p) in zip(times[name], plain)])
+                line += "   " + summary([settled for _, settled in ratios[name]])
             print(line)
         if args.breakdown:
             # Where the settled steps' time goes: the step boundaries' share of the plain step.
@@ -333,6 +342,35 @@ def main():
             for name in names[1:]:
                 per_step = statistics.median(boundaries[name]) / counted
                 print(f"    {name:40s} {per_step * 1e6:8.1f} us  {per_step / plain_step:6.1%}")
+
+
+def timed_rounds(names, timed, rounds, bracketed):
+    """Runs every mode `rounds` times, `names[0]` being the plain loop, in a rotating order;
+    `timed(name)` runs one and gives its (all steps, settled steps) seconds. Returns the plain runs'
+    times and, for each other mode, its (all, settled) ratio to the plain loop per run: to the plain
+    run of the same round, or with `bracketed` to the mean of the plain runs just before and after
+    it."""
+    others = names[1:]
+    plain = []
+    ratios = {name: [] for name in others}
+    for round_index in range(rounds):
+        if bracketed:
+            shift = round_index % len(others)
+            before = timed(names[0])
+            plain.append(before)
+            for name in others[shift:] + others[:shift]:
+                mode = timed(name)
+                after = timed(names[0])
+                plain.append(after)
+                ratios[name].append(tuple(m / ((b + a) / 2) for m, b, a in zip(mode, before, after)))
+                before = after
+        else:
+            shift = round_index % len(names)
+            times = {name: timed(name) for name in names[shift:] + names[:shift]}
+            plain.append(times[names[0]])
+            for name in others:
+                ratios[name].append(tuple(m / p for m, p in zip(times[name], times[names[0]])))
+    return plain, ratios
 
 
 def summary(ratios):
