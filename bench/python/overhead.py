@@ -16,7 +16,7 @@ machine slows all modes alike); the ratio of a round is the mode's time over the
 that round, and the median over rounds is reported. With --bracketed a plain run goes before and
 after each mode's run instead, and the mode's ratio is its time over the mean of those two: on a
 machine whose speed wanders within a round, the ratio then compares runs seconds apart, not a
-round apart (each round takes twice as long). Only the loop is timed: starting and
+round apart (a round then holds one plain run per mode, and one more). Only the loop is timed: starting and
 finishing the watch (the report, the holder search) are outside. With --settle N the same rounds
 also give the ratio of the steps after the first N alone (the steady state: memseal watches every
 op through warm-up and the ten steps after it, then one step in 32, fewer while the loop
@@ -280,7 +280,7 @@ def main():
                              "holds one (the plain loop always), e.g. 'default,frames off'")
     parser.add_argument("--bracketed", action="store_true",
                         help="run the plain loop before and after each mode's run and take the "
-                             "mode's ratio to the mean of those two (twice the runs)")
+                             "mode's ratio to the mean of those two (one plain run per mode)")
     args = parser.parse_args()
     if not 0 <= args.settle < args.steps:
         parser.error("--settle must be at least 0 and less than --steps")
