@@ -38,6 +38,7 @@
 #include "inject/run_protocol.h"
 #include "inject/run_report_edits.h"
 #include "inject/step_boundary.h"
+#include "inject/time_scale.h"
 #include "memseal/leak_detector.h"
 #include "memseal/memory_trace.h"
 #include "track/memory_counters.h"
@@ -166,10 +167,9 @@ constexpr std::chrono::seconds kInterimReportEvery{1};
 constexpr std::size_t kInterimSteps = 256;  // per-step samples an interim report keeps
 
 // A report to fall back on at exit, when main() has returned (or Python has finalised) and what
-// the loop kept is freed. Every so often, right after a step ends: the pause grows with what a
-// report costs (a twentieth of the time spent in reports at most). Taken on the thread that ended
-// the step, at the boundary, after the step lock is released (currentReport takes the GIL first).
-// And once more as Python begins to finalise (kNow).
+// the loop kept is freed. Right after a step ends, 100 ms or more apart (a twentieth of the time in
+// reports at most), on the thread that ended the step, after the step lock is released
+// (currentReport takes the GIL first). And once more as Python begins to finalise (kNow).
 void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point now = Clock::now();
@@ -188,8 +188,8 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   Clock::time_point done = Clock::now();
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
   runtime.snapshotting = false;
-  runtime.next_snapshot =
-      done + std::max<Clock::duration>({std::chrono::milliseconds(100), 20 * (done - now)});
+  Clock::duration shortest = scaledByTimeScale(std::chrono::milliseconds(100));
+  runtime.next_snapshot = done + std::max<Clock::duration>(shortest, 20 * (done - now));
   runtime.peak_snapshot_live = std::max(runtime.peak_snapshot_live, live);
   // While the program tears down (its tensor memory mostly freed), its loop is over: keep the
   // report taken while it ran.
@@ -203,7 +203,7 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   // and at once when the verdict changes (a kill right after a leak shows itself still finds it).
   const LeakReport& newest = runtime.snapshots.back().report;
   if (done >= runtime.next_interim_write || newest.leak != runtime.interim_said_leak) {
-    runtime.next_interim_write = done + kInterimReportEvery;
+    runtime.next_interim_write = done + scaledByTimeScale(kInterimReportEvery);
     runtime.interim_said_leak = newest.leak;
     writeFileWhole(runFile(runtime, kInterimReportSuffix),
                    interimReportJson(newest, kInterimSteps));

@@ -13,9 +13,11 @@
 #include "analyze/repeating_ops.h"
 #include "inject/python_lock.h"
 #include "inject/step_boundary_tuning.h"
+#include "inject/time_scale.h"
 #include "track/counted_steps.h"
 #include "track/device_events.h"
 #include "track/memory_counters.h"
+#include "track/op_observer.h"
 
 namespace memseal::inject {
 
@@ -112,10 +114,12 @@ void StepBoundary::setCallbackInstalled(bool installed) {
         at::RecordFunctionCallback(&onOpStart, &onOpEnd)
             .scopes({at::RecordScope::FUNCTION, at::RecordScope::TORCHSCRIPT_FUNCTION,
                      at::RecordScope::USER_SCOPE}));
+    track::noteRecordFunctionCallback(track::kLoopFinderCallback, true);
   } else if (!installed && callback_ != 0) {
     // An op already running keeps its own copy of the callbacks: its end still comes.
     at::removeCallback(callback_);
     callback_ = 0;
+    track::noteRecordFunctionCallback(track::kLoopFinderCallback, false);
   }
 }
 
@@ -239,7 +243,8 @@ bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce, Phase expect
   Clock::duration cost = Clock::now() - now;
   step_cost_ = step_cost_ == Clock::duration::zero() ? cost : (4 * step_cost_ + cost) / 5;
   min_step_gap_ =
-      std::clamp<Clock::duration>(kStepCostMultiple * step_cost_, kMinStepGap, kMaxStepGap);
+      std::clamp<Clock::duration>(kStepCostMultiple * step_cost_, scaledByTimeScale(kMinStepGap),
+                                  scaledByTimeScale(kMaxStepGap));
   return true;
 }
 
@@ -272,7 +277,7 @@ std::int64_t memoryActivity() {
 
 std::chrono::nanoseconds StepBoundary::untilNextTick() const {
   Phase phase = phase_.load();
-  if (phase != Phase::kWindows) return kLearningTick;
+  if (phase != Phase::kWindows) return scaledByTimeScale(kLearningTick);
   std::chrono::nanoseconds left = next_window_.load() - Clock::now();
   return std::max<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0));
 }
@@ -284,8 +289,10 @@ void StepBoundary::tick() {
     {
       std::lock_guard<std::mutex> lock(learn_mutex_);
       Clock::duration learning = Clock::now() - first_op_;
-      if (phase_.load() == Phase::kLearning && ops_seen_ > 0 && learning >= kMaxLearning &&
-          (ops_seen_ >= kMinOpsBeforeTimeLimit || learning >= kMaxLearningWithFewOps)) {
+      if (phase_.load() == Phase::kLearning && ops_seen_ > 0 &&
+          learning >= scaledByTimeScale(kMaxLearning) &&
+          (ops_seen_ >= kMinOpsBeforeTimeLimit ||
+           learning >= scaledByTimeScale(kMaxLearningWithFewOps))) {
         const std::vector<std::uint32_t>* busiest = nullptr;
         std::uint64_t busiest_thread = 0;
         for (const auto& [thread, ops] : ops_by_thread_) {

@@ -254,8 +254,11 @@ class StepBoundary {
   std::uint64_t allocations_per_iteration_ = 0;
   std::uint64_t iterations_per_step_ = 1;
   std::uint64_t count_base_ = 0;  // an allocation serial at which an iteration began
-  // Where the first counted step began (whereThisThreadIs), without and with op callbacks.
-  std::uint64_t iteration_start_[2] = {0, 0};
+  // Where the first counted step began (whereThisThreadIs), for each set of RecordFunction
+  // callbacks (memseal's own, and whether there are any).
+  std::uint64_t iteration_start_[8] = {};
+  // track::recordFunctionCallbacks() when the last counted boundary was done with.
+  std::uint64_t callbacks_seen_ = 0;
   Clock::time_point next_place_check_{};
   Clock::duration place_cost_{};  // of whereThisThreadIs, a moving average
   // When the last counted step was taken, and how far apart they come (read by the runtime's

@@ -8,12 +8,15 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "inject/python_lock.h"
 #include "inject/step_boundary.h"
 #include "inject/step_boundary_tuning.h"
+#include "inject/time_scale.h"
 #include "track/counted_steps.h"
+#include "track/op_observer.h"
 #include "track/op_sampling.h"
 #include "track/thread_state.h"
 
@@ -69,7 +72,7 @@ void StepBoundary::startCounting(Clock::time_point now) {
   markCountedStep(now);
   checking_ = false;
   steps_since_check_ = 0;
-  iteration_start_[0] = iteration_start_[1] = 0;
+  std::fill(std::begin(iteration_start_), std::end(iteration_start_), 0);
   next_place_check_ = now;
   counted_allocations_.store(allocations_per_iteration_, std::memory_order_relaxed);
   counting_.store(true, std::memory_order_release);
@@ -78,8 +81,12 @@ void StepBoundary::startCounting(Clock::time_point now) {
     std::lock_guard<std::mutex> lock(step_mutex_);
     detector_.watchOps(OpWatching::automatic());
   }
-  track::countStepsOnThisThread(allocations_per_iteration_ * iterations_per_step_);
+  // Called as the anchor starts an iteration, before its first allocation: the step ends at the
+  // first allocation after this iteration and the next iterations_per_step_ - 1, as it would end at
+  // the anchor's start if ops were followed.
+  track::countStepsOnThisThread(allocations_per_iteration_ * iterations_per_step_ + 1);
   setCallbackInstalled(false);
+  callbacks_seen_ = track::recordFunctionCallbacks();
   trace("counting steps: " + std::to_string(allocations_per_iteration_) +
         " allocations an iteration, " + std::to_string(iterations_per_step_) +
         " iterations a step");
@@ -98,7 +105,8 @@ void StepBoundary::stopCountingWhenQuiet() {
   if (!counting_.load(std::memory_order_acquire)) return;
   Clock::time_point last{Clock::duration(last_counted_step_at_.load(std::memory_order_relaxed))};
   Clock::duration step = counted_step_interval_.load(std::memory_order_relaxed);
-  Clock::duration quiet = std::max<Clock::duration>(kQuietLoop, kQuietSteps * step);
+  Clock::duration quiet =
+      std::max<Clock::duration>(scaledByTimeScale(kQuietLoop), kQuietSteps * step);
   if (Clock::now() - last < quiet) return;
   // The loop's thread, if it allocates again, finds counting stopped at its next boundary; its
   // stale iteration count starts afresh at the next anchor.
@@ -166,16 +174,22 @@ std::uint64_t StepBoundary::onCountedBoundary() {
   }
   // An iteration begins with the same allocation, made in the same place, each time: elsewhere,
   // the loop has ended (a validation pass after training) and its ops are followed again. Native
-  // stacks pass through libtorch's dispatcher, whose path differs while any RecordFunction
-  // callback is installed: one place for each. Unwinding costs a few microseconds, as much as a
-  // short step: it is looked at no more often than kPlaceCostMultiple times what it costs.
+  // stacks pass through libtorch's dispatcher, whose path depends on the RecordFunction callbacks
+  // installed when each op started (track::recordFunctionCallbacks): one place for each set of
+  // callbacks, and none to compare where a callback came or went since the last boundary (the ops
+  // this allocation is in may have started on either side of the change: a callback removed at an
+  // anchor's start). Unwinding costs a few microseconds, as much as a short step: it is looked at
+  // no more often than kPlaceCostMultiple times what it costs.
   Clock::time_point now = Clock::now();
-  if (now >= next_place_check_) {
+  std::uint64_t callbacks = track::recordFunctionCallbacks();
+  if (callbacks == callbacks_seen_ && now >= next_place_check_) {
     std::uint64_t where = track::whereThisThreadIs();
     Clock::time_point done = Clock::now();
     place_cost_ = (3 * place_cost_ + (done - now)) / 4;
     next_place_check_ = done + kPlaceCostMultiple * place_cost_;
-    std::uint64_t& start = iteration_start_[at::hasGlobalCallbacks() ? 1 : 0];
+    // Which of memseal's callbacks, and whether any callback (another library's) is installed.
+    std::uint64_t installed = callbacks & track::kCallbacksInstalled;
+    std::uint64_t& start = iteration_start_[installed << 1 | (at::hasGlobalCallbacks() ? 1 : 0)];
     if (start == 0) {
       start = where;
     } else if (where != start) {
@@ -202,6 +216,7 @@ std::uint64_t StepBoundary::onCountedBoundary() {
     }
     setCallbackInstalled(true);
   }
+  callbacks_seen_ = track::recordFunctionCallbacks();
   return allocations_per_iteration_ * iterations_per_step_;
 }
 

@@ -61,7 +61,7 @@ inline constexpr std::uint64_t kMaxIterationsPerStep = 4096;
 // Counted steps come this many times further apart than coalesced ones (kStepCostMultiple).
 inline constexpr int kCountedStepGapFactor = 2;
 // Where a counted step begins is looked at no more often than this many times what looking costs.
-inline constexpr int kPlaceCostMultiple = 20;
+inline constexpr int kPlaceCostMultiple = 100;
 // Counting stops when no counted step came for this long, and for kQuietSteps counted steps'
 // worth of time.
 inline constexpr auto kQuietLoop = std::chrono::seconds(1);

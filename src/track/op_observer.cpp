@@ -26,7 +26,8 @@ namespace memseal::track {
 
 namespace {
 
-std::uint64_t g_callback_handle = 0;  // under the session's control lock
+std::uint64_t g_callback_handle = 0;        // under the session's control lock
+std::atomic<std::uint64_t> g_callbacks{0};  // recordFunctionCallbacks()
 bool g_needs_outputs = false;
 std::atomic<std::uint64_t> g_backward_functions{0};
 std::atomic<GradFnObserver*> g_grad_fn_observer{nullptr};
@@ -193,10 +194,25 @@ void setOpsWatched(bool watched) {
                      at::RecordScope::USER_SCOPE, at::RecordScope::STATIC_RUNTIME_OP,
                      at::RecordScope::STATIC_RUNTIME_MODEL});
     g_callback_handle = at::addGlobalCallback(callback);
+    noteRecordFunctionCallback(kTrackerCallback, true);
   } else if (!watched && g_callback_handle != 0) {
     at::removeCallback(g_callback_handle);
     g_callback_handle = 0;
+    noteRecordFunctionCallback(kTrackerCallback, false);
   }
+}
+
+std::uint64_t recordFunctionCallbacks() { return g_callbacks.load(std::memory_order_acquire); }
+
+void noteRecordFunctionCallback(std::uint64_t which, bool installed) {
+  std::uint64_t current = g_callbacks.load(std::memory_order_relaxed);
+  std::uint64_t next;
+  do {
+    std::uint64_t changes = (current & ~kCallbacksInstalled) + kOneCallbackChange;
+    std::uint64_t now_installed = installed ? (current | which) : (current & ~which);
+    next = changes | (now_installed & kCallbacksInstalled);
+  } while (!g_callbacks.compare_exchange_weak(current, next, std::memory_order_acq_rel,
+                                              std::memory_order_relaxed));
 }
 
 void setGradFnObserver(GradFnObserver* observer) {

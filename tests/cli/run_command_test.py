@@ -61,6 +61,19 @@ class Server(unittest.TestCase):
                 self.assertIn("memseal: no leak", err)
                 self.assertNotIn("LEAK", err)
 
+    def test_a_loop_of_long_iterations_keeps_its_steps_counted(self):
+        # Requests of about half a millisecond (1024-wide layers): one iteration a counted step.
+        # Each check that the anchor still starts an iteration puts the op callback back for a few
+        # iterations, which changes the native stack of the step's first allocation; counting must
+        # hold through the checks rather than stop at each one (half the steps followed by ops).
+        code, _, err = run("--", ARGS.server, "--requests", "1500", "--hidden", "1024")
+        self.assertEqual(code, 0, err)
+        steps = re.search(r"memseal run: (\d+) steps in 1 loop found", err)
+        counted = re.search(r"(\d+) of these steps were ended by counting", err)
+        self.assertIsNotNone(steps, err)
+        self.assertIsNotNone(counted, err)
+        self.assertGreaterEqual(int(counted.group(1)), 0.85 * int(steps.group(1)), err)
+
     def test_stdin_stdout_and_exit_status_pass_through(self):
         code, out, err = run(ARGS.server, "--exit-code", "3", stdin_text="4\n2\n")
         self.assertEqual(code, 3, err)

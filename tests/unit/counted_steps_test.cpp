@@ -13,12 +13,15 @@
 #include "memseal/tracker.h"
 #include "track/counted_steps.h"
 #include "track/op_sampling.h"
+#include "track/thread_state.h"
 
 namespace {
 
 std::atomic<int> g_boundaries{0};
+std::vector<std::uint64_t> g_boundary_serials;  // allocations recorded before each boundary
 std::uint64_t countBoundaryEveryThree() {
   g_boundaries.fetch_add(1);
+  g_boundary_serials.push_back(memseal::track::threadState().allocation_serial);
   return 3;
 }
 std::uint64_t countBoundaryAndStop() {
@@ -37,12 +40,15 @@ TEST(CountedSteps, AStepEndsAfterTheCountedAllocationsOfItsOwnThreadOnly) {
   memseal::Tracker tracker(plainOptions(memseal::OpWatching::off()));
   tracker.start();
   g_boundaries = 0;
+  g_boundary_serials.clear();
   memseal::track::setCountedStepHandler(&countBoundaryEveryThree);
+  std::uint64_t before = memseal::track::threadState().allocation_serial;
   memseal::track::countStepsOnThisThread(3);
   std::vector<at::Tensor> kept;
-  // The 4th, 7th and 10th allocations each begin a step.
+  // The 3rd, 6th and 9th allocations each begin a step: the handler runs before they are recorded.
   for (int i = 0; i < 10; ++i) kept.push_back(at::empty({16}));
   EXPECT_EQ(g_boundaries.load(), 3);
+  EXPECT_EQ(g_boundary_serials, (std::vector<std::uint64_t>{before + 2, before + 5, before + 8}));
   std::thread other([] {
     std::vector<at::Tensor> elsewhere;
     for (int i = 0; i < 10; ++i) elsewhere.push_back(at::empty({16}));
