@@ -16,8 +16,10 @@
 #   bench/run_instruction_counts.sh [BUILD_DIR] [REQUESTS] [SCALE]
 set -euo pipefail
 build=${1:-build/release}
-requests=${2:-3000}
+requests=${2:-2000}
 scale=${3:-300}
+[[ "$requests" =~ ^[1-9][0-9]*$ ]] || { echo "run_instruction_counts: REQUESTS must be a positive integer, not '$requests'" >&2; exit 2; }
+[[ "$scale" =~ ^[1-9][0-9]*$ ]] && [ "$scale" -le 1000 ] || { echo "run_instruction_counts: SCALE must be an integer from 1 to 1000, not '$scale'" >&2; exit 2; }
 server="$build/examples/inference_server"
 memseal="$build/memseal"
 command -v valgrind > /dev/null || { echo "run_instruction_counts: valgrind not found (apt install valgrind)" >&2; exit 2; }
