@@ -6,8 +6,9 @@
 //   grad      requests run with autograd on and outputs are kept (each holds its graph);
 //   none      healthy (the default).
 // --announce N prints "served N" after every N requests (tests use it to know the server is busy);
-// --exit-code sets the exit status; --timing 1 prints the request loop's time to stderr. No sleeps:
-// requests run back to back.
+// --exit-code sets the exit status; --timing 1 prints the request loop's time to stderr, and
+// --timing-blocks N the time of every N requests after it (kept in memory, printed at the end, so
+// a benchmark can compare the loop's undisturbed stretches). No sleeps: requests run back to back.
 #include <torch/torch.h>
 
 #include <atomic>
@@ -32,7 +33,8 @@ struct Options {
   long announce = 0;
   int exit_code = 0;
   int hidden = 256;
-  bool timing = false;  // --timing 1: the request loop's wall time on stderr (the benchmark)
+  bool timing = false;    // --timing 1: the request loop's wall time on stderr (the benchmark)
+  long timing_block = 0;  // --timing-blocks N: also the time of every N requests
 };
 
 struct MlpImpl : torch::nn::Module {
@@ -92,6 +94,12 @@ int parse(int argc, char** argv, Options& options) {
       options.exit_code = std::atoi(value.c_str());
     } else if (flag == "--timing") {
       options.timing = value == "1";
+    } else if (flag == "--timing-blocks") {
+      options.timing_block = std::atol(value.c_str());
+      if (options.timing_block <= 0) {
+        std::cerr << "inference_server: --timing-blocks needs a positive number of requests\n";
+        return 2;
+      }
     } else if (flag == "--hidden") {
       options.hidden = std::max(1, std::atoi(value.c_str()));
     } else {
@@ -121,6 +129,12 @@ int main(int argc, char** argv) {
   std::vector<torch::Tensor> history;  // the bug of --leak history / grad
   std::atomic<long> served{0};
   std::mutex output_mutex;
+  using Clock = std::chrono::steady_clock;
+  // --timing-blocks: when each block's last request ended.
+  std::vector<Clock::time_point> block_ends;
+  if (options.timing_block > 0 && options.requests > 0) {
+    block_ends.reserve(static_cast<std::size_t>(options.requests / options.timing_block) + 1);
+  }
 
   auto serve = [&] {
     while (auto batch = source.next()) {
@@ -138,6 +152,9 @@ int main(int argc, char** argv) {
       }
       long count = ++served;
       std::lock_guard<std::mutex> lock(output_mutex);
+      if (options.timing_block > 0 && count % options.timing_block == 0) {
+        block_ends.push_back(Clock::now());
+      }
       std::printf("response %ld batch %ld score %.4f\n", count, *batch, score);
       if (options.announce > 0 && count % options.announce == 0) {
         std::printf("served %ld\n", count);
@@ -145,14 +162,21 @@ int main(int argc, char** argv) {
       }
     }
   };
-  auto started = std::chrono::steady_clock::now();
+  auto started = Clock::now();
   std::vector<std::thread> workers;
   for (int i = 1; i < options.workers; ++i) workers.emplace_back(serve);
   serve();
   for (std::thread& worker : workers) worker.join();
   if (options.timing) {
-    std::chrono::duration<double, std::milli> loop = std::chrono::steady_clock::now() - started;
+    std::chrono::duration<double, std::milli> loop = Clock::now() - started;
     std::fprintf(stderr, "request loop: %ld requests in %.1f ms\n", served.load(), loop.count());
+  }
+  Clock::time_point block_start = started;
+  for (Clock::time_point block_end : block_ends) {
+    std::chrono::duration<double, std::milli> block = block_end - block_start;
+    std::fprintf(stderr, "request block: %ld requests in %.3f ms\n", options.timing_block,
+                 block.count());
+    block_start = block_end;
   }
   std::fflush(stdout);
   return options.exit_code;

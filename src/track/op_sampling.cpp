@@ -196,12 +196,28 @@ bool resizedAlike(SequenceCursor& cursor, std::uint64_t index, std::size_t recor
          static_cast<unsigned __int128>(recorded) * cursor.scale_now;
 }
 
+// A counted step longer than the watched one recorded (its number of iterations grew with the
+// loop's pace): its allocations past the recording's end replay the recorded iterations again, as
+// counting began only once the loop's iterations were alike in their allocations. Only a recording
+// of whole iterations that was not cut off at its limit is replayed this way.
+const SequenceEntry* iterationRecordedEarlier(AllocationSequence& sequence, std::uint64_t index) {
+  std::uint64_t length = g_iteration_length.load(std::memory_order_relaxed);
+  std::uint32_t size = sequence.size();
+  if (length == 0 || size == 0 || size % length != 0 || size >= AllocationSequence::kMaxEntries) {
+    return nullptr;
+  }
+  return sequence.at(index % size);
+}
+
 // The site and signature of the recording's allocation at `index` when it matches; false from
 // the first allocation that does not (later ones of this step would be guesses).
 // `may_resize`: CPU allocations, which counted steps count (CUDA blocks are numbered apart).
 bool replaySequence(SequenceCursor& cursor, AllocationSequence& sequence, std::uint64_t index,
                     std::uint32_t scope_path, LiveRecord& record, bool may_resize) {
   const SequenceEntry* recorded = cursor.diverged ? nullptr : sequence.at(index);
+  if (recorded == nullptr && !cursor.diverged && may_resize) {
+    recorded = iterationRecordedEarlier(sequence, index);
+  }
   if (MEMSEAL_LIKELY(recorded != nullptr && recorded->scope_path == scope_path)) {
     if (MEMSEAL_LIKELY(recorded->bytes == record.bytes)) {
       record.site = recorded->site;

@@ -82,6 +82,22 @@ class Server(unittest.TestCase):
         self.assertRegex(out, r"response 2 batch 2 ")
         self.assertIn("exit status 3", err)
 
+    def test_the_servers_timing_blocks_pass_through_for_the_overhead_benchmark(self):
+        # bench/run_overhead.sh reads the request loop's time and each block's from the server's
+        # stderr under `memseal run`: one line per block of N requests, after the loop's own.
+        code, _, err = run("--", ARGS.server, "--requests", "60", "--timing", "1",
+                           "--timing-blocks", "20")
+        self.assertEqual(code, 0, err)
+        loop = re.findall(r"^request loop: 60 requests in ([\d.]+) ms$", err, re.M)
+        blocks = re.findall(r"^request block: 20 requests in ([\d.]+) ms$", err, re.M)
+        self.assertEqual(len(loop), 1, err)
+        self.assertEqual(len(blocks), 3, err)
+        self.assertLessEqual(sum(map(float, blocks)), float(loop[0]) + 0.1, err)
+        refused = subprocess.run([ARGS.server, "--timing-blocks", "0"], capture_output=True,
+                                 text=True, timeout=60)
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("--timing-blocks needs a positive number of requests", refused.stderr)
+
     def test_fail_on_leak_turns_a_clean_exit_into_1(self):
         code, _, _ = run("--fail-on-leak", "--", ARGS.server, "--requests", "3000", "--leak",
                          "history")

@@ -4,6 +4,7 @@
 #include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <string>
@@ -63,6 +64,18 @@ TEST(CountedSteps, AStepEndsAfterTheCountedAllocationsOfItsOwnThreadOnly) {
   tracker.stop();
 }
 
+// How many live allocations each step made inside the op user code called, `outer_op`.
+std::map<std::uint32_t, int> countsBy(const memseal::Snapshot& snapshot,
+                                      const std::string& outer_op) {
+  std::map<std::uint32_t, int> counts;
+  for (const memseal::SiteSnapshot& site : snapshot.sites) {
+    const std::string& outer = site.site.outer_op.empty() ? site.site.op : site.site.outer_op;
+    if (outer != outer_op) continue;
+    for (const memseal::LiveAllocation& allocation : site.allocations) ++counts[allocation.step];
+  }
+  return counts;
+}
+
 // Shape of the live allocations made inside the op user code called, `outer_op`, by step.
 std::map<std::uint32_t, std::vector<std::int64_t>> shapesBy(const memseal::Snapshot& snapshot,
                                                             const std::string& outer_op) {
@@ -112,6 +125,51 @@ TEST(CountedSteps, AnIterationOfAnotherBatchSizeIsReplayedWithItsOpsAndScaledSha
   ASSERT_EQ(zeros.count(1), 1u) << found;
   EXPECT_EQ(zeros[1], (std::vector<std::int64_t>{2, 8, 2}));
   EXPECT_EQ(zeros.count(3), 0u) << found;
+}
+
+TEST(CountedSteps, AStepOfMoreIterationsThanTheRecordedOneReplaysItsIterationsAgain) {
+  // The watched step held one iteration; the loop's pace then put two in a step. With counted
+  // iterations (a length set) the second replays the recorded one again; without, it is not the
+  // recording's and its allocations get no op.
+  memseal::Tracker tracker(plainOptions(memseal::OpWatching::oneStepIn(2)));
+  memseal::setStep(0);
+  tracker.start();
+  memseal::track::setReplayIterationLength(2);
+  std::vector<at::Tensor> kept;
+  auto iteration = [&](std::int64_t batch) {
+    kept.push_back(at::empty({batch, 8}));
+    kept.push_back(at::zeros({batch, 8, 2}));
+  };
+  iteration(4);
+  memseal::setStep(1);
+  iteration(2);
+  iteration(8);  // past the recording's end: its one iteration again, resized alike
+  memseal::setStep(2);
+  iteration(4);
+  memseal::track::setReplayIterationLength(0);
+  memseal::setStep(3);
+  iteration(4);
+  iteration(4);  // not counted iterations: past the end of the recording is no replay
+  memseal::Snapshot snapshot = tracker.snapshot(64);
+  tracker.stop();
+  memseal::setStep(0);
+
+  auto empty = countsBy(snapshot, "aten::empty");
+  auto zeros = countsBy(snapshot, "aten::zeros");
+  EXPECT_EQ(empty[1], 2);
+  EXPECT_EQ(zeros[1], 2);
+  std::vector<std::vector<std::int64_t>> step_one_zeros;
+  for (const memseal::SiteSnapshot& site : snapshot.sites) {
+    if (site.site.op != "aten::zeros" && site.site.outer_op != "aten::zeros") continue;
+    for (const memseal::LiveAllocation& allocation : site.allocations) {
+      if (allocation.step == 1) step_one_zeros.push_back(allocation.tensor.shape);
+    }
+  }
+  EXPECT_NE(
+      std::find(step_one_zeros.begin(), step_one_zeros.end(), std::vector<std::int64_t>{8, 8, 2}),
+      step_one_zeros.end());
+  EXPECT_EQ(empty[3], 1);
+  EXPECT_EQ(zeros[3], 1);
 }
 
 }  // namespace
