@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <typeinfo>
 
+#include "common/branch_hints.h"
 #include "track/hashing.h"
 #include "track/python_frames.h"
 #include "track/session.h"
@@ -97,14 +99,19 @@ void SiteTable::resetForSession() {
   });
 }
 
-std::uint32_t SiteTable::siteFor(const SiteKey& key) {
+std::uint32_t SiteTable::lookUpSite(ThreadState& state, const SiteKey& key) {
   std::uint64_t hash =
       combineHash(combineHash(key.inner_op, key.outer_op), combineHash(key.scope_path, key.stack));
   std::uint32_t id = sites_.findOrInsert(hash, key, [&](SiteEntry& entry) { entry.key = key; });
-  return id != 0 ? id : overflow_site_;
+  if (id == 0) return overflow_site_;  // a full table: a later key may still find room
+  std::memcpy(state.memo_key, &key, sizeof(SiteKey));
+  state.memo_site = id;
+  return id;
 }
 
-SiteKey SiteTable::opKey(ThreadState& state, std::uint32_t name_outside_ops) {
+// Inline: on every allocation outside a replayed step.
+[[gnu::always_inline]] inline SiteKey SiteTable::opKey(ThreadState& state,
+                                                       std::uint32_t name_outside_ops) {
   SiteKey key{name_outside_ops, 0, state.scope_path, 0};
   std::uint32_t depth = std::min<std::uint32_t>(state.op_depth, kMaxOpDepth);
   if (depth > 0) {
@@ -122,13 +129,17 @@ SiteKey SiteTable::opKey(ThreadState& state, std::uint32_t name_outside_ops) {
 // the stack and make its fixed skip count drop a frame of the caller's.
 std::uint32_t SiteTable::currentSite(ThreadState& state, std::uint32_t name_outside_ops,
                                      std::uint64_t bytes) {
+  // No stack to capture, so no frames to skip: the ops and scope name the site.
+  if (stack_mode_.load(std::memory_order_relaxed) == StackMode::kOff) {
+    return siteFor(state, opKey(state, name_outside_ops));
+  }
   std::uint32_t site = siteWithStack(state, opKey(state, name_outside_ops), bytes);
   asm volatile("" ::: "memory");
   return site;
 }
 
 std::uint32_t SiteTable::currentOpSite(ThreadState& state, std::uint32_t name_outside_ops) {
-  return siteFor(opKey(state, name_outside_ops));
+  return siteFor(state, opKey(state, name_outside_ops));
 }
 
 std::uint32_t SiteTable::currentSiteNamed(ThreadState& state, std::uint32_t name) {
@@ -179,12 +190,12 @@ __attribute__((noinline)) std::uint32_t SiteTable::siteWithStack(ThreadState& st
       }
     }
     if (reusable) {
-      wanted.site = siteFor(key);
+      wanted.site = siteFor(state, key);
       t_step_sites.remember(place, wanted);
       return wanted.site;
     }
   }
-  std::uint32_t site_id = siteFor(key);
+  std::uint32_t site_id = siteFor(state, key);
   // Release: a report reading this id on another thread must also see the stack entry it names.
   if (sampled_stack != 0) {
     sites_.at(site_id).example_stack.store(sampled_stack, std::memory_order_release);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/branch_hints.h"
 #include "memseal/tracker.h"
 #include "track/insert_only_table.h"
 #include "track/stack_capture.h"
@@ -100,7 +101,16 @@ class SiteTable {
     bool matches(const void* key) const { return type == key; }
   };
 
-  std::uint32_t siteFor(const SiteKey& key);
+  // The site of `key`, interned on first sight; the thread's memo answers a repeated key inline.
+  std::uint32_t siteFor(ThreadState& state, const SiteKey& key) {
+    static_assert(sizeof(SiteKey) == sizeof(state.memo_key), "the memo holds a whole key");
+    if (MEMSEAL_LIKELY(state.memo_site != 0 &&
+                       std::memcmp(state.memo_key, &key, sizeof(SiteKey)) == 0)) {
+      return state.memo_site;
+    }
+    return lookUpSite(state, key);
+  }
+  std::uint32_t lookUpSite(ThreadState& state, const SiteKey& key);
   // The ops and scope the thread is in now (inner op `name_outside_ops` outside any op).
   SiteKey opKey(ThreadState& state, std::uint32_t name_outside_ops);
   std::uint32_t siteWithStack(ThreadState& state, SiteKey key, std::uint64_t bytes);

@@ -83,6 +83,11 @@ struct alignas(64) ThreadState {
   // its outputs' CUDA blocks and their autograd history share one stack capture.
   std::uint32_t ending_op_site;
   std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
+  // The site this thread looked up last and its key (ops, scope, stack): a loop allocating at one
+  // place again and again finds its site without hashing and probing (SiteTable::siteFor). Site
+  // ids stay valid for the process, so the memo never goes stale; 0: none yet.
+  std::uint32_t memo_key[4];
+  std::uint32_t memo_site;
   OpFrame ops[kMaxOpDepth];
 };
 // What a replayed allocation reads of its cursor (step, session, first serial, flags) is in those

@@ -6,8 +6,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
@@ -215,6 +219,37 @@ TEST(Tracker, AttributesAllocationsToNestedUserScopes) {
   const SiteSnapshot* site = findSite(snapshot, "aten::zeros");
   ASSERT_NE(site, nullptr);
   EXPECT_EQ(site->site.scope, "preprocess/normalize");
+}
+
+// A thread remembers the site it looked up last; allocations that alternate between places, by op
+// or by region, must each still land at their own site, and the counts add up.
+TEST(Tracker, AllocationsAlternatingBetweenPlacesEachKeepTheirSite) {
+  TrackerOptions options;
+  options.stacks = StackMode::kOff;
+  Tracker tracker(options);
+  tracker.start();
+  std::vector<torch::Tensor> kept;
+  for (int i = 0; i < 5; ++i) {
+    kept.push_back(torch::zeros({8}));
+    kept.push_back(torch::ones({8}));
+    {
+      MEMSEAL_REGION("alternating-left");
+      kept.push_back(torch::zeros({8}));
+    }
+    kept.push_back(torch::zeros({8}));
+    {
+      MEMSEAL_REGION("alternating-right");
+      kept.push_back(torch::zeros({8}));
+    }
+  }
+  std::map<std::pair<std::string, std::string>, std::int64_t> live_by_op_and_region;
+  for (const SiteSnapshot& site : tracker.snapshot().sites) {
+    live_by_op_and_region[{site.site.outer_op, site.site.scope}] += site.live_count;
+  }
+  EXPECT_EQ((live_by_op_and_region[{"aten::zeros", ""}]), 10);
+  EXPECT_EQ((live_by_op_and_region[{"aten::ones", ""}]), 5);
+  EXPECT_EQ((live_by_op_and_region[{"aten::zeros", "alternating-left"}]), 5);
+  EXPECT_EQ((live_by_op_and_region[{"aten::zeros", "alternating-right"}]), 5);
 }
 
 TEST(Tracker, StacksNameTheUsersFunctionAndLine) {
