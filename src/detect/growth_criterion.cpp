@@ -8,17 +8,27 @@ namespace memseal::detect {
 
 namespace {
 
-// The maximum of each of `parts` equal segments of `values`.
+// The extreme of each of `parts` equal segments of `values`: the largest when `largest`, else the
+// smallest.
+std::vector<std::int64_t> segmentExtremes(const std::vector<std::int64_t>& values,
+                                          std::size_t parts, bool largest) {
+  std::vector<std::int64_t> extremes;
+  for (std::size_t part = 0; part < parts; ++part) {
+    auto begin = values.begin() + static_cast<std::ptrdiff_t>(values.size() * part / parts);
+    auto end = values.begin() + static_cast<std::ptrdiff_t>(values.size() * (part + 1) / parts);
+    extremes.push_back(largest ? *std::max_element(begin, end) : *std::min_element(begin, end));
+  }
+  return extremes;
+}
+
 std::vector<std::int64_t> segmentMaxima(const std::vector<std::int64_t>& values,
                                         std::size_t parts) {
-  std::vector<std::int64_t> maxima;
-  for (std::size_t part = 0; part < parts; ++part) {
-    std::size_t begin = values.size() * part / parts;
-    std::size_t end = values.size() * (part + 1) / parts;
-    maxima.push_back(*std::max_element(values.begin() + static_cast<std::ptrdiff_t>(begin),
-                                       values.begin() + static_cast<std::ptrdiff_t>(end)));
-  }
-  return maxima;
+  return segmentExtremes(values, parts, true);
+}
+
+std::vector<std::int64_t> segmentMinima(const std::vector<std::int64_t>& values,
+                                        std::size_t parts) {
+  return segmentExtremes(values, parts, false);
 }
 
 }  // namespace
@@ -60,6 +70,11 @@ double steadyTensorGrowthPerStep(const std::vector<std::uint32_t>& steps,
   }
   std::int64_t growth = maxima.back() - *std::min_element(values.begin(), values.end());
   if (maxima.back() - values.back() > growth / 8) return 0;  // fell back at the end
+  // What is held rises from below too: another thread's work in flight at the boundaries (a second
+  // server worker mid-request) lifts some samples and not others, and its peaks can rise by
+  // chance while the level it returns to stays where it was.
+  std::vector<std::int64_t> minima = segmentMinima(values, 4);
+  if ((minima.back() - minima.front()) * 4 < maxima.back() - maxima.front()) return 0;
   return std::max(0.0, slopeOf(steps, values));
 }
 

@@ -24,9 +24,12 @@ bool survivorsSpanTheRun(const std::vector<std::uint32_t>& alive_steps, std::uin
                          std::uint32_t last_step);
 
 // Tracked tensor memory at step boundaries that grows without levelling off: at least 8 samples,
-// the maximum of each quarter above the previous quarter's, and the last sample within 1/8 of the
-// growth of the maximum. Returns the least-squares slope in bytes per step, 0 otherwise. Bounded
-// caches and lazily made state rise, then stay flat: their last quarters add nothing.
+// the maximum of each quarter above the previous quarter's, the last sample within 1/8 of the
+// growth of the maximum, and the last quarter's minimum above the first's by at least a quarter of
+// what the maximum rose. Returns the least-squares slope in bytes per step, 0 otherwise. Bounded
+// caches and lazily made state rise, then stay flat: their last quarters add nothing. Work in
+// flight on other threads lifts some samples only: its peaks may rise, the level it falls back to
+// does not.
 double steadyTensorGrowthPerStep(const std::vector<std::uint32_t>& steps,
                                  const std::vector<std::int64_t>& values);
 

@@ -116,6 +116,23 @@ TEST(SteadyTensorGrowth, MemoryThatLevelsOffOrFallsBackIsNot) {
   EXPECT_EQ(steadyTensorGrowthPerStep(stepsOf(5), {1, 2, 3, 4, 5}), 0.0);  // too few samples
 }
 
+TEST(SteadyTensorGrowth, AnotherThreadsWorkInFlightWhosePeaksRiseIsNot) {
+  // A healthy server with a second worker: at each boundary of the first, the second is somewhere
+  // in its request (nothing, a third or two thirds of its tensors live). Its peaks happen to rise
+  // from quarter to quarter and the last boundary catches one, but the level it returns to stays.
+  constexpr std::int64_t kHeld = 4 << 20;
+  std::vector<std::int64_t> live;
+  for (int i = 0; i < 40; ++i) {
+    std::int64_t request_bytes = 30000 + 1000 * (i / 10);
+    live.push_back(kHeld + ((i + 2) % 3) * request_bytes / 2);
+  }
+  EXPECT_EQ(steadyTensorGrowthPerStep(stepsOf(40), live), 0.0);
+  // The same in flight above a held level that rises: growth.
+  std::vector<std::int64_t> leaking = live;
+  for (int i = 0; i < 40; ++i) leaking[i] += i * 512;
+  EXPECT_NEAR(steadyTensorGrowthPerStep(stepsOf(40), leaking), 512, 200);
+}
+
 // Resident samples of `steps` steps: a base, plus `slope` per step, plus a deterministic wobble of
 // +-`noise` (a page-granular, allocator-shaped line).
 std::vector<std::int64_t> residentLine(std::size_t steps, double slope, std::int64_t noise) {
