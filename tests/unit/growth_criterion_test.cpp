@@ -118,8 +118,8 @@ TEST(SteadyTensorGrowth, MemoryThatLevelsOffOrFallsBackIsNot) {
 
 TEST(SteadyTensorGrowth, AnotherThreadsWorkInFlightWhosePeaksRiseIsNot) {
   // A healthy server with a second worker: at each boundary of the first, the second is somewhere
-  // in its request (nothing, a third or two thirds of its tensors live). Its peaks happen to rise
-  // from quarter to quarter and the last boundary catches one, but the level it returns to stays.
+  // in its request (none, half or all of its tensors live). Its peaks happen to rise from quarter
+  // to quarter and the last boundary catches one, but the level it returns to stays.
   constexpr std::int64_t kHeld = 4 << 20;
   std::vector<std::int64_t> live;
   for (int i = 0; i < 40; ++i) {
