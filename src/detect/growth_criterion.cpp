@@ -68,12 +68,12 @@ double steadyTensorGrowthPerStep(const std::vector<std::uint32_t>& steps,
   for (std::size_t i = 1; i < maxima.size(); ++i) {
     if (maxima[i] <= maxima[i - 1]) return 0;
   }
-  std::int64_t growth = maxima.back() - *std::min_element(values.begin(), values.end());
+  std::vector<std::int64_t> minima = segmentMinima(values, 4);
+  std::int64_t growth = maxima.back() - *std::min_element(minima.begin(), minima.end());
   if (maxima.back() - values.back() > growth / 8) return 0;  // fell back at the end
   // What is held rises from below too: another thread's work in flight at the boundaries (a second
   // server worker mid-request) lifts some samples and not others, and its peaks can rise by
   // chance while the level it returns to stays where it was.
-  std::vector<std::int64_t> minima = segmentMinima(values, 4);
   if ((minima.back() - minima.front()) * 4 < maxima.back() - maxima.front()) return 0;
   return std::max(0.0, slopeOf(steps, values));
 }
