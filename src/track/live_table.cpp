@@ -17,43 +17,48 @@ constexpr std::size_t kInitialShardCapacity = 16;
 }  // namespace
 
 LiveTable::~LiveTable() {
-  for (Shard& shard : shards_) std::free(shard.slots);
+  for (Shard& shard : shards_) std::free(shard.keys);
 }
 
 bool LiveTable::grow(Shard& shard) {
   std::size_t capacity = shard.capacity == 0 ? kInitialShardCapacity : shard.capacity * 2;
-  auto* slots = static_cast<LiveRecord*>(std::calloc(capacity, sizeof(LiveRecord)));
-  if (slots == nullptr) return false;
+  // Keys and records in one block; calloc leaves every key null (empty).
+  void* block = std::calloc(capacity, sizeof(void*) + sizeof(LiveRecord));
+  if (block == nullptr) return false;
+  auto* keys = static_cast<void**>(block);
+  auto* records = reinterpret_cast<LiveRecord*>(keys + capacity);
   std::size_t mask = capacity - 1;
   for (std::size_t i = 0; i < shard.capacity; ++i) {
-    const LiveRecord& record = shard.slots[i];
-    if (record.data == nullptr) continue;
-    std::size_t slot = hashPointer(record.data) & mask;
-    while (slots[slot].data != nullptr) slot = (slot + 1) & mask;
-    slots[slot] = record;
+    void* key = shard.keys[i];
+    if (key == nullptr) continue;
+    std::size_t slot = hashPointer(key) & mask;
+    while (keys[slot] != nullptr) slot = (slot + 1) & mask;
+    keys[slot] = key;
+    records[slot] = shard.records[i];
   }
-  std::free(shard.slots);
-  shard.slots = slots;
+  std::free(shard.keys);
+  shard.keys = keys;
+  shard.records = records;
   shard.capacity = capacity;
   return true;
 }
 
 // The slot a new record for `data` goes to, when it is not the common case (an empty slot in a
 // table below its load limit): the table grows first, or a stale record is handed back. Out of
-// line, so that insert's code is one probe and one copy.
-[[gnu::cold, gnu::noinline]] LiveRecord* LiveTable::slotSlowly(Shard& shard, const void* data,
+// line, so that insert's code is one probe and one copy. kNoSlot when the table could not grow.
+[[gnu::cold, gnu::noinline]] std::size_t LiveTable::slotSlowly(Shard& shard, const void* data,
                                                                std::uint64_t hash,
                                                                LiveRecord* replaced) {
   if (shard.capacity != 0) {
-    LiveRecord& slot = probe(shard, data, hash);
-    if (slot.data == data) {
-      if (replaced != nullptr) *replaced = slot;
+    std::size_t slot = probe(shard, data, hash);
+    if (shard.keys[slot] == data) {
+      if (replaced != nullptr) *replaced = shard.records[slot];
       --shard.size;  // insert counts it again
-      return &slot;
+      return slot;
     }
   }
-  if (!grow(shard)) return nullptr;
-  return &probe(shard, data, hash);  // not in the table: the probe ends on an empty slot
+  if (!grow(shard)) return kNoSlot;
+  return probe(shard, data, hash);  // not in the table: the probe ends on an empty slot
 }
 
 MEMSEAL_HOT bool LiveTable::insert(const LiveRecord& record, LiveRecord* replaced) {
@@ -64,37 +69,39 @@ MEMSEAL_HOT bool LiveTable::insert(const LiveRecord& record, LiveRecord* replace
   // One probe finds either the address (a pointer freed behind our back, by raw_deallocate after
   // the hook was removed, left a stale record: the new one replaces it rather than shadowing it)
   // or the empty slot the record goes to. Grow at 70% load to keep probe sequences short.
-  LiveRecord* slot = nullptr;
+  std::size_t slot = kNoSlot;
   if (MEMSEAL_LIKELY(shard.capacity != 0 && (shard.size + 1) * 10 <= shard.capacity * 7)) {
-    slot = &probe(shard, record.data, hash);
-    if (MEMSEAL_UNLIKELY(slot->data == record.data)) slot = nullptr;
+    slot = probe(shard, record.data, hash);
+    if (MEMSEAL_UNLIKELY(shard.keys[slot] == record.data)) slot = kNoSlot;
   }
-  if (MEMSEAL_UNLIKELY(slot == nullptr)) {
+  if (MEMSEAL_UNLIKELY(slot == kNoSlot)) {
     slot = slotSlowly(shard, record.data, hash, replaced);
-    if (slot == nullptr) return false;
+    if (slot == kNoSlot) return false;
   }
-  *slot = record;
+  shard.keys[slot] = record.data;
+  shard.records[slot] = record;
   ++shard.size;
   return true;
 }
 
-MEMSEAL_HOT void LiveTable::vacate(Shard& shard, LiveRecord* record) {
+MEMSEAL_HOT void LiveTable::vacate(Shard& shard, std::size_t slot) {
   // Backward-shift deletion: pull later members of the probe run into the hole so lookups that
   // stop at the first empty slot stay correct.
   std::size_t mask = shard.capacity - 1;
-  std::size_t hole = static_cast<std::size_t>(record - shard.slots);
-  for (std::size_t next = (hole + 1) & mask; shard.slots[next].data != nullptr;
+  std::size_t hole = slot;
+  for (std::size_t next = (hole + 1) & mask; shard.keys[next] != nullptr;
        next = (next + 1) & mask) {
-    std::size_t home = hashPointer(shard.slots[next].data) & mask;
+    std::size_t home = hashPointer(shard.keys[next]) & mask;
     // Move `next` into the hole unless its home lies cyclically in (hole, next].
     bool home_after_hole =
         hole <= next ? (home > hole && home <= next) : (home > hole || home <= next);
     if (home_after_hole) continue;
-    shard.slots[hole] = shard.slots[next];
+    shard.keys[hole] = shard.keys[next];
+    shard.records[hole] = shard.records[next];
     hole = next;
   }
   // Only the key marks a slot empty: the next insert writes the whole record.
-  shard.slots[hole].data = nullptr;
+  shard.keys[hole] = nullptr;
   --shard.size;
 }
 
@@ -111,7 +118,7 @@ std::size_t LiveTable::memoryBytes() const {
   std::size_t total = sizeof(*this);
   for (const Shard& shard : shards_) {
     std::lock_guard<SpinLock> lock(shard.mutex);
-    total += shard.capacity * sizeof(LiveRecord);
+    total += shard.capacity * (sizeof(void*) + sizeof(LiveRecord));
   }
   return total;
 }

@@ -1,5 +1,7 @@
 // The table of live allocations, keyed by data pointer. Sharded by address so that threads rarely
-// share a lock; each shard is an open-addressing table that grows by doubling.
+// share a lock; each shard is an open-addressing table that grows by doubling. A shard keeps its
+// keys apart from its records: a probe, a deletion's shift and the census read eight keys to a
+// cache line instead of one 136-byte record's first line per slot.
 #pragma once
 
 #include <cstddef>
@@ -54,7 +56,10 @@ class LiveTable {
  private:
   struct alignas(64) Shard {
     mutable SpinLock mutex;
-    LiveRecord* slots = nullptr;
+    // One allocation: `capacity` keys (nullptr marks an empty slot), then `capacity` records. A
+    // record is meaningful only where its key is set, and its `data` equals the key.
+    void** keys = nullptr;
+    LiveRecord* records = nullptr;
     std::size_t capacity = 0;  // a power of two, or 0 before the first insert
     std::size_t size = 0;
   };
@@ -65,25 +70,25 @@ class LiveTable {
   Shard& shardFor(std::uint64_t hash) { return shards_[hash >> 58]; }
   // The slot holding `data`, or else the empty slot that ends its probe run (where it would go).
   // The shard must have slots.
-  static LiveRecord& probe(Shard& shard, const void* data, std::uint64_t hash) {
+  static std::size_t probe(const Shard& shard, const void* data, std::uint64_t hash) {
     std::size_t mask = shard.capacity - 1;
     std::size_t slot = hash & mask;
-    while (shard.slots[slot].data != data && shard.slots[slot].data != nullptr) {
-      slot = (slot + 1) & mask;
-    }
-    return shard.slots[slot];
+    while (shard.keys[slot] != data && shard.keys[slot] != nullptr) slot = (slot + 1) & mask;
+    return slot;
   }
-  static LiveRecord* findSlot(Shard& shard, const void* data, std::uint64_t hash) {
+  // The slot holding `data`, or kNoSlot.
+  static constexpr std::size_t kNoSlot = ~std::size_t{0};
+  static std::size_t findSlot(const Shard& shard, const void* data, std::uint64_t hash) {
     // Empty slots hold a null key, so a null pointer must never be looked up.
-    if (shard.capacity == 0 || data == nullptr) return nullptr;
-    LiveRecord& record = probe(shard, data, hash);
-    return record.data == data ? &record : nullptr;
+    if (shard.capacity == 0 || data == nullptr) return kNoSlot;
+    std::size_t slot = probe(shard, data, hash);
+    return shard.keys[slot] == data ? slot : kNoSlot;
   }
   static bool grow(Shard& shard);
-  static LiveRecord* slotSlowly(Shard& shard, const void* data, std::uint64_t hash,
+  static std::size_t slotSlowly(Shard& shard, const void* data, std::uint64_t hash,
                                 LiveRecord* replaced);
-  // Empties `record`'s slot, keeping the probe runs through it intact.
-  static void vacate(Shard& shard, LiveRecord* record);
+  // Empties `slot`, keeping the probe runs through it intact.
+  static void vacate(Shard& shard, std::size_t slot);
   // Calls `act(shard, record)` under the shard's lock if `data` is present.
   template <typename Act>
   bool withRecord(void* data, Act&& act);
@@ -96,31 +101,31 @@ bool LiveTable::withRecord(void* data, Act&& act) {
   std::uint64_t hash = hashPointer(data);
   Shard& shard = shardFor(hash);
   std::lock_guard<SpinLock> lock(shard.mutex);
-  LiveRecord* record = findSlot(shard, data, hash);
-  if (record == nullptr) return false;
-  act(shard, record);
+  std::size_t slot = findSlot(shard, data, hash);
+  if (slot == kNoSlot) return false;
+  act(shard, slot);
   return true;
 }
 
 template <typename Update>
 bool LiveTable::update(void* data, Update&& update) {
-  return withRecord(data, [&](Shard&, LiveRecord* record) { update(*record); });
+  return withRecord(data, [&](Shard& shard, std::size_t slot) { update(shard.records[slot]); });
 }
 
 template <typename Take>
 bool LiveTable::removeWith(void* data, Take&& take) {
-  return withRecord(data, [&](Shard& shard, LiveRecord* record) {
-    take(static_cast<const LiveRecord&>(*record));
-    vacate(shard, record);
+  return withRecord(data, [&](Shard& shard, std::size_t slot) {
+    take(static_cast<const LiveRecord&>(shard.records[slot]));
+    vacate(shard, slot);
   });
 }
 
 template <typename Take>
 bool LiveTable::removeIf(void* data, Take&& take) {
   bool removed = false;
-  withRecord(data, [&](Shard& shard, LiveRecord* record) {
-    if (!take(static_cast<const LiveRecord&>(*record))) return;
-    vacate(shard, record);
+  withRecord(data, [&](Shard& shard, std::size_t slot) {
+    if (!take(static_cast<const LiveRecord&>(shard.records[slot]))) return;
+    vacate(shard, slot);
     removed = true;
   });
   return removed;
@@ -128,16 +133,16 @@ bool LiveTable::removeIf(void* data, Take&& take) {
 
 template <typename Visit>
 void LiveTable::forEach(Visit&& visit) const {
-  // A loop's census runs while few records are live in a table sized for its peak: every slot read
-  // is a cache line that the program's own work then fetches again. A shard is left once all its
-  // records were seen (an empty one at once).
+  // A loop's census runs while few records are live in a table sized for its peak: it reads the
+  // keys, and a record only where one is set. A shard is left once all its records were seen (an
+  // empty one at once).
   for (const Shard& shard : shards_) {
     std::lock_guard<SpinLock> lock(shard.mutex);
     std::size_t left = shard.size;
     for (std::size_t i = 0; left != 0 && i < shard.capacity; ++i) {
-      if (shard.slots[i].data == nullptr) continue;
+      if (shard.keys[i] == nullptr) continue;
       --left;
-      visit(static_cast<const LiveRecord&>(shard.slots[i]));
+      visit(static_cast<const LiveRecord&>(shard.records[i]));
     }
   }
 }
