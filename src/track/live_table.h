@@ -89,7 +89,7 @@ class LiveTable {
                                 LiveRecord* replaced);
   // Empties `slot`, keeping the probe runs through it intact.
   static void vacate(Shard& shard, std::size_t slot);
-  // Calls `act(shard, record)` under the shard's lock if `data` is present.
+  // Calls `act(shard, slot)` under the shard's lock if `data` is present.
   template <typename Act>
   bool withRecord(void* data, Act&& act);
 
