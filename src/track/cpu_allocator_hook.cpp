@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <new>
 
 #include "common/branch_hints.h"
 #include "track/arena_region.h"
@@ -96,31 +97,74 @@ HookInstallation& installation() {
   return *state;
 }
 
+// What every tracked allocation does once its record is in the table: the table owns the memory's
+// context now, and the counters and the site's totals take it in.
+[[gnu::always_inline]] inline c10::DataPtr finishTracking(ThreadState& state, c10::DataPtr& inner,
+                                                          std::size_t bytes, std::uint32_t site) {
+  void* data = inner.get();
+  c10::Device device = inner.device();
+  inner.release_context();
+  cpuCounters().onAllocate(state, static_cast<std::int64_t>(bytes));
+  ++state.allocations_in_thread;
+  state.bytes_in_thread += bytes;
+  addToSiteTotals(state, site, static_cast<std::int64_t>(bytes));
+  return c10::DataPtr(data, data, &trackedFree, device);
+}
+
+// Every allocation that does not replay a recorded one (a watched step, a replay that stopped
+// matching, ops watched on every step) or that the event trace records: the record is built on
+// the stack, where attributing it may call out (stacks, the site table), then copied in.
+[[gnu::noinline]] c10::DataPtr trackAllocationSlowly(ThreadState& state, c10::DataPtr inner,
+                                                     std::size_t bytes, std::uint64_t thread_serial,
+                                                     const RecordContext& context) {
+  LiveRecord record;
+  record.data = inner.get();
+  record.original_deleter = inner.get_deleter();
+  record.original_context = inner.get_context();
+  record.bytes = bytes;
+  record.thread_serial = thread_serial;
+  applyRecordContext(context, record);
+  record.thread_slot = cpuCounters().threadSlot(state);
+  attributeAllocation(state, record);
+  if (MEMSEAL_UNLIKELY(!liveAllocations().insert(record))) {
+    return inner;  // could not grow the table: this allocation goes untracked, still correct
+  }
+  traceAllocation(record);
+  return finishTracking(state, inner, bytes, record.site);
+}
+
 c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t bytes) {
   void* data = inner.get();
   if (MEMSEAL_UNLIKELY(data == nullptr)) return inner;
   TrackerWork work(state);
-  MemoryCounters& counters = cpuCounters();
-  LiveRecord record;
-  record.data = data;
-  record.original_deleter = inner.get_deleter();
-  record.original_context = inner.get_context();
-  record.bytes = bytes;
-  record.thread_serial = ++state.allocation_serial;
-  noteRecordContext(state, record);
-  record.thread_slot = counters.threadSlot(state);
-  attributeAllocation(state, record);
-  c10::Device device = inner.device();
-  if (MEMSEAL_UNLIKELY(!liveAllocations().insert(record))) {
-    return inner;  // could not grow the table: this allocation goes untracked, still correct
+  std::uint64_t thread_serial = ++state.allocation_serial;
+  RecordContext context = currentRecordContext(state);
+  const SequenceEntry* replayed =
+      replayedAllocation(state, context.step, context.session, thread_serial, bytes);
+  if (MEMSEAL_UNLIKELY(replayed == nullptr ||
+                       g_session.event_trace_running.load(std::memory_order_relaxed))) {
+    return trackAllocationSlowly(state, std::move(inner), bytes, thread_serial, context);
   }
-  inner.release_context();
-  counters.onAllocate(state, static_cast<std::int64_t>(bytes));
-  traceAllocation(record);
-  ++state.allocations_in_thread;
-  state.bytes_in_thread += bytes;
-  addToSiteTotals(state, record.site, static_cast<std::int64_t>(bytes));
-  return c10::DataPtr(data, data, &trackedFree, device);
+  // The common case, a replayed step: the record is written in its slot, with nothing left to call.
+  std::uint32_t thread_slot = cpuCounters().threadSlot(state);
+  c10::DeleterFnPtr original_deleter = inner.get_deleter();
+  void* original_context = inner.get_context();
+  bool inserted = liveAllocations().insertWith(data, [&](LiveRecord& slot) {
+    // Default-initialised in place: the fields written below are not written twice (the compiler
+    // drops the first stores), and a field added to LiveRecord starts from its default here too.
+    auto* record = new (&slot) LiveRecord;
+    record->data = data;
+    record->original_deleter = original_deleter;
+    record->original_context = original_context;
+    record->bytes = bytes;
+    record->thread_serial = thread_serial;
+    applyRecordContext(context, *record);
+    record->thread_slot = thread_slot;
+    record->site = replayed->site;
+    record->signature = replayed->signature;
+  });
+  if (MEMSEAL_UNLIKELY(!inserted)) return inner;  // as in trackAllocationSlowly
+  return finishTracking(state, inner, bytes, replayed->site);
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ bool LiveTable::grow(Shard& shard) {
 
 // The slot a new record for `data` goes to, when it is not the common case (an empty slot in a
 // table below its load limit): the table grows first, or a stale record is handed back. Out of
-// line, so that insert's code is one probe and one copy. kNoSlot when the table could not grow.
+// line, so that an insertion's code is one probe and the record's writing. kNoSlot when the table
+// could not grow.
 [[gnu::cold, gnu::noinline]] std::size_t LiveTable::slotSlowly(Shard& shard, const void* data,
                                                                std::uint64_t hash,
                                                                LiveRecord* replaced) {
@@ -62,26 +63,8 @@ bool LiveTable::grow(Shard& shard) {
 }
 
 MEMSEAL_HOT bool LiveTable::insert(const LiveRecord& record, LiveRecord* replaced) {
-  if (MEMSEAL_UNLIKELY(record.data == nullptr)) return false;  // the empty slot's key
-  std::uint64_t hash = hashPointer(record.data);
-  Shard& shard = shardFor(hash);
-  std::lock_guard<SpinLock> lock(shard.mutex);
-  // One probe finds either the address (a pointer freed behind our back, by raw_deallocate after
-  // the hook was removed, left a stale record: the new one replaces it rather than shadowing it)
-  // or the empty slot the record goes to. Grow at 70% load to keep probe sequences short.
-  std::size_t slot = kNoSlot;
-  if (MEMSEAL_LIKELY(shard.capacity != 0 && (shard.size + 1) * 10 <= shard.capacity * 7)) {
-    slot = probe(shard, record.data, hash);
-    if (MEMSEAL_UNLIKELY(shard.keys[slot] == record.data)) slot = kNoSlot;
-  }
-  if (MEMSEAL_UNLIKELY(slot == kNoSlot)) {
-    slot = slotSlowly(shard, record.data, hash, replaced);
-    if (slot == kNoSlot) return false;
-  }
-  shard.keys[slot] = record.data;
-  shard.records[slot] = record;
-  ++shard.size;
-  return true;
+  return insertWith(
+      record.data, [&record](LiveRecord& slot) { slot = record; }, replaced);
 }
 
 MEMSEAL_HOT void LiveTable::vacate(Shard& shard, std::size_t slot) {

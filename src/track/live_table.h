@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "common/branch_hints.h"
 #include "common/no_destructor.h"
 #include "track/hashing.h"
 #include "track/live_record.h"
@@ -28,6 +29,13 @@ class LiveTable {
   // for the same address (freed while no hook saw it) is replaced, and copied to `replaced` when
   // given (its `data` stays null when there was none).
   bool insert(const LiveRecord& record, LiveRecord* replaced = nullptr);
+  // Inserts as `insert` does, the record written by `fill(LiveRecord&)` in its slot under the
+  // shard's lock: the allocation hook builds its record there rather than on the stack and then
+  // copies it. The slot holds whatever was there before: `fill` writes every field, `data` (the
+  // key) included, and must not call out (the lock is held).
+  template <typename Fill>
+  [[gnu::always_inline]] inline bool insertWith(void* data, Fill&& fill,
+                                                LiveRecord* replaced = nullptr);
   // Moves the record for `data` into `out` and removes it; false when not present.
   bool remove(void* data, LiveRecord* out) {
     return removeWith(data, [out](const LiveRecord& record) { *out = record; });
@@ -95,6 +103,30 @@ class LiveTable {
 
   Shard shards_[kShards];
 };
+
+template <typename Fill>
+bool LiveTable::insertWith(void* data, Fill&& fill, LiveRecord* replaced) {
+  if (MEMSEAL_UNLIKELY(data == nullptr)) return false;  // the empty slot's key
+  std::uint64_t hash = hashPointer(data);
+  Shard& shard = shardFor(hash);
+  std::lock_guard<SpinLock> lock(shard.mutex);
+  // One probe finds either the address (a pointer freed behind our back, by raw_deallocate after
+  // the hook was removed, left a stale record: the new one replaces it rather than shadowing it)
+  // or the empty slot the record goes to. Grow at 70% load to keep probe sequences short.
+  std::size_t slot = kNoSlot;
+  if (MEMSEAL_LIKELY(shard.capacity != 0 && (shard.size + 1) * 10 <= shard.capacity * 7)) {
+    slot = probe(shard, data, hash);
+    if (MEMSEAL_UNLIKELY(shard.keys[slot] == data)) slot = kNoSlot;
+  }
+  if (MEMSEAL_UNLIKELY(slot == kNoSlot)) {
+    slot = slotSlowly(shard, data, hash, replaced);
+    if (slot == kNoSlot) return false;
+  }
+  shard.keys[slot] = data;
+  fill(shard.records[slot]);
+  ++shard.size;
+  return true;
+}
 
 template <typename Act>
 bool LiveTable::withRecord(void* data, Act&& act) {

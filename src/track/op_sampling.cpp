@@ -251,7 +251,7 @@ void completeSequenceEntry(const SequenceCursor& cursor, AllocationSequence& seq
 
 }  // namespace
 
-// Every case but the common one, which attributeAllocation handles inline.
+// Every case but the common one, which replayedAllocation finds inline.
 void attributeBySequence(ThreadState& state, LiveRecord& record) {
   AllocationSequence& sequence = cpuRecordingOf(state);
   std::uint64_t index = sequenceIndex(state.cpu_sequence, sequence, record, record.thread_serial);

@@ -34,25 +34,33 @@ void noteReplayDiverged();
 // True for kOneStepIn and kAuto: steps differ, and setStep must consult the schedule.
 bool opScheduleVaries();
 
-// Hot path: the site of a new allocation (and its tensor signature when replayed). Steps differ
-// only with kOneStepIn and kAuto; otherwise the site is simply the current one.
+// Hot path: the recorded allocation that a new one (the thread's `thread_serial`-th, made on
+// `step` of `session`) replays, or nullptr. Past warm-up nearly every allocation is the next one
+// of a step being replayed that still matches its recording (same size, same MEMSEAL_REGION): it
+// takes that entry's site and signature. Every other case is attributeBySequence's, and with ops
+// watched on every step (steps do not vary) there is no recording to replay.
+inline const SequenceEntry* replayedAllocation(const ThreadState& state, std::uint32_t step,
+                                               std::uint32_t session, std::uint64_t thread_serial,
+                                               std::size_t bytes) {
+  if (!g_session.steps_vary.load(std::memory_order_relaxed)) return nullptr;
+  const SequenceCursor& cursor = state.cpu_sequence;
+  if (MEMSEAL_UNLIKELY(cursor.step != step || cursor.session != session || cursor.recording ||
+                       cursor.diverged || state.cpu_recording == nullptr)) {
+    return nullptr;
+  }
+  const SequenceEntry* recorded = state.cpu_recording->at(thread_serial - cursor.first_serial);
+  if (MEMSEAL_LIKELY(recorded != nullptr && recorded->bytes == bytes &&
+                     recorded->scope_path == state.scope_path)) {
+    return recorded;
+  }
+  return nullptr;
+}
+// The site of a new allocation (and its tensor signature when replayed) where replayedAllocation
+// found no entry: a watched step records it, a replay that stopped matching names the op unwatched,
+// and without varying steps the site is simply the current one.
 void attributeBySequence(ThreadState& state, LiveRecord& record);
 inline void attributeAllocation(ThreadState& state, LiveRecord& record) {
   if (g_session.steps_vary.load(std::memory_order_relaxed)) {
-    // Past warm-up nearly every allocation is the next one of a step being replayed that still
-    // matches its recording: that case is these few lines, the rest is out of line.
-    SequenceCursor& cursor = state.cpu_sequence;
-    if (MEMSEAL_LIKELY(cursor.step == record.step && cursor.session == record.session &&
-                       !cursor.recording && !cursor.diverged && state.cpu_recording != nullptr)) {
-      const SequenceEntry* recorded =
-          state.cpu_recording->at(record.thread_serial - cursor.first_serial);
-      if (MEMSEAL_LIKELY(recorded != nullptr && recorded->bytes == record.bytes &&
-                         recorded->scope_path == state.scope_path)) {
-        record.site = recorded->site;
-        record.signature = recorded->signature;
-        return;
-      }
-    }
     attributeBySequence(state, record);
   } else {
     record.site = siteTable().currentSite(state);

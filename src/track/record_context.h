@@ -39,18 +39,42 @@ std::int64_t recordTimeNs(ThreadState& state, std::uint32_t step, Clock&& now_ns
   return state.clock_ns;
 }
 
-inline void noteRecordContext(ThreadState& state, LiveRecord& record) {
-  record.step = currentStep();
-  record.time_ns = recordTimeNs(state, record.step, &coarseNowNs);
-  record.session = sessionId();
-  record.lifetime_scope = state.lifetime_scope;
+// The moment's part of a record, read apart from the record where it is written later (the
+// allocation hook writes its record under the live table's lock, where nothing may call out).
+struct RecordContext {
+  std::int64_t time_ns;
+  std::uint32_t step;
+  std::uint32_t session;
+  std::uint32_t lifetime_scope;
+  std::uint8_t flags;
+};
+
+inline RecordContext currentRecordContext(ThreadState& state) {
+  RecordContext context;
+  context.step = currentStep();
+  context.time_ns = recordTimeNs(state, context.step, &coarseNowNs);
+  context.session = sessionId();
+  context.lifetime_scope = state.lifetime_scope;
   // Both modes from one read of autograd's thread-local state.
   if (MEMSEAL_UNLIKELY(state.autograd == nullptr)) {
     state.autograd = &c10::AutogradState::get_tls_state();
   }
   const c10::AutogradState& autograd = *state.autograd;
-  record.flags = static_cast<std::uint8_t>((autograd.get_grad_mode() ? kGradMode : 0) |
-                                           (autograd.get_inference_mode() ? kInferenceMode : 0));
+  context.flags = static_cast<std::uint8_t>((autograd.get_grad_mode() ? kGradMode : 0) |
+                                            (autograd.get_inference_mode() ? kInferenceMode : 0));
+  return context;
+}
+
+inline void applyRecordContext(const RecordContext& context, LiveRecord& record) {
+  record.step = context.step;
+  record.time_ns = context.time_ns;
+  record.session = context.session;
+  record.lifetime_scope = context.lifetime_scope;
+  record.flags = context.flags;
+}
+
+inline void noteRecordContext(ThreadState& state, LiveRecord& record) {
+  applyRecordContext(currentRecordContext(state), record);
 }
 
 }  // namespace memseal::track

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/branch_hints.h"
 #include "track/memory_counters.h"
 #include "track/thread_state.h"
 
@@ -44,7 +45,7 @@ void addToSiteTotalsSlowly(ThreadState& state, std::uint32_t site, std::int64_t 
 inline void addToSiteTotals(ThreadState& state, std::uint32_t site, std::int64_t bytes) {
   if (SiteTotalsCache* cache = state.site_totals) {
     SiteTotalsCache::Entry& entry = cache->entries[site % SiteTotalsCache::kEntries];
-    if (entry.site.load(std::memory_order_relaxed) == site) {
+    if (MEMSEAL_LIKELY(entry.site.load(std::memory_order_relaxed) == site)) {
       addOwned(entry.bytes, bytes);
       addOwned(entry.allocations, 1);
       return;

@@ -18,6 +18,7 @@
 
 #include "integration/snapshot_helpers.h"
 #include "memseal/leak_detector.h"
+#include "memseal/scope.h"
 #include "memseal/tracker.h"
 
 // Outside namespace memseal: frames in memseal:: count as memseal's own, not the user's.
@@ -411,6 +412,55 @@ TEST(Tracker, OpsWatchedOnOneStepInNAttributeTheOtherStepsByReplay) {
   }
   for (const LiveAllocation& allocation : sum->allocations) {
     EXPECT_EQ(allocation.tensor.shape, std::vector<std::int64_t>{32});
+  }
+}
+
+// A replayed allocation takes its site and signature from the recording and everything else from
+// its own moment: its step, the autograd mode it was made in and the lifetime scope it was made in
+// (the hook writes such a record straight into the live table, apart from the watched steps' path).
+TEST(Tracker, AReplayedAllocationRecordsItsOwnStepModeAndScope) {
+  TrackerOptions options;
+  options.observe_ops = OpWatching::oneStepIn(4);
+  Tracker tracker(options);
+  tracker.start();
+  std::vector<torch::Tensor> kept;
+  // Two allocations a step: a step's first allocation also moves the replay to the new step, and
+  // the second is the plain replayed one.
+  setStep(0);  // watched: recorded with grad mode on, outside any scope
+  kept.push_back(torch::full({10}, 1.0));
+  kept.push_back(torch::full({20}, 1.0));
+  setStep(1);  // replayed
+  ScopeOptions scope_options;
+  scope_options.on_survivors = ReportPolicy::kNone;
+  LifetimeScope scope("replayed", scope_options);
+  {
+    torch::NoGradGuard no_grad;
+    kept.push_back(torch::full({10}, 1.0));
+    kept.push_back(torch::full({20}, 1.0));
+  }
+  ScopeReport report = scope.close();
+  Snapshot snapshot = tracker.snapshot(8);
+  tracker.stop();
+  setStep(0);
+  EXPECT_EQ(findSiteByOp(snapshot, kUnwatched), nullptr);
+  const SiteSnapshot* full = findSite(snapshot, "aten::full");
+  ASSERT_NE(full, nullptr);
+  ASSERT_EQ(full->allocations.size(), 4u);
+  for (const LiveAllocation& allocation : full->allocations) {
+    bool replayed = allocation.step == 1;
+    EXPECT_TRUE(replayed || allocation.step == 0) << allocation.step;
+    EXPECT_EQ(allocation.grad_mode, !replayed) << "step " << allocation.step;
+    ASSERT_TRUE(allocation.tensor.known);
+    EXPECT_EQ(allocation.bytes, static_cast<std::size_t>(allocation.tensor.shape.at(0)) * 4);
+  }
+  EXPECT_EQ(full->allocations[0].step, 1u);  // newest first
+  EXPECT_EQ(full->allocations[0].tensor.shape, std::vector<std::int64_t>{20});
+  // The scope saw the replayed allocations as made inside it.
+  EXPECT_EQ(report.stats.made, 2);
+  ASSERT_EQ(report.stats.survivors, 2);
+  for (const ScopeSurvivor& survivor : report.survivors) {
+    EXPECT_EQ(survivor.allocation.step, 1u);
+    EXPECT_EQ(survivor.site.outer_op, "aten::full");
   }
 }
 
