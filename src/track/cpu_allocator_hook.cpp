@@ -97,6 +97,22 @@ HookInstallation& installation() {
   return *state;
 }
 
+// What a record says of the allocation itself, whichever path writes it; the site and signature
+// are the path's own.
+[[gnu::always_inline]] inline void describeAllocation(LiveRecord& record, const c10::DataPtr& inner,
+                                                      std::size_t bytes,
+                                                      std::uint64_t thread_serial,
+                                                      const RecordContext& context,
+                                                      std::uint32_t thread_slot) {
+  record.data = inner.get();
+  record.original_deleter = inner.get_deleter();
+  record.original_context = inner.get_context();
+  record.bytes = bytes;
+  record.thread_serial = thread_serial;
+  applyRecordContext(context, record);
+  record.thread_slot = thread_slot;
+}
+
 // What every tracked allocation does once its record is in the table: the table owns the memory's
 // context now, and the counters and the site's totals take it in.
 [[gnu::always_inline]] inline c10::DataPtr finishTracking(ThreadState& state, c10::DataPtr& inner,
@@ -116,15 +132,10 @@ HookInstallation& installation() {
 // the stack, where attributing it may call out (stacks, the site table), then copied in.
 [[gnu::noinline]] c10::DataPtr trackAllocationSlowly(ThreadState& state, c10::DataPtr inner,
                                                      std::size_t bytes, std::uint64_t thread_serial,
-                                                     const RecordContext& context) {
+                                                     const RecordContext& context,
+                                                     std::uint32_t thread_slot) {
   LiveRecord record;
-  record.data = inner.get();
-  record.original_deleter = inner.get_deleter();
-  record.original_context = inner.get_context();
-  record.bytes = bytes;
-  record.thread_serial = thread_serial;
-  applyRecordContext(context, record);
-  record.thread_slot = cpuCounters().threadSlot(state);
+  describeAllocation(record, inner, bytes, thread_serial, context, thread_slot);
   attributeAllocation(state, record);
   if (MEMSEAL_UNLIKELY(!liveAllocations().insert(record))) {
     return inner;  // could not grow the table: this allocation goes untracked, still correct
@@ -139,27 +150,20 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
   TrackerWork work(state);
   std::uint64_t thread_serial = ++state.allocation_serial;
   RecordContext context = currentRecordContext(state);
+  std::uint32_t thread_slot = cpuCounters().threadSlot(state);
   const SequenceEntry* replayed =
       replayedAllocation(state, context.step, context.session, thread_serial, bytes);
   if (MEMSEAL_UNLIKELY(replayed == nullptr ||
                        g_session.event_trace_running.load(std::memory_order_relaxed))) {
-    return trackAllocationSlowly(state, std::move(inner), bytes, thread_serial, context);
+    return trackAllocationSlowly(state, std::move(inner), bytes, thread_serial, context,
+                                 thread_slot);
   }
   // The common case, a replayed step: the record is written in its slot, with nothing left to call.
-  std::uint32_t thread_slot = cpuCounters().threadSlot(state);
-  c10::DeleterFnPtr original_deleter = inner.get_deleter();
-  void* original_context = inner.get_context();
   bool inserted = liveAllocations().insertWith(data, [&](LiveRecord& slot) {
     // Default-initialised in place: the fields written below are not written twice (the compiler
     // drops the first stores), and a field added to LiveRecord starts from its default here too.
     auto* record = new (&slot) LiveRecord;
-    record->data = data;
-    record->original_deleter = original_deleter;
-    record->original_context = original_context;
-    record->bytes = bytes;
-    record->thread_serial = thread_serial;
-    applyRecordContext(context, *record);
-    record->thread_slot = thread_slot;
+    describeAllocation(*record, inner, bytes, thread_serial, context, thread_slot);
     record->site = replayed->site;
     record->signature = replayed->signature;
   });
