@@ -45,7 +45,9 @@ LiveTable& adoptedAllocations() {
   return *table;
 }
 
-c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t bytes);
+// Takes `inner` by reference: what it does not hand back tracked stays in the caller's DataPtr, and
+// the allocation is not moved into a parameter and out again.
+c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr& inner, std::size_t bytes);
 
 // Forwards to whatever CPU allocator was installed before, and records what it hands out while a
 // session is active.
@@ -69,7 +71,7 @@ class InterposingCpuAllocator final : public c10::Allocator {
     if (region != nullptr) inner = adoptAllocation(region->observe(std::move(inner), bytes));
     if (MEMSEAL_UNLIKELY(state.in_tracker || !sessionActive())) return inner;
     countAllocationTowardsStep(state);
-    return trackAllocation(state, std::move(inner), bytes);
+    return trackAllocation(state, inner, bytes);
   }
   // raw_allocate/raw_deallocate work: tracked pointers carry data == context, and trackedFree
   // hands pointers it does not know to the previous allocator's raw deleter.
@@ -130,7 +132,7 @@ HookInstallation& installation() {
 // Every allocation that does not replay a recorded one (a watched step, a replay that stopped
 // matching, ops watched on every step) or that the event trace records: the record is built on
 // the stack, where attributing it may call out (stacks, the site table), then copied in.
-[[gnu::noinline]] c10::DataPtr trackAllocationSlowly(ThreadState& state, c10::DataPtr inner,
+[[gnu::noinline]] c10::DataPtr trackAllocationSlowly(ThreadState& state, c10::DataPtr& inner,
                                                      std::size_t bytes, std::uint64_t thread_serial,
                                                      const RecordContext& context,
                                                      std::uint32_t thread_slot) {
@@ -138,15 +140,16 @@ HookInstallation& installation() {
   describeAllocation(record, inner, bytes, thread_serial, context, thread_slot);
   attributeAllocation(state, record);
   if (MEMSEAL_UNLIKELY(!liveAllocations().insert(record))) {
-    return inner;  // could not grow the table: this allocation goes untracked, still correct
+    // Could not grow the table: this allocation goes untracked, still correct.
+    return std::move(inner);
   }
   traceAllocation(record);
   return finishTracking(state, inner, bytes, record.site);
 }
 
-c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t bytes) {
+c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr& inner, std::size_t bytes) {
   void* data = inner.get();
-  if (MEMSEAL_UNLIKELY(data == nullptr)) return inner;
+  if (MEMSEAL_UNLIKELY(data == nullptr)) return std::move(inner);
   TrackerWork work(state);
   std::uint64_t thread_serial = ++state.allocation_serial;
   RecordContext context = currentRecordContext(state);
@@ -155,8 +158,7 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
       replayedAllocation(state, context.step, context.session, thread_serial, bytes);
   if (MEMSEAL_UNLIKELY(replayed == nullptr ||
                        g_session.event_trace_running.load(std::memory_order_relaxed))) {
-    return trackAllocationSlowly(state, std::move(inner), bytes, thread_serial, context,
-                                 thread_slot);
+    return trackAllocationSlowly(state, inner, bytes, thread_serial, context, thread_slot);
   }
   // The common case, a replayed step: the record is written in its slot, with nothing left to call.
   bool inserted = liveAllocations().insertWith(data, [&](LiveRecord& slot) {
@@ -167,7 +169,7 @@ c10::DataPtr trackAllocation(ThreadState& state, c10::DataPtr inner, std::size_t
     record->site = replayed->site;
     record->signature = replayed->signature;
   });
-  if (MEMSEAL_UNLIKELY(!inserted)) return inner;  // as in trackAllocationSlowly
+  if (MEMSEAL_UNLIKELY(!inserted)) return std::move(inner);  // as in trackAllocationSlowly
   return finishTracking(state, inner, bytes, replayed->site);
 }
 

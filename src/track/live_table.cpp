@@ -40,6 +40,7 @@ bool LiveTable::grow(Shard& shard) {
   shard.keys = keys;
   shard.records = records;
   shard.capacity = capacity;
+  shard.grow_at = capacity * 7 / 10;
   return true;
 }
 

@@ -70,6 +70,9 @@ class LiveTable {
     LiveRecord* records = nullptr;
     std::size_t capacity = 0;  // a power of two, or 0 before the first insert
     std::size_t size = 0;
+    // The size at which the next insert grows the table first (70% of `capacity`, 0 before the
+    // first insert): kept, so that an insertion compares once rather than multiplies twice.
+    std::size_t grow_at = 0;
   };
 
   static std::uint64_t hashPointer(const void* data) {
@@ -114,7 +117,7 @@ bool LiveTable::insertWith(void* data, Fill&& fill, LiveRecord* replaced) {
   // the hook was removed, left a stale record: the new one replaces it rather than shadowing it)
   // or the empty slot the record goes to. Grow at 70% load to keep probe sequences short.
   std::size_t slot = kNoSlot;
-  if (MEMSEAL_LIKELY(shard.capacity != 0 && (shard.size + 1) * 10 <= shard.capacity * 7)) {
+  if (MEMSEAL_LIKELY(shard.size < shard.grow_at)) {
     slot = probe(shard, data, hash);
     if (MEMSEAL_UNLIKELY(shard.keys[slot] == data)) slot = kNoSlot;
   }

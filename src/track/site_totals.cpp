@@ -44,21 +44,36 @@ void addToSiteTotalsSlowly(ThreadState& state, std::uint32_t site, std::int64_t 
     }
     state.site_totals = cache;
   }
-  // Here the entry holds another site or none: addToSiteTotals added in place when it held this
-  // one, and a new cache holds none.
-  SiteTotalsCache::Entry& entry = cache->entries[site % SiteTotalsCache::kEntries];
-  std::uint32_t held = entry.site.load(std::memory_order_relaxed);
+  std::uint32_t home = SiteTotalsCache::home(site);
+  for (std::uint32_t offset = 0; offset < SiteTotalsCache::kWindow; ++offset) {
+    SiteTotalsCache::Entry& entry = cache->at(home, offset);
+    if (entry.site.load(std::memory_order_relaxed) == site) {
+      addOwned(entry.bytes, bytes);
+      addOwned(entry.allocations, 1);
+      return;
+    }
+  }
+  // No entry holds the site: it takes an empty one of its window, or else one in turn.
+  SiteTotalsCache::Entry* taken = nullptr;
+  for (std::uint32_t offset = 0; offset < SiteTotalsCache::kWindow && taken == nullptr; ++offset) {
+    SiteTotalsCache::Entry& entry = cache->at(home, offset);
+    if (entry.site.load(std::memory_order_relaxed) == SiteTotalsCache::kNoSite) taken = &entry;
+  }
+  if (taken == nullptr) {
+    taken = &cache->at(home, cache->next_taken++ % SiteTotalsCache::kWindow);
+  }
+  std::uint32_t held = taken->site.load(std::memory_order_relaxed);
   // The entry changes hands, as a seqlock's writer: marked empty before its amounts change (the
   // new amounts are released, so a reader that acquires one of them then sees the mark), given its
   // new site after; a reader that read it meanwhile sees the mark and leaves it out.
-  entry.site.store(SiteTotalsCache::kNoSite, std::memory_order_relaxed);
+  taken->site.store(SiteTotalsCache::kNoSite, std::memory_order_relaxed);
   if (held != SiteTotalsCache::kNoSite) {
-    addToShared(held, entry.bytes.load(std::memory_order_relaxed),
-                entry.allocations.load(std::memory_order_relaxed));
+    addToShared(held, taken->bytes.load(std::memory_order_relaxed),
+                taken->allocations.load(std::memory_order_relaxed));
   }
-  entry.bytes.store(bytes, std::memory_order_release);
-  entry.allocations.store(1, std::memory_order_release);
-  entry.site.store(site, std::memory_order_release);
+  taken->bytes.store(bytes, std::memory_order_release);
+  taken->allocations.store(1, std::memory_order_release);
+  taken->site.store(site, std::memory_order_release);
 }
 
 SiteAmounts siteTotals(std::uint32_t site) {
@@ -73,13 +88,20 @@ SiteAmounts siteTotals(std::uint32_t site) {
   for (std::uint32_t slot = 0; slot < slots; ++slot) {
     SiteTotalsCache* cache = all.by_slot[slot].load(std::memory_order_acquire);
     if (cache == nullptr) continue;
-    const SiteTotalsCache::Entry& entry = cache->entries[site % SiteTotalsCache::kEntries];
-    if (entry.site.load(std::memory_order_acquire) != site) continue;
-    std::int64_t bytes = entry.bytes.load(std::memory_order_acquire);
-    std::int64_t allocations = entry.allocations.load(std::memory_order_acquire);
-    if (entry.site.load(std::memory_order_relaxed) != site) continue;  // changed hands meanwhile
-    amounts.bytes += bytes;
-    amounts.allocations += allocations;
+    // The site holds one entry of its window at most. An entry that changes hands while it is
+    // read is left out; amounts an entry read here hands over later went to the shared totals,
+    // read before; and an entry the site takes again after one read here holds only what came
+    // since: behind at most, never twice.
+    std::uint32_t home = SiteTotalsCache::home(site);
+    for (std::uint32_t offset = 0; offset < SiteTotalsCache::kWindow; ++offset) {
+      const SiteTotalsCache::Entry& entry = cache->at(home, offset);
+      if (entry.site.load(std::memory_order_acquire) != site) continue;
+      std::int64_t bytes = entry.bytes.load(std::memory_order_acquire);
+      std::int64_t allocations = entry.allocations.load(std::memory_order_acquire);
+      if (entry.site.load(std::memory_order_relaxed) != site) continue;  // changed hands meanwhile
+      amounts.bytes += bytes;
+      amounts.allocations += allocations;
+    }
   }
   return amounts;
 }
