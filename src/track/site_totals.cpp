@@ -44,20 +44,18 @@ void addToSiteTotalsSlowly(ThreadState& state, std::uint32_t site, std::int64_t 
     }
     state.site_totals = cache;
   }
+  // The site's entry in its window, if it has one; else it takes the window's first empty entry,
+  // or else one in turn.
   std::uint32_t home = SiteTotalsCache::home(site);
+  SiteTotalsCache::Entry* taken = nullptr;
   for (std::uint32_t offset = 0; offset < SiteTotalsCache::kWindow; ++offset) {
     SiteTotalsCache::Entry& entry = cache->at(home, offset);
-    if (entry.site.load(std::memory_order_relaxed) == site) {
-      addOwned(entry.bytes, bytes);
-      addOwned(entry.allocations, 1);
+    std::uint32_t held = entry.site.load(std::memory_order_relaxed);
+    if (held == site) {
+      entry.add(bytes);
       return;
     }
-  }
-  // No entry holds the site: it takes an empty one of its window, or else one in turn.
-  SiteTotalsCache::Entry* taken = nullptr;
-  for (std::uint32_t offset = 0; offset < SiteTotalsCache::kWindow && taken == nullptr; ++offset) {
-    SiteTotalsCache::Entry& entry = cache->at(home, offset);
-    if (entry.site.load(std::memory_order_relaxed) == SiteTotalsCache::kNoSite) taken = &entry;
+    if (held == SiteTotalsCache::kNoSite && taken == nullptr) taken = &entry;
   }
   if (taken == nullptr) {
     taken = &cache->at(home, cache->next_taken++ % SiteTotalsCache::kWindow);

@@ -32,6 +32,11 @@ struct SiteTotalsCache {
     std::atomic<std::uint32_t> site{kNoSite};
     std::atomic<std::int64_t> bytes{0};
     std::atomic<std::int64_t> allocations{0};
+    // One more allocation of the entry's site (by the owning thread).
+    void add(std::int64_t amount) {
+      addOwned(bytes, amount);
+      addOwned(allocations, 1);
+    }
   };
   Entry entries[kEntries];
   // Which entry of a full window the next site takes, in turn (the owning thread's alone).
@@ -62,8 +67,7 @@ inline void addToSiteTotals(ThreadState& state, std::uint32_t site, std::int64_t
   if (SiteTotalsCache* cache = state.site_totals) {
     SiteTotalsCache::Entry& entry = cache->entries[SiteTotalsCache::home(site)];
     if (MEMSEAL_LIKELY(entry.site.load(std::memory_order_relaxed) == site)) {
-      addOwned(entry.bytes, bytes);
-      addOwned(entry.allocations, 1);
+      entry.add(bytes);
       return;
     }
   }

@@ -37,8 +37,8 @@ std::vector<std::uint32_t> sitesSharingAHome(std::size_t count,
                                              std::vector<std::uint32_t>* neighbours = nullptr) {
   for (const auto& [home, sites] : sitesByHome()) {
     if (sites.size() < count) continue;
-    auto next = sitesByHome().find((home + 1) % kEntries);
     if (neighbours != nullptr) {
+      auto next = sitesByHome().find((home + 1) % kEntries);
       if (next == sitesByHome().end()) continue;
       *neighbours = next->second;
     }
