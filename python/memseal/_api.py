@@ -136,6 +136,10 @@ class Watch:
                 self._trace.stop()
                 self._trace = None
             raise
+        # While the watch runs, step() is the core's boundary itself, called without a Python frame
+        # or pybind11's dispatcher in between (see Detector.step_boundary); the method below
+        # serves before start and after the end, to say why it cannot.
+        self.step = self._detector.step_boundary
         return self
 
     def __enter__(self):
@@ -163,7 +167,7 @@ class Watch:
     def finish(self, apply_policy=True):
         """Stops watching, completes the report (holders, garbage in reference cycles), applies
         on_leak and returns the report."""
-        detector, self._detector = self._running(), None
+        detector = self._take_detector()
         if self._trace is not None:
             self._trace.stop()
         report = complete_report(detector, find_holders=self._find_holders)
@@ -193,7 +197,7 @@ class Watch:
             return False
         if exc_type is not None:
             # The loop failed: stop tracking, judge nothing, let the exception through.
-            detector, self._detector = self._detector, None
+            detector = self._take_detector()
             if self._trace is not None:
                 self._trace.stop()
                 self._trace = None
@@ -201,6 +205,12 @@ class Watch:
             return False
         self.finish()
         return False
+
+    def _take_detector(self):
+        """The running detector, no longer the watch's: step() is the method again."""
+        detector, self._detector = self._running(), None
+        self.__dict__.pop("step", None)
+        return detector
 
     def _running(self):
         if self._detector is None:

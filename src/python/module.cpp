@@ -63,6 +63,47 @@ class Detector {
   std::unique_ptr<LeakDetector> detector_;
 };
 
+// A detector's step boundary as a plain CPython builtin (METH_NOARGS) bound to it: what
+// Watch.step becomes once the watch runs. A Python loop calls it right after an iteration has
+// pushed everything else out of the caches, where pybind11's dispatcher (the overloads, the type
+// lookup of `self`) and the package's Python wrapper cost 1-2 us of cold code beside the
+// boundary's own 1-2 us. The function holds the detector's Python object: it stays callable (and
+// raises once the watch has finished) however long the caller keeps it.
+constexpr const char* kStepBoundaryCapsule = "memseal._memseal.Detector.step_boundary";
+
+PyObject* callStepBoundary(PyObject* capsule, PyObject* /*no arguments*/) {
+  auto* detector = static_cast<Detector*>(PyCapsule_GetPointer(capsule, kStepBoundaryCapsule));
+  if (detector == nullptr) return nullptr;
+  try {
+    detector->step();
+  } catch (...) {
+    // As pybind11's dispatcher would: the same Python exception as Detector.step raises.
+    py::detail::try_translate_exceptions();
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+void releaseStepBoundaryOwner(PyObject* capsule) {
+  Py_XDECREF(static_cast<PyObject*>(PyCapsule_GetContext(capsule)));
+}
+
+py::object stepBoundaryOf(const py::object& detector_object) {
+  static PyMethodDef definition{"step", &callStepBoundary, METH_NOARGS,
+                                "Marks the end of one iteration."};
+  auto* detector = detector_object.cast<Detector*>();
+  py::object capsule = py::reinterpret_steal<py::object>(
+      PyCapsule_New(detector, kStepBoundaryCapsule, &releaseStepBoundaryOwner));
+  if (!capsule) throw py::error_already_set();
+  if (PyCapsule_SetContext(capsule.ptr(), detector_object.ptr()) != 0) {
+    throw py::error_already_set();
+  }
+  detector_object.inc_ref();  // released with the capsule
+  PyObject* function = PyCFunction_NewEx(&definition, capsule.ptr(), nullptr);
+  if (function == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(function);
+}
+
 // A lifetime scope driven by a `with` block: opened on construction, closed once.
 class Scope {
  public:
@@ -250,6 +291,7 @@ PYBIND11_MODULE(_memseal, m) {
            py::arg("warmup"), py::arg("options"), py::arg("watch_graph_nodes"),
            py::arg("watch_resident_memory"))
       .def("step", &Detector::step)
+      .def_property_readonly("step_boundary", &stepBoundaryOf)
       .def("phase", &Detector::phase, py::arg("name"))
       .def("report", &Detector::report)
       .def("finish", &Detector::finish);

@@ -356,6 +356,43 @@ def test_watch_over_the_callers_own_loop_and_json_round_trip():
     assert [h.description for h in again.holders] == [h.description for h in report.holders]
 
 
+def test_step_calls_the_core_while_the_watch_runs_and_says_why_it_cannot_otherwise():
+    w = memseal.Watch(warmup=2, on_leak="none")
+    with pytest.raises(RuntimeError, match="not started"):
+        w.step()
+    with w:
+        kept_boundary = w.step
+        for i in range(6):
+            torch.randn(64)
+            w.step()
+    assert w.report().steps == 6
+    with pytest.raises(RuntimeError, match="has ended"):
+        w.step()
+    with pytest.raises(RuntimeError, match="already finished"):
+        kept_boundary()
+    with pytest.raises(TypeError):
+        kept_boundary(1)
+
+    failed = memseal.Watch(warmup=2, on_leak="none")
+    with pytest.raises(KeyError):
+        with failed:
+            failed.step()
+            raise KeyError("the loop failed")
+    with pytest.raises(RuntimeError, match="has ended"):
+        failed.step()
+
+
+def test_a_step_boundary_keeps_its_detector_watching():
+    boundary = memseal._memseal.Detector(2, [], False, False).step_boundary
+    gc.collect()
+    assert memseal._memseal.tracking_active()
+    for i in range(3):
+        boundary()
+    del boundary
+    gc.collect()
+    assert not memseal._memseal.tracking_active()
+
+
 def test_policies():
     def leaky(i, kept=[]):  # noqa: B006 (the leak)
         kept.append(torch.randn(256))
