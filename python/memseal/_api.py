@@ -138,8 +138,10 @@ class Watch:
             raise
         # While the watch runs, step() is the core's boundary itself, called without a Python frame
         # or pybind11's dispatcher in between (see Detector.step_boundary); the method below
-        # serves before start and after the end, to say why it cannot.
-        self.step = self._detector.step_boundary
+        # serves before start and after the end, to say why it cannot, and in a subclass that
+        # overrides it.
+        if type(self).step is Watch.step:
+            self.step = self._detector.step_boundary
         return self
 
     def __enter__(self):

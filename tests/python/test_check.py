@@ -382,6 +382,21 @@ def test_step_calls_the_core_while_the_watch_runs_and_says_why_it_cannot_otherwi
         failed.step()
 
 
+def test_a_subclass_that_overrides_step_keeps_its_override():
+    class CountingWatch(memseal.Watch):
+        steps_seen = 0
+
+        def step(self):
+            self.steps_seen += 1
+            super().step()
+
+    with CountingWatch(warmup=2, on_leak="none") as w:
+        for i in range(5):
+            torch.randn(64)
+            w.step()
+    assert w.steps_seen == 5 and w.report().steps == 5
+
+
 def test_a_step_boundary_keeps_its_detector_watching():
     boundary = memseal._memseal.Detector(2, [], False, False).step_boundary
     gc.collect()
