@@ -7,7 +7,7 @@
 // boundary. Compare runs of the two modes made one right after the other: this machine-level
 // figure drifts between processes by more than the hook costs.
 // `watched` is the detector with ops watched on every step and stacks off: what watching ops costs,
-// on every step rather than one in 32 to one in 128.
+// on every step rather than one in 32 to one in 512.
 //   memseal_bench_training_loop off|detector|watched STEPS
 #include <torch/torch.h>
 
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   }
   if (!body_ns.empty()) {
     // The median is an unwatched step (the allocation hook's cost); the mean adds the watched
-    // steps, one in 32 to one in 128 past the start.
+    // steps, one in 32 to one in 512 past the start.
     std::int64_t total = 0;
     for (std::int64_t ns : body_ns) total += ns;
     std::nth_element(body_ns.begin(), body_ns.begin() + body_ns.size() / 2, body_ns.end());

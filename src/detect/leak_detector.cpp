@@ -66,28 +66,6 @@ struct HeldCause {
   bool freed_before = false;  // its groups had a build-up freed before this one
 };
 
-// The median of lengths counted by value (the mean of the two middle ones for an even count).
-double medianLength(const std::map<std::uint32_t, std::uint32_t>& counted_lengths) {
-  std::uint64_t total = 0;
-  for (const auto& entry : counted_lengths) total += entry.second;
-  if (total == 0) return 0;
-  // The lengths at positions (total - 1) / 2 and total / 2, counted from 0 in sorted order.
-  std::uint64_t lower_rank = (total - 1) / 2;
-  std::uint64_t upper_rank = total / 2;
-  double lower = 0;
-  double upper = 0;
-  std::uint64_t seen = 0;
-  for (const auto& [length, count] : counted_lengths) {
-    if (lower_rank >= seen && lower_rank < seen + count) lower = length;
-    if (upper_rank >= seen && upper_rank < seen + count) {
-      upper = length;
-      break;
-    }
-    seen += count;
-  }
-  return (lower + upper) / 2;
-}
-
 std::string phaseText(const std::string& phase) {
   return phase.empty() ? std::string() : " of phase \"" + phase + "\"";
 }
@@ -148,6 +126,8 @@ struct LeakDetector::State {
   std::uint64_t linked_steps_at_last_renewal = 0;
   bool graphs_suspected_at_last_renewal = false;
   bool moved_since_renewal = true;
+  // The most tracked bytes at a renewal's boundary since warm-up, -1 before the first.
+  std::int64_t tracked_high_since_warmup = -1;
   std::uint32_t current_step = 0;  // the step now running
   std::vector<StepSample> per_step;
   // The samples of the boundaries that read resident memory (detect/boundary_schedule.h); the
@@ -234,6 +214,15 @@ struct LeakDetector::State {
            sample.live_count != at_last_renewal.live_count ||
            resident_high > resident_high_at_last_renewal ||
            (nodes && nodes->linkedSteps() != linked_steps_at_last_renewal);
+  }
+
+  // Whether the renewal at the boundary of `sample` finds more tracked memory than every renewal
+  // since warm-up did (the first one only sets the mark).
+  bool newTrackedHigh(const StepSample& sample) {
+    if (!warmup_done) return false;
+    bool higher = tracked_high_since_warmup >= 0 && sample.live_bytes > tracked_high_since_warmup;
+    tracked_high_since_warmup = std::max(tracked_high_since_warmup, sample.live_bytes);
+    return higher;
   }
 
   void noteRenewal(const StepSample& sample, const detect::LeakEvidence& evidence,
@@ -383,7 +372,7 @@ struct LeakDetector::State {
       merged.peak_bytes = std::max(freed.peak_bytes, next.peak_bytes);
       for (const auto& [length, count] : cause.build_up_lengths)
         known.build_up_lengths[length] += count;
-      merged.steps_per_time = medianLength(known.build_up_lengths);
+      merged.steps_per_time = detect::medianLength(known.build_up_lengths);
       // The largest build-up tells what it held; the dates cover all of them.
       if (larger) known.finding = cause.finding;
       known.finding.freed = merged;
@@ -565,6 +554,10 @@ void LeakDetector::step() {
   if (evidence.graphs_suspected || state.watch_every_step) {
     track::watchEveryStepUntil(state.current_step + kWatchedStepsAfterWarmup);
   }
+  // Tracked memory above its every renewal since warm-up: perhaps a build-up beginning. Its graphs
+  // are seen on watched steps only, which a long healthy stretch spreads up to 512 steps apart:
+  // they come one interval apart again, so a graph kept from here on is seen on two of them soon.
+  if (state.newTrackedHigh(sample)) track::watchAtFirstInterval();
   bool verdict = evidence.leak();
   if (verdict && !state.last_verdict) state.leak_since = sample.step;
   if (!verdict) state.leak_since.reset();

@@ -16,6 +16,27 @@ std::map<GroupId, const GroupAtBoundary*> byId(const std::vector<GroupAtBoundary
 
 }  // namespace
 
+double medianLength(const std::map<std::uint32_t, std::uint32_t>& counted_lengths) {
+  std::uint64_t total = 0;
+  for (const auto& entry : counted_lengths) total += entry.second;
+  if (total == 0) return 0;
+  // The lengths at positions (total - 1) / 2 and total / 2, counted from 0 in sorted order.
+  std::uint64_t lower_rank = (total - 1) / 2;
+  std::uint64_t upper_rank = total / 2;
+  double lower = 0;
+  double upper = 0;
+  std::uint64_t seen = 0;
+  for (const auto& [length, count] : counted_lengths) {
+    if (lower_rank >= seen && lower_rank < seen + count) lower = length;
+    if (upper_rank >= seen && upper_rank < seen + count) {
+      upper = length;
+      break;
+    }
+    seen += count;
+  }
+  return (lower + upper) / 2;
+}
+
 std::uint32_t RetentionHistory::segmentStart(const GroupId& id) const {
   auto found = segment_start_.find(id);
   return found == segment_start_.end() ? 0 : found->second;

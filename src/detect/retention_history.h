@@ -21,6 +21,10 @@ namespace memseal::detect {
 // begins: the detector judged it, and it is not a leak.
 constexpr const char* kHeldNotLeakNote = "held for a while, then freed (not a leak)";
 
+// The median of lengths counted by value, such as a cause's build-ups by their number of steps
+// (the mean of the two middle ones for an even count).
+double medianLength(const std::map<std::uint32_t, std::uint32_t>& counted_lengths);
+
 struct GroupId {
   bool graph = false;        // autograd graphs by the site of their root, else tensor storage
   analyze::SurvivorKey key;  // graphs: key.site only

@@ -19,11 +19,15 @@ constexpr std::uint32_t kAutoFullSteps = 8;      // watched steps before the fir
 constexpr std::uint32_t kAutoFirstBackoff = 8;   // watched steps after a replay stopped matching
 constexpr std::uint32_t kAutoMaxBackoff = 1024;  // so a loop that never repeats is retried rarely
 // A loop whose unwatched steps keep matching is watched ever less often: its interval doubles
-// after this many watched steps without a mismatch, up to kAutoMaxStretch times `every`. Each
-// watched step costs every op's callback, and with stacks on an unwind wherever the step differs
-// from the last watched one (track/step_sites.h).
-constexpr std::uint32_t kAutoWatchedBeforeStretch = 3;
-constexpr std::uint32_t kAutoMaxStretch = 4;
+// with each watched step after the first ones while no replay mismatches, up to kAutoMaxStretch
+// times `every`. Each watched step costs every op's callback, and with stacks on an
+// unwind wherever the step differs from the last watched one (track/step_sites.h); one after a
+// long unwatched stretch finds libtorch's callback path and memseal's tables out of the caches and
+// costs about a whole step more on a loop of small ops. The detector sends the interval back to
+// `every` when tracked memory builds up (restartOpScheduleStretch), so the graphs of a leak that
+// starts late are still seen within two intervals.
+constexpr std::uint32_t kAutoWatchedBeforeStretch = 1;
+constexpr std::uint32_t kAutoMaxStretch = 16;
 
 struct Schedule {
   // Under the session's control lock.
@@ -88,6 +92,8 @@ void extendOpScheduleFullPhase(std::uint32_t step) {
   g_schedule.full_until = std::max(g_schedule.full_until, step);
   restartStretch();  // something asked for a closer look
 }
+
+void restartOpScheduleStretch() { restartStretch(); }
 
 void setReplayIterationLength(std::uint64_t allocations) {
   g_iteration_length.store(allocations, std::memory_order_relaxed);

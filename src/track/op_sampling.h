@@ -19,6 +19,8 @@ namespace memseal::track {
 void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step);
 // kAuto: every step is watched at least until `step`.
 void extendOpScheduleFullPhase(std::uint32_t step);
+// kAuto: the interval between watched steps starts again from `every`, then stretches again.
+void restartOpScheduleStretch();
 // Whether ops are watched on `step`, the step now starting; publishes the answer to the hot path.
 // With kAuto, a replay that stopped matching on the step before sends the schedule back to
 // watching every step for a while, twice as long each time.

@@ -94,4 +94,9 @@ void watchEveryStepUntil(std::uint32_t step) {
   applySchedule(currentStep());
 }
 
+void watchAtFirstInterval() {
+  std::lock_guard<std::mutex> lock(controlMutex());
+  restartOpScheduleStretch();
+}
+
 }  // namespace memseal::track

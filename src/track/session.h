@@ -47,6 +47,9 @@ void setSessionStep(std::uint32_t step);
 // With OpWatching::kAuto: ops are watched on every step at least until `step` (the leak detector
 // asks for its warm-up and the steps its verdict needs).
 void watchEveryStepUntil(std::uint32_t step);
+// With OpWatching::kAuto: the next watched steps come one interval apart again, as after warm-up
+// (the leak detector asks when tracked memory builds up).
+void watchAtFirstInterval();
 // Watches ops as `watching` says from the step now running on (a change of OpWatching mid-session).
 void setSessionOpWatching(const OpWatching& watching);
 

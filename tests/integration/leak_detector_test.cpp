@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <set>
 
 #include "integration/detector_helpers.h"
@@ -196,6 +197,43 @@ TEST(LeakDetector, RejectsMisuse) {
   detector.finish();
   EXPECT_THROW(detector.step(), std::logic_error);
   EXPECT_THROW(detector.finish(), std::logic_error);
+}
+
+// A loop healthy for a long while, long enough for its watched steps to have spread far apart,
+// starts keeping each step's loss (its autograd graph with it). The build-up of tracked memory
+// brings watched steps one interval apart again, so two of them see the graphs soon.
+TEST(LeakDetector, AGraphKeptFromLateInALongRunIsNamedSoonAfter) {
+  torch::manual_seed(0);
+  torch::nn::Sequential model(torch::nn::Linear(32, 64), torch::nn::ReLU(),
+                              torch::nn::Linear(64, 4));
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  torch::Tensor input = torch::randn({16, 32});
+  torch::Tensor target = torch::randn({16, 4});
+  std::vector<torch::Tensor> kept;
+  LeakDetector detector(quietOptions(0, 5));
+  constexpr int kLeakFrom = 1100;
+  constexpr int kNamedWithin = 160;
+  std::optional<int> named_at;
+  for (int i = 0; i < kLeakFrom + kNamedWithin && !named_at; ++i) {
+    torch::Tensor loss = torch::mse_loss(model->forward(input), target);
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    if (i >= kLeakFrom) kept.push_back(loss);
+    detector.step();
+    if (i == kLeakFrom - 1) {
+      ASSERT_FALSE(detector.report().leak) << detector.report().toText();
+    }
+    if (i >= kLeakFrom && i % 4 == 0) {
+      LeakReport report = detector.report();
+      if (report.leak && report.findings.front().category == LeakCategory::kAutogradGraphRetained) {
+        named_at = i;
+      }
+    }
+  }
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(named_at.has_value()) << report.toText();
+  EXPECT_LT(*named_at - kLeakFrom, kNamedWithin);
 }
 
 TEST(LeakDetector, StepByStepUseMatchesCheck) {

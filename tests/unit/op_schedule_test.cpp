@@ -28,30 +28,37 @@ class OpSchedule : public ::testing::Test {
   void TearDown() override { track::configureOpSchedule(OpWatching::off(), 0); }
 };
 
-TEST_F(OpSchedule, ALoopThatKeepsRepeatingIsWatchedLessOftenUpToFourTimesItsInterval) {
+TEST_F(OpSchedule, ALoopThatKeepsRepeatingIsWatchedLessOftenUpToSixteenTimesItsInterval) {
   track::configureOpSchedule(OpWatching::automatic(4), 0);
-  // Every step until step 8; then 8, 12, 16 one in 4; the third of those doubles the interval:
-  // 24, 32, 40 one in 8; then one in 16 and no further.
-  std::vector<std::uint32_t> expected = {0,  1,  2,  3,  4,  5,  6,  7,   8,  12,
-                                         16, 24, 32, 40, 56, 72, 88, 104, 120};
-  EXPECT_EQ(watchedSteps(0, 120), expected);
+  // Every step until step 8; then the interval doubles with each watched step: 8, 16 (one in 8),
+  // 24 (one in 16), 40 (one in 32), 72 (one in 64) and one in 64 from there on.
+  std::vector<std::uint32_t> expected = {0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 40, 72, 136, 200, 264};
+  EXPECT_EQ(watchedSteps(0, 300), expected);
 }
 
 TEST_F(OpSchedule, AReplayThatStopsMatchingBringsBackEveryStepThenTheFirstInterval) {
   track::configureOpSchedule(OpWatching::automatic(4), 0);
-  watchedSteps(0, 60);  // stretched to one in 16 by now
+  watchedSteps(0, 60);  // stretched to one in 64 by now
   track::noteReplayDiverged();
-  // The next 8 steps are watched (the first back-off), then one in 4 again.
-  std::vector<std::uint32_t> expected = {61, 62, 63, 64, 65, 66, 67, 68, 69, 73, 77};
-  EXPECT_EQ(watchedSteps(61, 79), expected);
+  // The next 8 steps are watched (the first back-off), then one in 4 again, stretching anew.
+  std::vector<std::uint32_t> expected = {61, 62, 63, 64, 65, 66, 67, 68, 69, 77, 85};
+  EXPECT_EQ(watchedSteps(61, 90), expected);
 }
 
 TEST_F(OpSchedule, AskingForEveryStepEndsTheStretchToo) {
   track::configureOpSchedule(OpWatching::automatic(4), 0);
   watchedSteps(0, 60);
   track::extendOpScheduleFullPhase(66);
-  std::vector<std::uint32_t> expected = {61, 62, 63, 64, 65, 66, 70, 74};
+  std::vector<std::uint32_t> expected = {61, 62, 63, 64, 65, 66, 74};
   EXPECT_EQ(watchedSteps(61, 75), expected);
+}
+
+TEST_F(OpSchedule, AskingForTheFirstIntervalWatchesSoonWithoutWatchingEveryStep) {
+  track::configureOpSchedule(OpWatching::automatic(4), 0);
+  watchedSteps(0, 200);  // one in 64: 136, 200
+  track::restartOpScheduleStretch();
+  std::vector<std::uint32_t> expected = {204, 208, 216, 232, 264};
+  EXPECT_EQ(watchedSteps(201, 300), expected);
 }
 
 TEST_F(OpSchedule, OneStepInNIsNotStretched) {
