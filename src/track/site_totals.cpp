@@ -1,6 +1,11 @@
-// Per-thread site totals (site_totals.h). The caches are made once per thread slot and never
-// freed: a thread that ended keeps its amounts readable, and slots are never reused.
+// Per-thread site totals (site_totals.h). A cache is made for a thread that has none and no ended
+// thread left one behind; a thread that ends hands its amounts over to the shared totals and leaves
+// its cache to the next thread. So there are as many caches as threads ever ran at once (at most
+// kMaxCaches), not as many as ever ran: a server that starts a thread per request does not grow by
+// a cache per request.
 #include "track/site_totals.h"
+
+#include <mutex>
 
 #include "track/site_table.h"
 
@@ -9,8 +14,15 @@ namespace memseal::track {
 namespace {
 
 struct SiteTotalsCaches {
-  std::atomic<SiteTotalsCache*> by_slot[MemoryCounters::kThreadSlots] = {};
-  std::atomic<std::uint32_t> highest_slot{0};  // caches exist only in slots below it
+  // Every cache made, in the order made; never freed, so a reader may read one while its thread
+  // ends or another takes it over (entries that change hands meanwhile are left out).
+  static constexpr std::uint32_t kMaxCaches = MemoryCounters::kThreadSlots;
+  std::atomic<SiteTotalsCache*> made[kMaxCaches] = {};
+  std::atomic<std::uint32_t> made_count{0};
+  // Caches whose threads ended, linked through SiteTotalsCache::next_free. Taken and given back
+  // once per thread: a lock is cheap there.
+  std::mutex free_mutex;
+  SiteTotalsCache* free = nullptr;
 };
 
 SiteTotalsCaches& caches() {
@@ -25,24 +37,70 @@ void addToShared(std::uint32_t site, std::int64_t bytes, std::int64_t allocation
   shared.allocations_total.fetch_add(allocations, std::memory_order_release);
 }
 
+// The entry's amounts go to its site's shared totals and the entry is left empty. As a seqlock's
+// writer: marked empty before its amounts change hands (the shared totals' release then shows a
+// reader the mark), so a reader counts them in the entry or in the shared totals, never in both.
+void handOver(SiteTotalsCache::Entry& entry) {
+  std::uint32_t held = entry.site.load(std::memory_order_relaxed);
+  if (held == SiteTotalsCache::kNoSite) return;
+  entry.site.store(SiteTotalsCache::kNoSite, std::memory_order_relaxed);
+  addToShared(held, entry.bytes.load(std::memory_order_relaxed),
+              entry.allocations.load(std::memory_order_relaxed));
+  entry.bytes.store(0, std::memory_order_relaxed);
+  entry.allocations.store(0, std::memory_order_relaxed);
+}
+
+// A cache whose thread ended, else a new one; null when kMaxCaches threads hold one each.
+SiteTotalsCache* takeCache() {
+  SiteTotalsCaches& all = caches();
+  {
+    std::lock_guard<std::mutex> lock(all.free_mutex);
+    if (SiteTotalsCache* cache = all.free) {
+      all.free = cache->next_free;
+      cache->next_free = nullptr;
+      return cache;
+    }
+    std::uint32_t index = all.made_count.load(std::memory_order_relaxed);
+    if (index >= SiteTotalsCaches::kMaxCaches) return nullptr;
+    auto* cache = new SiteTotalsCache();  // the caller's TrackerWork keeps this from being tracked
+    all.made[index].store(cache, std::memory_order_release);
+    all.made_count.store(index + 1, std::memory_order_release);
+    return cache;
+  }
+}
+
+// Gives the ending thread's cache back (its destructor runs as the thread ends, once the thread
+// has a cache): its amounts go to the shared totals, the cache to the next thread that needs one.
+struct CacheGivenBack {
+  ~CacheGivenBack() {
+    ThreadState& state = threadState();
+    SiteTotalsCache* cache = state.site_totals;
+    state.site_totals = nullptr;
+    state.site_totals_given_back = true;  // what it still allocates goes to the shared totals
+    if (cache == nullptr) return;
+    for (SiteTotalsCache::Entry& entry : cache->entries) handOver(entry);
+    SiteTotalsCaches& all = caches();
+    std::lock_guard<std::mutex> lock(all.free_mutex);
+    cache->next_free = all.free;
+    all.free = cache;
+  }
+};
+thread_local CacheGivenBack t_cache_given_back;
+
 }  // namespace
 
 void addToSiteTotalsSlowly(ThreadState& state, std::uint32_t site, std::int64_t bytes) {
   SiteTotalsCache* cache = state.site_totals;
   if (cache == nullptr) {
-    std::uint32_t slot = cpuCounters().threadSlot(state);
-    if (slot > MemoryCounters::kThreadSlots) {  // beyond the slots: the shared totals alone
+    // A thread that gave its cache back as it ends, or one beyond kMaxCaches threads at once: the
+    // shared totals alone.
+    if (!state.site_totals_given_back) cache = takeCache();
+    if (cache == nullptr) {
       addToShared(site, bytes, 1);
       return;
     }
-    cache = new SiteTotalsCache();  // the caller's TrackerWork keeps this from being tracked
-    SiteTotalsCaches& all = caches();
-    all.by_slot[slot - 1].store(cache, std::memory_order_release);
-    std::uint32_t highest = all.highest_slot.load(std::memory_order_relaxed);
-    while (highest < slot &&
-           !all.highest_slot.compare_exchange_weak(highest, slot, std::memory_order_release)) {
-    }
     state.site_totals = cache;
+    if (&state == &threadState()) (void)&t_cache_given_back;  // given back when the thread ends
   }
   // The site's entry in its window, if it has one; else it takes the window's first empty entry,
   // or else one in turn.
@@ -60,19 +118,16 @@ void addToSiteTotalsSlowly(ThreadState& state, std::uint32_t site, std::int64_t 
   if (taken == nullptr) {
     taken = &cache->at(home, cache->next_taken++ % SiteTotalsCache::kWindow);
   }
-  std::uint32_t held = taken->site.load(std::memory_order_relaxed);
-  // The entry changes hands, as a seqlock's writer: marked empty before its amounts change (the
-  // new amounts are released, so a reader that acquires one of them then sees the mark), given its
-  // new site after; a reader that read it meanwhile sees the mark and leaves it out.
-  taken->site.store(SiteTotalsCache::kNoSite, std::memory_order_relaxed);
-  if (held != SiteTotalsCache::kNoSite) {
-    addToShared(held, taken->bytes.load(std::memory_order_relaxed),
-                taken->allocations.load(std::memory_order_relaxed));
-  }
+  // The entry changes hands: emptied (handOver), its new amounts released (a reader that acquires
+  // one of them then sees the mark), given its new site after; a reader that read it meanwhile
+  // sees the mark and leaves it out.
+  handOver(*taken);
   taken->bytes.store(bytes, std::memory_order_release);
   taken->allocations.store(1, std::memory_order_release);
   taken->site.store(site, std::memory_order_release);
 }
+
+std::uint32_t siteTotalsCachesMade() { return caches().made_count.load(std::memory_order_acquire); }
 
 SiteAmounts siteTotals(std::uint32_t site) {
   SiteAmounts amounts;
@@ -82,9 +137,9 @@ SiteAmounts siteTotals(std::uint32_t site) {
   amounts.bytes = shared.allocated_bytes_total.load(std::memory_order_acquire);
   amounts.allocations = shared.allocations_total.load(std::memory_order_acquire);
   SiteTotalsCaches& all = caches();
-  std::uint32_t slots = all.highest_slot.load(std::memory_order_acquire);
-  for (std::uint32_t slot = 0; slot < slots; ++slot) {
-    SiteTotalsCache* cache = all.by_slot[slot].load(std::memory_order_acquire);
+  std::uint32_t made = all.made_count.load(std::memory_order_acquire);
+  for (std::uint32_t index = 0; index < made; ++index) {
+    SiteTotalsCache* cache = all.made[index].load(std::memory_order_acquire);
     if (cache == nullptr) continue;
     // The site holds one entry of its window at most. An entry that changes hands while it is
     // read is left out; amounts an entry read here hands over later went to the shared totals,
@@ -106,9 +161,9 @@ SiteAmounts siteTotals(std::uint32_t site) {
 
 void resetSiteTotalsForSession() {
   SiteTotalsCaches& all = caches();
-  std::uint32_t slots = all.highest_slot.load(std::memory_order_acquire);
-  for (std::uint32_t slot = 0; slot < slots; ++slot) {
-    SiteTotalsCache* cache = all.by_slot[slot].load(std::memory_order_acquire);
+  std::uint32_t made = all.made_count.load(std::memory_order_acquire);
+  for (std::uint32_t index = 0; index < made; ++index) {
+    SiteTotalsCache* cache = all.made[index].load(std::memory_order_acquire);
     if (cache == nullptr) continue;
     for (SiteTotalsCache::Entry& entry : cache->entries) {
       entry.site.store(SiteTotalsCache::kNoSite, std::memory_order_relaxed);

@@ -4,7 +4,8 @@
 // totals (SiteEntry) only when another site takes the entry. A reader sums the shared totals and
 // every thread's entry for the site: exact once the threads allocating there are quiet, at most a
 // few allocations behind while they run, never counting one twice. A cache holds 1024 sites in
-// 24 KiB, made on the thread's first tracked allocation and kept for the process.
+// 24 KiB; a thread takes one on its first tracked allocation and gives it back when it ends (its
+// amounts handed over), for the next thread: caches are as many as threads that ran at once.
 //
 // A site's entry is one of the kWindow entries from its home (site id modulo the entries) on. Site
 // ids are slots of the site table's hash table, so a loop's sites land on homes at random: with 50
@@ -41,6 +42,8 @@ struct SiteTotalsCache {
   Entry entries[kEntries];
   // Which entry of a full window the next site takes, in turn (the owning thread's alone).
   std::uint32_t next_taken = 0;
+  // The next cache given back by an ended thread (site_totals.cpp, under its lock).
+  SiteTotalsCache* next_free = nullptr;
 
   static std::uint32_t home(std::uint32_t site) { return site % kEntries; }
   // The `offset`-th entry of the window that starts at `home`, wrapping at the end.
@@ -57,9 +60,9 @@ struct SiteAmounts {
   std::int64_t allocations = 0;
 };
 
-// Out of line: a thread's first tracked allocation (makes its cache), threads beyond
-// MemoryCounters::kThreadSlots (straight to the shared totals), a site whose entry is not its home
-// and a site without an entry.
+// Out of line: a thread's first tracked allocation (takes its cache), threads beyond as many
+// caches as MemoryCounters::kThreadSlots at once and threads ending (straight to the shared
+// totals), a site whose entry is not its home and a site without an entry.
 void addToSiteTotalsSlowly(ThreadState& state, std::uint32_t site, std::int64_t bytes);
 
 // On every tracked allocation.
@@ -73,6 +76,9 @@ inline void addToSiteTotals(ThreadState& state, std::uint32_t site, std::int64_t
   }
   addToSiteTotalsSlowly(state, site, bytes);
 }
+
+// How many caches were made: at most as many as threads that held one at once.
+std::uint32_t siteTotalsCachesMade();
 
 // The site's totals in this session, summed over the shared totals and every thread's cache.
 SiteAmounts siteTotals(std::uint32_t site);

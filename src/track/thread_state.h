@@ -57,7 +57,7 @@ struct alignas(64) ThreadState {
   std::uint32_t lifetime_scope;         // innermost LifetimeScope's id, 0 outside any
   std::uint64_t allocations_in_thread;  // every tracked allocation on this thread, ever
   std::uint64_t bytes_in_thread;        // and their bytes
-  // This thread's part of the sites' totals (track/site_totals.h), made on its first allocation.
+  // This thread's part of the sites' totals (track/site_totals.h), taken on its first allocation.
   SiteTotalsCache* site_totals;
   // This thread's recording of CPU allocations (track/op_sampling.cpp), kept here once reached so
   // that the hot path does not look its thread_local up again.
@@ -89,6 +89,8 @@ struct alignas(64) ThreadState {
   std::uint32_t memo_key[4];
   std::uint32_t memo_site;
   OpFrame ops[kMaxOpDepth];
+  // Set as the thread ends, once its site totals' cache was given back (track/site_totals.cpp).
+  bool site_totals_given_back;
 };
 // What a replayed allocation reads of its cursor (step, session, first serial, flags) is in those
 // two lines too.

@@ -1,6 +1,7 @@
 // A thread's site totals cache: sites that share a home entry keep an entry each (nothing handed
 // over to the shared totals while they take turns), and a window crowded beyond its entries still
-// adds up exactly. The sites are real ones of the site table, picked by their ids to share homes.
+// adds up exactly; a thread that ends hands its amounts over and leaves its cache to the next. The
+// sites are real ones of the site table, picked by their ids to share homes.
 #include "track/site_totals.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "track/site_table.h"
@@ -117,6 +119,30 @@ TEST_F(SiteTotalsTest, ASessionStartForgetsWhatTheCacheHeld) {
   EXPECT_EQ(siteTotals(sites[1]).allocations, 0);
   addToSiteTotals(state, sites[1], 32);
   EXPECT_EQ(siteTotals(sites[1]).bytes, 32);
+}
+
+// Threads that come and go one after another, as a server's thread per request: each ending thread
+// hands its amounts over and leaves its cache to the next, so the caches do not grow with the
+// number of threads that ever ran, and nothing they counted is lost.
+TEST_F(SiteTotalsTest, AThreadThatEndsLeavesItsCacheToTheNext) {
+  const std::vector<std::uint32_t> sites = sitesSharingAHome(1);
+  ASSERT_EQ(sites.size(), 1u);
+  std::uint32_t made_before = siteTotalsCachesMade();
+  constexpr int kThreads = 20;
+  constexpr int kAllocations = 5;
+  for (int thread = 0; thread < kThreads; ++thread) {
+    std::thread([&] {
+      ThreadState& state = threadState();
+      for (int i = 0; i < kAllocations; ++i) addToSiteTotals(state, sites[0], 16);
+      EXPECT_NE(state.site_totals, nullptr);
+    }).join();
+  }
+  EXPECT_LE(siteTotalsCachesMade(), made_before + 1);
+  SiteAmounts amounts = siteTotals(sites[0]);
+  EXPECT_EQ(amounts.allocations, kThreads * kAllocations);
+  EXPECT_EQ(amounts.bytes, kThreads * kAllocations * 16);
+  // All of it handed over: no cache holds any of it now.
+  EXPECT_EQ(handedOverAllocations(sites[0]), kThreads * kAllocations);
 }
 
 }  // namespace
