@@ -27,6 +27,15 @@ std::vector<DeviceStepPoint> thinDeviceSteps(const std::vector<track::DeviceStep
   return points;
 }
 
+std::int64_t deviceAllocatedBytes() {
+  std::uint64_t allocated = 0;
+  if (!track::deviceEventsSeen()) return 0;
+  track::readDeviceLedger([&](const track::DeviceMemoryLedger& ledger) {
+    for (int device : ledger.devices()) allocated += ledger.totals(device).allocated;
+  });
+  return static_cast<std::int64_t>(allocated);
+}
+
 std::vector<DeviceMemorySummary> summarizeDevices(std::uint32_t warmup) {
   std::vector<DeviceMemorySummary> summaries;
   if (!track::deviceEventsSeen()) return summaries;

@@ -15,6 +15,10 @@ namespace memseal::detect {
 // Empty when no device event was seen.
 std::vector<DeviceMemorySummary> summarizeDevices(std::uint32_t warmup);
 
+// Bytes of the live blocks the CUDA caching allocator holds now, over every device; 0 where it
+// reported no event.
+std::int64_t deviceAllocatedBytes();
+
 // The ledger's step samples as at most `limit` points (at least 1): each point stands for a
 // stretch of consecutive samples, with its last step and its highest allocated and reserved, so
 // that peaks survive thinning. Pure, for tests.

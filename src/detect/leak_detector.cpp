@@ -126,7 +126,7 @@ struct LeakDetector::State {
   std::uint64_t linked_steps_at_last_renewal = 0;
   bool graphs_suspected_at_last_renewal = false;
   bool moved_since_renewal = true;
-  // The most tracked bytes at a renewal's boundary since warm-up, -1 before the first.
+  // The most tracked bytes (CPU tensors and CUDA blocks) at a renewal since warm-up, -1 before one.
   std::int64_t tracked_high_since_warmup = -1;
   std::uint32_t current_step = 0;  // the step now running
   std::vector<StepSample> per_step;
@@ -220,8 +220,9 @@ struct LeakDetector::State {
   // since warm-up did (the first one only sets the mark).
   bool newTrackedHigh(const StepSample& sample) {
     if (!warmup_done) return false;
-    bool higher = tracked_high_since_warmup >= 0 && sample.live_bytes > tracked_high_since_warmup;
-    tracked_high_since_warmup = std::max(tracked_high_since_warmup, sample.live_bytes);
+    std::int64_t tracked = sample.live_bytes + detect::deviceAllocatedBytes();
+    bool higher = tracked_high_since_warmup >= 0 && tracked > tracked_high_since_warmup;
+    tracked_high_since_warmup = std::max(tracked_high_since_warmup, tracked);
     return higher;
   }
 
