@@ -30,8 +30,8 @@ class OpSchedule : public ::testing::Test {
 
 TEST_F(OpSchedule, ALoopThatKeepsRepeatingIsWatchedLessOftenUpToSixteenTimesItsInterval) {
   track::configureOpSchedule(OpWatching::automatic(4), 0);
-  // Every step until step 8; then the interval doubles with each watched step: 8, 16 (one in 8),
-  // 24 (one in 16), 40 (one in 32), 72 (one in 64) and one in 64 from there on.
+  // Every step until step 8; then the interval (counted from step 8) doubles with each watched
+  // step: 8, 16, 24, 40, 72, then one in 64 from there on.
   std::vector<std::uint32_t> expected = {0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 40, 72, 136, 200, 264};
   EXPECT_EQ(watchedSteps(0, 300), expected);
 }
