@@ -40,33 +40,31 @@ void addToShared(std::uint32_t site, std::int64_t bytes, std::int64_t allocation
 // The entry's amounts go to its site's shared totals and the entry is left empty. As a seqlock's
 // writer: marked empty before its amounts change hands (the shared totals' release then shows a
 // reader the mark), so a reader counts them in the entry or in the shared totals, never in both.
+// The amounts stay as they were: no reader counts an empty entry's, and its next site writes its
+// own.
 void handOver(SiteTotalsCache::Entry& entry) {
   std::uint32_t held = entry.site.load(std::memory_order_relaxed);
   if (held == SiteTotalsCache::kNoSite) return;
   entry.site.store(SiteTotalsCache::kNoSite, std::memory_order_relaxed);
   addToShared(held, entry.bytes.load(std::memory_order_relaxed),
               entry.allocations.load(std::memory_order_relaxed));
-  entry.bytes.store(0, std::memory_order_relaxed);
-  entry.allocations.store(0, std::memory_order_relaxed);
 }
 
 // A cache whose thread ended, else a new one; null when kMaxCaches threads hold one each.
 SiteTotalsCache* takeCache() {
   SiteTotalsCaches& all = caches();
-  {
-    std::lock_guard<std::mutex> lock(all.free_mutex);
-    if (SiteTotalsCache* cache = all.free) {
-      all.free = cache->next_free;
-      cache->next_free = nullptr;
-      return cache;
-    }
-    std::uint32_t index = all.made_count.load(std::memory_order_relaxed);
-    if (index >= SiteTotalsCaches::kMaxCaches) return nullptr;
-    auto* cache = new SiteTotalsCache();  // the caller's TrackerWork keeps this from being tracked
-    all.made[index].store(cache, std::memory_order_release);
-    all.made_count.store(index + 1, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(all.free_mutex);
+  if (SiteTotalsCache* cache = all.free) {
+    all.free = cache->next_free;
+    cache->next_free = nullptr;
     return cache;
   }
+  std::uint32_t index = all.made_count.load(std::memory_order_relaxed);
+  if (index >= SiteTotalsCaches::kMaxCaches) return nullptr;
+  auto* cache = new SiteTotalsCache();  // the caller's TrackerWork keeps this from being tracked
+  all.made[index].store(cache, std::memory_order_release);
+  all.made_count.store(index + 1, std::memory_order_release);
+  return cache;
 }
 
 // Gives the ending thread's cache back (its destructor runs as the thread ends, once the thread
