@@ -118,7 +118,8 @@ struct StepSample {
   // The process's resident set, as of the last boundary that read it: every boundary through
   // warm-up + 10 steps and while a leak is suspected; otherwise as often as the read's cost (a
   // system call) allows beside the steps' time, at least one boundary in 8. Less the detector's
-  // own records of the steps (48 bytes a step, up to 1.5 MiB), which grow with the run.
+  // own records of the steps (48 bytes a step, up to 1.5 MiB), which grow with the run, and less
+  // what malloc holds free for reuse (glibc's mallinfo2): memory freed, not in use.
   std::int64_t resident_bytes = 0;
   // Sampled autograd nodes of earlier steps still alive, as of the last boundary where the verdict
   // was renewed (every boundary through warm-up + 10 steps and while a leak is seen, else one in 8

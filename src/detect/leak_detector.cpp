@@ -173,7 +173,11 @@ struct LeakDetector::State {
       return;
     }
     std::int64_t read = resident.read();  // 0: not readable here
-    sample.resident_bytes = read > 0 ? std::max<std::int64_t>(0, read - ownRecordBytes()) : 0;
+    // In use: less the detector's own records and what malloc keeps free (a loop of ever-new
+    // tensor sizes grows that for hundreds of thousands of steps, then levels off).
+    std::int64_t not_in_use =
+        ownRecordBytes() + (read > 0 ? resident.mallocFreeBytes(warmup_done) : 0);
+    sample.resident_bytes = read > 0 ? std::max<std::int64_t>(0, read - not_in_use) : 0;
     resident_schedule.noteDone(sample.step, start_ns, steadyNowNs());
     resident_high = std::max(resident_high, sample.resident_bytes);
     resident_readings.push_back(sample);
@@ -401,6 +405,7 @@ struct LeakDetector::State {
     report.per_step = per_step;
     report.backward_ran = backwardRan();
     report.notes = notes;
+    if (std::string note = resident.heldFreeNote(); !note.empty()) report.notes.push_back(note);
     report.rank = rankFromEnvironment();  // a rank of a distributed job (torchrun's variables)
     detect::LeakEvidence evidence = this->evidence(/*for_report=*/true);
     report.findings = detect::buildFindings(evidence);
