@@ -64,7 +64,11 @@ std::int64_t ResidentMemoryReader::mallocFreeBytes(bool after_warmup) {
     if (free_after_warmup_ < 0) free_after_warmup_ = free_bytes;
     free_last_ = free_bytes;
   }
-  return free_bytes;
+  // What a boundary finds free moves by kilobytes with whatever the step last freed; taken as is,
+  // that churn made most readings of a flat loop rise or fall, and one large rise late in a short
+  // run passed for steady growth. The resident set itself moves by whole pages, seldom.
+  if (std::abs(free_bytes - free_counted_) >= kFreeBytesStep) free_counted_ = free_bytes;
+  return free_counted_;
 }
 
 std::string ResidentMemoryReader::heldFreeNote() const {

@@ -21,9 +21,11 @@ class ResidentMemoryReader {
   // free chunks and their tops); 0 where the C library has no mallinfo2 (before glibc 2.33, musl).
   // Memory a program freed stays resident there: with tensors of ever-new sizes it grows until the
   // heap's holes fit what comes, and drops when malloc trims its top. Not memory in use, so not a
-  // leak: the resident memory the detector judges leaves it out. Readings `after_warmup` are kept
-  // for heldFreeNote.
+  // leak: the resident memory the detector judges leaves it out. What it returns moves only when
+  // the free bytes moved by kFreeBytesStep or more since it last did. Readings `after_warmup` are
+  // kept for heldFreeNote.
   std::int64_t mallocFreeBytes(bool after_warmup);
+  static constexpr std::int64_t kFreeBytesStep = 256 << 10;
 
   // When malloc came to hold kHeldFreeNoteBytes more free since warm-up: a note for the report
   // that says so and what returns it (the process's memory grew by it, without a leak to find).
@@ -36,6 +38,7 @@ class ResidentMemoryReader {
   std::int64_t page_size_ = 4096;
   // glibc's mallinfo2, looked up at run time: a direct call would tie the library to glibc 2.33.
   void* malloc_statistics_ = nullptr;
+  std::int64_t free_counted_ = 0;        // what mallocFreeBytes last returned
   std::int64_t free_after_warmup_ = -1;  // the first reading after warm-up; -1 before it
   std::int64_t free_last_ = 0;
 };

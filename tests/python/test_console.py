@@ -63,6 +63,45 @@ def test_python_m_memseal_run_is_the_same_command():
     assert "no leak" in result.stderr
 
 
+HEAP_HOLES = """
+import ctypes
+import torch
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+model = torch.nn.Linear(64, 64)
+kept = []
+for step in range(300):
+    with torch.no_grad():
+        model(torch.randn(32, 64)).sum()
+    if step == 150:  # 75 MiB of freed blocks between blocks kept: holes malloc keeps, resident
+        size = 96 << 10
+        freed = []
+        for _ in range(800):
+            freed.append(libc.malloc(size))
+            kept.append(libc.malloc(size))
+            libc.memset(freed[-1], 1, size)
+            libc.memset(kept[-1], 1, size)
+        for block in freed:
+            libc.free(block)
+"""
+
+
+@needs_console
+@pytest.mark.skipif(not hasattr(__import__("ctypes").CDLL(None), "mallinfo2"),
+                    reason="the C library has no mallinfo2 (glibc 2.33 or later)")
+def test_run_says_what_malloc_holds_free_and_does_not_take_it_for_a_leak(tmp_path):
+    script = tmp_path / "heap_holes.py"
+    script.write_text(HEAP_HOLES)
+    result = console("run", "--fail-on-leak", "--", sys.executable, str(script))
+    assert result.returncode == 0, result.stderr
+    assert "no leak" in result.stderr
+    note = result.stderr[result.stderr.index("note: malloc holds"):]
+    assert "of freed memory" in note and "malloc_trim(0)" in note, result.stderr
+
+
 @needs_console
 def test_run_passes_a_failing_scripts_exit_status_and_traceback_through(tmp_path):
     script = tmp_path / "fails.py"
