@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 
@@ -28,6 +30,12 @@ struct MallocStatistics {
   std::size_t keepcost;  // the main arena's top
 };
 using MallocStatisticsFunction = MallocStatistics (*)();
+
+std::int64_t steadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace
 
@@ -56,9 +64,15 @@ std::int64_t ResidentMemoryReader::read() const {
 
 std::int64_t ResidentMemoryReader::mallocFreeBytes(bool after_warmup) {
   if (malloc_statistics_ == nullptr) return 0;
-  // Walks the arenas' free lists under their locks: microseconds, read as seldom as resident
-  // memory is (its schedule keeps both within their share of the steps' time).
+  std::int64_t start_ns = steadyNowNs();
+  if (!mallocStatisticsCallDue(start_ns, last_call_end_ns_, last_call_cost_ns_,
+                               call_cost_before_ns_)) {
+    return free_counted_;
+  }
   auto statistics = reinterpret_cast<MallocStatisticsFunction>(malloc_statistics_)();
+  call_cost_before_ns_ = last_call_cost_ns_;
+  last_call_end_ns_ = steadyNowNs();
+  last_call_cost_ns_ = last_call_end_ns_ - start_ns;
   auto free_bytes = static_cast<std::int64_t>(statistics.fordblks);
   if (after_warmup) {
     if (free_after_warmup_ < 0) free_after_warmup_ = free_bytes;
@@ -69,6 +83,15 @@ std::int64_t ResidentMemoryReader::mallocFreeBytes(bool after_warmup) {
   // run passed for steady growth. The resident set itself moves by whole pages, seldom.
   if (std::abs(free_bytes - free_counted_) >= kFreeBytesStep) free_counted_ = free_bytes;
   return free_counted_;
+}
+
+bool mallocStatisticsCallDue(std::int64_t now_ns, std::int64_t last_end_ns,
+                             std::int64_t last_cost_ns, std::int64_t cost_before_ns) {
+  // Deferred only after two costly calls in a row: the first call in a process is cold, and one
+  // walk may be slow once (the process was descheduled, or had just freed much and merged it).
+  std::int64_t cost_ns = std::min(last_cost_ns, cost_before_ns);
+  if (cost_ns <= ResidentMemoryReader::kCheapCallNs) return true;
+  return now_ns - last_end_ns >= ResidentMemoryReader::kTimePerCallCost * cost_ns;
 }
 
 std::string ResidentMemoryReader::heldFreeNote() const {

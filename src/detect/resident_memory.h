@@ -24,8 +24,18 @@ class ResidentMemoryReader {
   // leak: the resident memory the detector judges leaves it out. What it returns moves only when
   // the free bytes moved by kFreeBytesStep or more since it last did. Readings `after_warmup` are
   // kept for heldFreeNote.
+  //
+  // mallinfo2 walks malloc's free lists under their locks, in time that grows with the free
+  // chunks: about 0.5 us in a libtorch loop's heap, 10 us with 1,000 free chunks, 0.3 ms with
+  // 10,000, 26 ms with 100,000 (BENCHMARKS.md). While a call costs at most kCheapCallNs it is made
+  // on every call of this; once two calls in a row cost more, only when kTimePerCallCost times the
+  // cheaper of them has passed since the last returned, the last value returned in between: a
+  // fragmented heap's calls take at most about 1/1024 of the time, whatever the resident readings'
+  // own schedule.
   std::int64_t mallocFreeBytes(bool after_warmup);
   static constexpr std::int64_t kFreeBytesStep = 256 << 10;
+  static constexpr std::int64_t kCheapCallNs = 8000;
+  static constexpr std::int64_t kTimePerCallCost = 1024;
 
   // When malloc came to hold kHeldFreeNoteBytes more free since warm-up: a note for the report
   // that says so and what returns it (the process's memory grew by it, without a leak to find).
@@ -38,10 +48,18 @@ class ResidentMemoryReader {
   std::int64_t page_size_ = 4096;
   // glibc's mallinfo2, looked up at run time: a direct call would tie the library to glibc 2.33.
   void* malloc_statistics_ = nullptr;
-  std::int64_t free_counted_ = 0;        // what mallocFreeBytes last returned
+  std::int64_t free_counted_ = 0;  // what mallocFreeBytes last returned
+  std::int64_t last_call_cost_ns_ = 0;
+  std::int64_t call_cost_before_ns_ = 0;  // the call's before the last
+  std::int64_t last_call_end_ns_ = 0;
   std::int64_t free_after_warmup_ = -1;  // the first reading after warm-up; -1 before it
   std::int64_t free_last_ = 0;
 };
+
+// Whether ResidentMemoryReader::mallocFreeBytes calls mallinfo2 at `now_ns` (steady clock), given
+// when its last call returned and what its last two calls cost (0 for none).
+bool mallocStatisticsCallDue(std::int64_t now_ns, std::int64_t last_end_ns,
+                             std::int64_t last_cost_ns, std::int64_t cost_before_ns);
 
 // AddressSanitizer keeps freed memory in quarantine, so resident memory grows every step of any
 // loop: there, resident growth says nothing about leaks and is not used.

@@ -1,8 +1,11 @@
 // Which step boundaries do costly work (detect/boundary_schedule.h): resident memory read on every
 // boundary while a verdict forms, then as often as the read's cost allows beside the time the
 // steps take, never fewer than one boundary in 8; a moving loop's verdict renewed every 8
-// boundaries whatever it costs, a flat loop's no more often and at least one boundary in 64.
+// boundaries whatever it costs, a flat loop's no more often and at least one boundary in 64. And
+// malloc's free bytes (detect/resident_memory.h): read with every reading while that is cheap,
+// as its cost allows once two reads in a row were not.
 #include "detect/boundary_schedule.h"
+#include "detect/resident_memory.h"
 
 #include <gtest/gtest.h>
 
@@ -83,6 +86,31 @@ TEST(FlatVerdictSchedule, MovingMemoryIsRenewedEveryEighthBoundaryWhateverTheCos
 TEST(FlatVerdictSchedule, VeryFastStepsAreStillRenewedEveryFewDozenBoundaries) {
   expectEvenlyApart(workOf(verdictSchedule(), 10 * kMicrosecond, 10 * kMicrosecond, 1000),
                     verdictSchedule().maxStride());
+}
+
+// mallinfo2 walks malloc's free lists: 27 ms a call in a heap of 100,000 free chunks, where the
+// resident memory read on every eighth boundary regardless made a loop ten times slower.
+TEST(MallocStatisticsSchedule, CheapCallsAreMadeEveryTime) {
+  EXPECT_TRUE(mallocStatisticsCallDue(1'000, 0, 0, 0));  // none made yet
+  EXPECT_TRUE(mallocStatisticsCallDue(1'000, 900, 2 * kMicrosecond, kMicrosecond));
+  EXPECT_TRUE(mallocStatisticsCallDue(1'000, 999, ResidentMemoryReader::kCheapCallNs,
+                                      ResidentMemoryReader::kCheapCallNs));
+}
+
+TEST(MallocStatisticsSchedule, OneCostlyCallDefersNothing) {
+  // The first call in a process is cold; a walk may be slow once.
+  constexpr std::int64_t kCostly = 5'000 * kMicrosecond;
+  EXPECT_TRUE(mallocStatisticsCallDue(1'000'000, 999'000, kCostly, kMicrosecond));
+  EXPECT_TRUE(mallocStatisticsCallDue(1'000'000, 999'000, kMicrosecond, kCostly));
+}
+
+TEST(MallocStatisticsSchedule, TwoCostlyCallsInARowDeferTheNextByTheirCost) {
+  constexpr std::int64_t kFirst = 30'000 * kMicrosecond, kSecond = 27'000 * kMicrosecond;
+  constexpr std::int64_t kEnd = 1'000'000'000;
+  const std::int64_t wait = ResidentMemoryReader::kTimePerCallCost * kSecond;  // the cheaper's
+  EXPECT_FALSE(mallocStatisticsCallDue(kEnd + 1, kEnd, kSecond, kFirst));
+  EXPECT_FALSE(mallocStatisticsCallDue(kEnd + wait - 1, kEnd, kSecond, kFirst));
+  EXPECT_TRUE(mallocStatisticsCallDue(kEnd + wait, kEnd, kSecond, kFirst));
 }
 
 }  // namespace
