@@ -26,12 +26,12 @@ class ResidentMemoryReader {
   // kept for heldFreeNote.
   //
   // mallinfo2 walks malloc's free lists under their locks, in time that grows with the free
-  // chunks: about 0.5 us in a libtorch loop's heap, 10 us with 1,000 free chunks, 0.3 ms with
-  // 10,000, 26 ms with 100,000 (BENCHMARKS.md). While a call costs at most kCheapCallNs it is made
-  // on every call of this; once two calls in a row cost more, only when kTimePerCallCost times the
-  // cheaper of them has passed since the last returned, the last value returned in between: a
-  // fragmented heap's calls take at most about 1/1024 of the time, whatever the resident readings'
-  // own schedule.
+  // chunks: well under a microsecond in a libtorch loop's heap, 10 us with 1,000 free chunks,
+  // 0.3 ms with 10,000, 26 ms with 100,000 (BENCHMARKS.md). While a call costs at most kCheapCallNs
+  // it is made on every call of this; once two calls in a row cost more, only when kTimePerCallCost
+  // times the cheaper of them has passed since the last returned, the last value returned in
+  // between: a fragmented heap's calls take at most about 1/1024 of the time, whatever the resident
+  // readings' own schedule.
   std::int64_t mallocFreeBytes(bool after_warmup);
   static constexpr std::int64_t kFreeBytesStep = 256 << 10;
   static constexpr std::int64_t kCheapCallNs = 8000;
