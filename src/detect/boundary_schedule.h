@@ -17,9 +17,18 @@
 // renews when 512 times the last renewal's cost has passed, at least every 64 boundaries.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 namespace memseal::detect {
+
+// The steady clock in nanoseconds: the times the schedules below are given, and the cost-bounded
+// call of mallinfo2 (detect/resident_memory.cpp).
+inline std::int64_t steadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 class CostBoundedSchedule {
  public:

@@ -5,7 +5,6 @@
 #include "memseal/leak_detector.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -178,7 +177,7 @@ struct LeakDetector::State {
     std::int64_t not_in_use =
         ownRecordBytes() + (read > 0 ? resident.mallocFreeBytes(warmup_done) : 0);
     sample.resident_bytes = read > 0 ? std::max<std::int64_t>(0, read - not_in_use) : 0;
-    resident_schedule.noteDone(sample.step, start_ns, steadyNowNs());
+    resident_schedule.noteDone(sample.step, start_ns, detect::steadyNowNs());
     resident_high = std::max(resident_high, sample.resident_bytes);
     resident_readings.push_back(sample);
     resident_readings_most = std::max(resident_readings_most, resident_readings.size());
@@ -232,18 +231,12 @@ struct LeakDetector::State {
 
   void noteRenewal(const StepSample& sample, const detect::LeakEvidence& evidence,
                    std::int64_t start_ns) {
-    verdict_schedule.noteDone(current_step, start_ns, steadyNowNs());
+    verdict_schedule.noteDone(current_step, start_ns, detect::steadyNowNs());
     at_last_renewal = sample;
     resident_high_at_last_renewal = resident_high;
     linked_steps_at_last_renewal = nodes ? nodes->linkedSteps() : 0;
     graphs_suspected_at_last_renewal = evidence.graphs_suspected;
     moved_since_renewal = false;
-  }
-
-  static std::int64_t steadyNowNs() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
   }
 
   bool backwardRan() const {
@@ -528,7 +521,7 @@ void LeakDetector::step() {
   DeviceStats stats = state.tracker.stats();
   sample.live_bytes = stats.live_bytes;
   sample.live_count = stats.live_count;
-  std::int64_t boundary_ns = State::steadyNowNs();
+  std::int64_t boundary_ns = detect::steadyNowNs();
   state.readResidentMemory(sample, boundary_ns);
   ++state.current_step;
   if (!state.warmup_done && state.current_step >= state.options.warmup) {
@@ -542,7 +535,7 @@ void LeakDetector::step() {
   state.per_step_most = std::max(state.per_step_most, state.per_step.size());
   common::thinOlderHalf(state.per_step, kMaxStepSamples);
   if (!state.renewalDue(sample, boundary_ns)) return;
-  std::int64_t renewal_start_ns = State::steadyNowNs();
+  std::int64_t renewal_start_ns = detect::steadyNowNs();
   detect::LeakEvidence evidence = state.evidence();
   state.per_step.back().graph_nodes_alive = evidence.graph_samples_alive;
   std::vector<detect::Collapse> collapses =

@@ -7,9 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdlib>
+
+#include "detect/boundary_schedule.h"
 
 namespace memseal::detect {
 
@@ -30,12 +31,6 @@ struct MallocStatistics {
   std::size_t keepcost;  // the main arena's top
 };
 using MallocStatisticsFunction = MallocStatistics (*)();
-
-std::int64_t steadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
