@@ -408,6 +408,17 @@ def test_a_step_boundary_keeps_its_detector_watching():
     assert not memseal._memseal.tracking_active()
 
 
+def test_a_running_watchs_step_refuses_arguments_by_its_own_name():
+    with memseal.watch(warmup=2) as w:
+        w.step()
+        with pytest.raises(TypeError, match=r"Watch\.step\(\) takes no arguments \(1 given\)"):
+            w.step(1)
+        with pytest.raises(TypeError, match=r"Watch\.step\(\) takes no arguments \(2 given\)"):
+            w.step(1, loss=2.0)
+        w.step()
+    assert w.report().steps == 2
+
+
 def test_policies():
     def leaky(i, kept=[]):  # noqa: B006 (the leak)
         kept.append(torch.randn(256))
