@@ -63,12 +63,12 @@ class Detector {
   std::unique_ptr<LeakDetector> detector_;
 };
 
-// A detector's step boundary as a plain CPython builtin bound to it: what
-// Watch.step becomes once the watch runs. A Python loop calls it right after an iteration has
-// pushed everything else out of the caches, where pybind11's dispatcher (the overloads, the type
-// lookup of `self`) and the package's Python wrapper cost 1-2 us of cold code beside the
-// boundary's own 1-2 us. The function holds the detector's Python object: it stays callable (and
-// raises once the watch has finished) however long the caller keeps it.
+// A detector's step boundary as a plain CPython builtin bound to it: what Watch.step becomes once
+// the watch runs. A Python loop calls it right after an iteration has pushed everything else out
+// of the caches, where pybind11's dispatcher (the overloads, the type lookup of `self`) and the
+// package's Python wrapper cost 1-2 us of cold code beside the boundary's own 1-2 us. The function
+// holds the detector's Python object: it stays callable (and raises once the watch has finished)
+// however long the caller keeps it.
 constexpr const char* kStepBoundaryCapsule = "memseal._memseal.Detector.step_boundary";
 
 // Taking its arguments as METH_FASTCALL does (as cheap as METH_NOARGS: both are vectorcalls) so
