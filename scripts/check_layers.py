@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks that no folder of src/ includes a folder above it (the order is the README's layout
-table): common < track < analyze < detect, scope, plan, pool, explain < report < cli, inject,
+table): common < track < analyze < detect, scope, plan, pool, explain < report, compare < cli, inject,
 python. Folders of one level may include each other; include/memseal/ (the public headers) may be
 included from anywhere. Exit 0 when every include keeps to the order, 1 listing those that do not.
 
@@ -17,7 +17,7 @@ LAYERS = {
     "track": 1,
     "analyze": 2,
     "detect": 3, "scope": 3, "plan": 3, "pool": 3, "explain": 3,
-    "report": 4,
+    "report": 4, "compare": 4,
     "cli": 5, "inject": 5, "python": 5,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.MULTILINE)

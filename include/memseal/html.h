@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "memseal/diff.h"
 #include "memseal/explain.h"
 #include "memseal/export.h"
 #include "memseal/fit.h"
@@ -19,6 +20,7 @@ struct HtmlPage {
   const FitReport* fit = nullptr;
   std::string check_json;  // used instead of `check` when set (e.g. the Python module's report)
   const MergedReport* merged = nullptr;  // a distributed job's ranks side by side
+  const ReportDiff* diff = nullptr;      // two runs compared
 };
 
 // Writes a report file whole: beside `path`, then renamed, so a failed write never leaves half a

@@ -14,6 +14,7 @@
 
     peak = memseal.explain(train_step, model=model, optimizer=opt)  # what the peak holds
     cap = memseal.fit(lambda batch, i: train(batch), sizes=(8, 16, 32, 64), budget="16GiB")
+    print(memseal.diff("before.json", peak))  # what moved the peak, which leak causes are new
 
 The verdict, categories, numbers and hints come from the same C++ core as memseal's C++ API and
 the `memseal check` command; `python -m memseal check CASE.py` is that command for Python files.
@@ -30,7 +31,7 @@ _EXPORTS = {
     "ROLES": "_explain", "FitReport": "_explain", "PeakReport": "_explain", "explain": "_explain",
     "fit": "_explain", "write_html": "_explain",
     "CycleGarbage": "_report", "Holder": "_holders", "LeakReport": "_report",
-    "Scope": "_scope", "merge": "_distributed",
+    "Scope": "_scope", "merge": "_distributed", "ReportDiff": "_diff", "diff": "_diff",
     "__version__": "_memseal", "CHECK_REPORT_SCHEMA": "_memseal", "CHECK_REPORT_VERSION": "_memseal",
     "load_ipython_extension": "_ipython", "unload_ipython_extension": "_ipython",
 }

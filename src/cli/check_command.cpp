@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli/baseline_flags.h"
 #include "cli/case_loader.h"
 #include "cli/command_list.h"
 #include "cli/command_support.h"
@@ -27,6 +28,7 @@ struct CheckOptions {
   std::size_t memory_viz_events = 40000;
   TrackerFlags tracker;
   bool quiet = false;
+  BaselineFlags baseline;
 };
 
 int runCheck(const CheckOptions& options) {
@@ -49,7 +51,8 @@ int runCheck(const CheckOptions& options) {
   }
   // Refuse to overwrite a directory or write where we cannot, before running anything.
   if (!options.output.check("check") ||
-      !checkOutputPath("check", "--memory-viz", options.memory_viz_path)) {
+      !checkOutputPath("check", "--memory-viz", options.memory_viz_path) ||
+      (options.baseline.given() && !options.baseline.check("check"))) {
     return kExitUsage;
   }
   LoadedCase loaded;
@@ -85,6 +88,7 @@ int runCheck(const CheckOptions& options) {
     if (trace->dropped() > 0) std::cerr << " (" << trace->dropped() << " older events dropped)";
     std::cerr << " -> " << options.memory_viz_path << "\n";
   }
+  if (options.baseline.given()) return options.baseline.apply("check", report.toJson());
   return report.leak ? kExitLeak : kExitOk;
 }
 
@@ -114,6 +118,7 @@ void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
           "about 100000 entries, five per allocation and free)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
   command->add_flag("--quiet", options->quiet, "Print the report only when a leak is found");
+  options->baseline.addTo(command);
   entries.push_back({command, [options] { return runCheck(*options); }});
 }
 

@@ -14,6 +14,7 @@ struct CommandEntry {
 };
 
 void addCheckCommand(CLI::App& app, std::vector<CommandEntry>& entries);
+void addDiffCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addExplainCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addFitCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addMergeCommand(CLI::App& app, std::vector<CommandEntry>& entries);

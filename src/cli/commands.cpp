@@ -18,6 +18,7 @@ std::vector<CommandEntry>& entries() {
 
 void registerCommands(CLI::App& app) {
   addCheckCommand(app, entries());
+  addDiffCommand(app, entries());
   addExplainCommand(app, entries());
   addFitCommand(app, entries());
   addMergeCommand(app, entries());

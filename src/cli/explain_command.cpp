@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/baseline_flags.h"
 #include "cli/case_loader.h"
 #include "cli/command_list.h"
 #include "cli/command_support.h"
@@ -22,6 +23,7 @@ struct ExplainCommandOptions {
   std::uint32_t warmup = 2;
   OutputFlags output;
   TrackerFlags tracker;
+  BaselineFlags baseline;
 };
 
 int runExplain(const ExplainCommandOptions& options) {
@@ -40,7 +42,8 @@ int runExplain(const ExplainCommandOptions& options) {
     std::cerr << "memseal explain: " << error.what() << "\n";
     return kExitUsage;
   }
-  if (!options.output.check("explain")) {
+  if (!options.output.check("explain") ||
+      (options.baseline.given() && !options.baseline.check("explain"))) {
     return kExitUsage;
   }
   LoadedCase loaded;
@@ -73,6 +76,7 @@ int runExplain(const ExplainCommandOptions& options) {
                         HtmlPage{"", nullptr, &report, nullptr, ""})) {
     return kExitUsage;
   }
+  if (options.baseline.given()) return options.baseline.apply("explain", report.toJson());
   return kExitOk;
 }
 
@@ -95,6 +99,7 @@ void addExplainCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
                       "Steps run first and not measured (default 2: lazy optimizer state)");
   options->output.addTo(command, "Write the breakdown as JSON (memseal.explain/1)");
   options->tracker.addTo(command, nullptr);
+  options->baseline.addTo(command);
   entries.push_back({command, [options] { return runExplain(*options); }});
 }
 

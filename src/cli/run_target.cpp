@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@
 namespace memseal::cli {
 
 namespace {
+
+void refuseProgram(const std::string& message) { std::cerr << "memseal run: " << message << "\n"; }
 
 // PATH lookup as execvp does it; empty when not found.
 std::string resolveProgram(const std::string& name) {
@@ -107,22 +110,22 @@ std::string traceableProgram(const std::string& name) {
   std::string program = resolveProgram(name);
   struct stat info {};
   if (program.empty() || stat(program.c_str(), &info) != 0) {
-    fail(name + ": no such program" +
-         (name.find('/') == std::string::npos ? " in PATH" : std::string()));
+    refuseProgram(name + ": no such program" +
+                  (name.find('/') == std::string::npos ? " in PATH" : std::string()));
     return "";
   }
   if (S_ISDIR(info.st_mode)) {
-    fail(program + " is a directory, not a program");
+    refuseProgram(program + " is a directory, not a program");
     return "";
   }
   if (access(program.c_str(), X_OK) != 0) {
-    fail(program + " is not executable (chmod +x, or run it through its interpreter)");
+    refuseProgram(program + " is not executable (chmod +x, or run it through its interpreter)");
     return "";
   }
   std::string why = whyNotInjectable(program, info);
   if (why.empty()) why = torchMismatch(program, MEMSEAL_TORCH_VERSION);
   if (!why.empty()) {
-    fail("cannot trace " + program + ": " + why);
+    refuseProgram("cannot trace " + program + ": " + why);
     return "";
   }
   return program;

@@ -22,6 +22,7 @@
 #include "memseal/scope.h"
 #include "memseal/tracker.h"
 #include "memseal/version.h"
+#include "python/diff_bindings.h"
 #include "python/distributed_bindings.h"
 #include "python/explain_bindings.h"
 #include "python/python_frame_provider.h"
@@ -354,4 +355,5 @@ PYBIND11_MODULE(_memseal, m) {
   m.def("set_internal_paths", &setInternalPaths, py::arg("prefixes"));
   bindExplain(m);
   bindDistributed(m);
+  bindDiff(m);
 }

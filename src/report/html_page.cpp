@@ -21,6 +21,7 @@ nlohmann::json pageDocument(const HtmlPage& page) {
   if (page.explain != nullptr) document["explain"] = nlohmann::json::parse(page.explain->toJson());
   if (page.fit != nullptr) document["fit"] = nlohmann::json::parse(page.fit->toJson());
   if (page.merged != nullptr) document["merged"] = nlohmann::json::parse(page.merged->toJson());
+  if (page.diff != nullptr) document["diff"] = nlohmann::json::parse(page.diff->toJson());
   return document;
 }
 

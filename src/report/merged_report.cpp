@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "common/text.h"
+#include "report/finding_cause.h"
 #include "report/json_fields.h"
 #include "report/text_format.h"
 
@@ -23,6 +24,8 @@ const int kMergedReportVersion = 1;
 
 namespace {
 
+using report::causeSite;
+
 std::optional<int> environmentNumber(const char* name) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return std::nullopt;
@@ -30,15 +33,6 @@ std::optional<int> environmentNumber(const char* name) {
   long value = std::strtol(text, &end, 10);
   if (*end != '\0' || value < 0 || value > report::kMaxWorldSize) return std::nullopt;
   return static_cast<int>(value);
-}
-
-// The first line of the program's own code in a finding's stack: "file:line", or empty.
-std::string userSite(const LeakFinding& finding) {
-  for (const StackFrame& frame : finding.site.frames) {
-    if (frame.is_internal || frame.file.empty()) continue;
-    return frame.file + ":" + std::to_string(frame.line);
-  }
-  return "";
 }
 
 RankSummary summarize(const RankReport& entry, const RankIdentity& identity) {
@@ -110,7 +104,7 @@ void mergeFindings(const std::vector<const LeakReport*>& by_rank, MergedReport& 
     if (by_rank[rank] == nullptr) continue;
     ++reporting;
     for (const LeakFinding& finding : by_rank[rank]->findings) {
-      std::string site = userSite(finding);
+      std::string site = causeSite(finding.site.frames);
       std::string key =
           std::string(categoryId(finding.category)) + "|" + finding.site.op + "|" + site;
       auto [at, inserted] = index_of.emplace(key, merged.findings.size());

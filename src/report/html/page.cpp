@@ -137,6 +137,7 @@ RenderedSections renderSections(const nlohmann::json& page) {
   const ReadJson& explain = member(page, "explain");
   const ReadJson& fit = member(page, "fit");
   const ReadJson& merged = member(page, "merged");
+  const ReadJson& diff = member(page, "diff");
   struct Document {
     const ReadJson& json;
     const char* key;
@@ -149,7 +150,8 @@ RenderedSections renderSections(const nlohmann::json& page) {
       {check, "check", "memseal.check/1", nullptr, "Leak check", checkSection},
       {explain, "explain", "memseal.explain/1", nullptr, "Peak", explainSection},
       {fit, "fit", "memseal.fit/2", "memseal.fit/1", "Fit", fitSection},
-      {merged, "merged", "memseal.merged/1", nullptr, "Ranks", mergedSection}};
+      {merged, "merged", "memseal.merged/1", nullptr, "Ranks", mergedSection},
+      {diff, "diff", "memseal.diff/1", nullptr, "Diff", diffSection}};
   for (const Document& document : documents) {
     if (document.json.is_null()) continue;
     if (!document.json.is_object()) {
@@ -166,7 +168,7 @@ RenderedSections renderSections(const nlohmann::json& page) {
   if (out.sections.empty()) {
     out.body +=
         "<div class=\"card nothing\">No report to show: the page was given no leak check, "
-        "peak explanation, fit or job of ranks.</div>";
+        "peak explanation, fit, job of ranks or comparison of two runs.</div>";
   }
   out.check = check.is_object();
   out.explain = explain.is_object();

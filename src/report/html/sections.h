@@ -39,4 +39,8 @@ std::string fitSection(const ReadJson& fit);
 
 std::string mergedSection(const ReadJson& merged);
 
+// ---- two runs compared (memseal.diff/1) ----
+
+std::string diffSection(const ReadJson& diff);
+
 }  // namespace memseal::report::html
