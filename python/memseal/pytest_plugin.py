@@ -84,7 +84,7 @@ def _byte_budget(marker):
         return budget
     parsed = memseal._memseal.parse_byte_size(budget) if isinstance(budget, str) else None
     if parsed is None:
-        raise pytest.UsageError(f"memseal: peak={budget!r} is not a size such as 512MiB or 4096")
+        pytest.fail(f"memseal: peak={budget!r} is not a size such as 512MiB or 4096", pytrace=False)
     return parsed
 
 

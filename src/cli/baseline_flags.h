@@ -14,7 +14,7 @@ struct BaselineFlags {
   bool update = false;
 
   void addTo(CLI::App* command);
-  bool given() const { return !path.empty(); }
+  bool given() const { return !path.empty() || update; }
   // Before anything runs: the tolerance is understood and the file can be written. False with a
   // message on stderr.
   bool check(const char* command) const;

@@ -164,7 +164,7 @@ void readExplainSplits(const Json& document, ComparableReport& out) {
     std::string op = read<std::string>(sites[i], "op", where);
     std::string line =
         sites[i].contains("frames") ? ownLine(sites[i]["frames"], where, &out.source_files) : "";
-    addPart(lines, line_index, line.empty() ? "(no line of the program) " + op : line, bytes);
+    addPart(lines, line_index, line.empty() ? "(no line) " + op : line, bytes);
     addPart(ops, op_index, op, bytes);
   }
   for (Split* split : {&modules, &lines, &ops}) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 #include "memseal/gtest.h"
@@ -22,6 +23,20 @@ TEST(Leaky, AssertMacroFailsAndStops) {
 TEST(Leaky, AllocationMacroFails) { EXPECT_NO_ALLOCATION(torch::Tensor t = torch::ones({3})); }
 
 TEST(Leaky, ListenerCatchesAPlainTest) { g_leaked.push_back(torch::ones({11})); }
+
+// 4 MiB live at once, above a budget of 1 MiB.
+TEST(Leaky, PeakAboveItsBudget) {
+  MEMSEAL_EXPECT_PEAK_BELOW("1MiB", torch::Tensor big = torch::ones({1 << 20}); big.sum());
+}
+
+TEST(Peak, WithinItsBudget) { MEMSEAL_EXPECT_PEAK_BELOW(8 << 20, torch::ones({1024}).sum()); }
+
+// MEMSEAL_CHILD_ELEMENTS floats live at once, held to the baseline in $MEMSEAL_BASELINE_DIR.
+TEST(Peak, HeldToItsBaseline) {
+  const char* elements = std::getenv("MEMSEAL_CHILD_ELEMENTS");
+  std::int64_t count = elements != nullptr ? std::atoll(elements) : 1024;
+  MEMSEAL_EXPECT_PEAK_WITHIN_BASELINE(torch::ones({count}).sum());
+}
 
 TEST(Clean, EverythingFreed) {
   EXPECT_NO_TENSOR_LEAK(torch::ones({7}).sum());
