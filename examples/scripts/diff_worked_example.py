@@ -20,7 +20,7 @@ from torch.utils.checkpoint import checkpoint
 
 import memseal
 
-FEATURES, HIDDEN, BLOCKS, BATCH = 256, 1024, 6, 512
+FEATURES, HIDDEN, BLOCKS, BATCH = 256, 1024, 4, 512
 
 
 class Block(nn.Module):

@@ -12,6 +12,7 @@ import os
 import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
 
 from . import _memseal
+from ._explain import _NativeReport
 
 
 def _document(report, default_label):
@@ -33,16 +34,12 @@ def _document(report, default_label):
                     f"text), not {type(report).__name__}")
 
 
-class ReportDiff:
+class ReportDiff(_NativeReport):
     """Two reports side by side (memseal.diff/1): peak_before, peak_after, peak_change,
     noise_bytes; breakdowns (dimension -> list of dicts: key, before, after, change, largest
     change first; the additive ones add up to peak_change); causes (dicts: change 'new', 'gone',
     'grown', 'shrunk' or 'same', category, op, site, holder, rates); capacity; warnings; empty
     (nothing changed beyond the noise). text(), to_json(), to_dict(), write_html(path)."""
-
-    def __init__(self, native):
-        self._native = native
-        self._data = json.loads(native.to_json())
 
     kind = property(lambda self: self._data["kind"])
     empty = property(lambda self: self._data["empty"])
@@ -61,24 +58,12 @@ class ReportDiff:
     def new_causes(self):
         return [cause for cause in self.causes if cause["change"] == "new"]
 
-    def text(self):
-        return self._native.text()
-
-    def to_json(self):
-        return self._native.to_json()
-
-    def to_dict(self):
-        return json.loads(self.to_json())
-
     def write_html(self, path, title="two runs compared"):
         _memseal.write_report_file(str(path), self._native.html(str(title)))
 
     def _repr_html_(self):
         """The HTML cards without a page around them: how Jupyter shows the comparison."""
         return self._native.html_fragment("two runs compared")
-
-    def _repr_pretty_(self, printer, cycle):
-        printer.text(repr(self) if cycle else self.text().rstrip("\n"))
 
     def __str__(self):
         return self.text()

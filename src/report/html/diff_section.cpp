@@ -23,15 +23,7 @@ std::string signedBytesText(double bytes) {
 }
 
 std::vector<Point> timelinePoints(const ReadJson& side) {
-  std::vector<Point> points;
-  for (const ReadJson& point : arrayAt(side, "timeline")) {
-    std::optional<double> x = numberAt(point, "x");
-    std::optional<double> bytes = numberAt(point, "bytes");
-    if (x && bytes) points.emplace_back(clampForChart(*x), clampForChart(*bytes));
-  }
-  std::stable_sort(points.begin(), points.end(),
-                   [](const Point& a, const Point& b) { return a.first < b.first; });
-  return points;
+  return pointsOf(arrayAt(side, "timeline"), "x", "bytes");
 }
 
 std::string bothTimelinesChart(const ReadJson& diff) {
@@ -55,10 +47,7 @@ std::string bothTimelinesChart(const ReadJson& diff) {
   ByteTicks y_ticks = byteTicks(0, std::max(hi, 1024.0), 5);
   Scale x{first, last, plot.left, plot.right};
   Scale y{y_ticks.ticks.lo, y_ticks.ticks.hi, plot.bottom, plot.top};
-  Ticks x_ticks = niceTicks(first, last, 10);
-  x_ticks.values.erase(std::remove_if(x_ticks.values.begin(), x_ticks.values.end(),
-                                      [&](double value) { return value < first || value > last; }),
-                       x_ticks.values.end());
+  Ticks x_ticks = ticksWithin(first, last, 10);
   std::string axis = textAt(diff, "timeline_axis");
   drawXAxis(svg, plot, x, x_ticks, compactNumber, axis.empty() ? "step" : axis.c_str());
   drawYAxis(

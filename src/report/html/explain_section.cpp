@@ -77,14 +77,7 @@ std::string peakTimelineChart(const ReadJson& explain) {
   const Plot plot{84, 24, kWidth - 24.0, kHeight - 48.0};
   std::string svg =
       svgOpen("peak-timeline-chart", kWidth, kHeight, "Live tracked bytes over the peak step");
-  std::vector<Point> points;
-  for (const ReadJson& entry : arrayAt(explain, "timeline")) {
-    std::optional<double> event = numberAt(entry, "event");
-    std::optional<double> live = numberAt(entry, "live_bytes");
-    if (event && live) points.emplace_back(clampForChart(*event), clampForChart(*live));
-  }
-  std::stable_sort(points.begin(), points.end(),
-                   [](const Point& a, const Point& b) { return a.first < b.first; });
+  std::vector<Point> points = pointsOf(arrayAt(explain, "timeline"), "event", "live_bytes");
   if (points.empty()) return svg + svgEmpty(plot, "no timeline in this report") + "</svg>";
 
   std::optional<double> peak = numberAt(explain, "peak_bytes");
@@ -98,10 +91,7 @@ std::string peakTimelineChart(const ReadJson& explain) {
   ByteTicks y_ticks = byteTicks(0, std::max(hi, 1024.0), 5);
   Scale x{first, last, plot.left, plot.right};
   Scale y{y_ticks.ticks.lo, y_ticks.ticks.hi, plot.bottom, plot.top};
-  Ticks x_ticks = niceTicks(first, last, 10);
-  x_ticks.values.erase(std::remove_if(x_ticks.values.begin(), x_ticks.values.end(),
-                                      [&](double value) { return value < first || value > last; }),
-                       x_ticks.values.end());
+  Ticks x_ticks = ticksWithin(first, last, 10);
   drawXAxis(svg, plot, x, x_ticks, compactNumber, "allocation or free in the peak step");
   drawYAxis(
       svg, plot, y, y_ticks.ticks, [&](double value) { return byteTickLabel(value, y_ticks); },

@@ -8,6 +8,27 @@
 namespace memseal::report::html {
 
 // About `target` ticks at 1, 2 or 5 times a power of ten, the range widened to whole ticks.
+Ticks ticksWithin(double first, double last, int target) {
+  Ticks ticks = niceTicks(first, last, target);
+  ticks.values.erase(std::remove_if(ticks.values.begin(), ticks.values.end(),
+                                    [&](double value) { return value < first || value > last; }),
+                     ticks.values.end());
+  return ticks;
+}
+
+std::vector<Point> pointsOf(const ReadJson& list, const char* x_key, const char* y_key) {
+  std::vector<Point> points;
+  if (!list.is_array()) return points;
+  for (const ReadJson& entry : list) {
+    std::optional<double> x = numberAt(entry, x_key);
+    std::optional<double> y = numberAt(entry, y_key);
+    if (x && y) points.emplace_back(clampForChart(*x), clampForChart(*y));
+  }
+  std::stable_sort(points.begin(), points.end(),
+                   [](const Point& a, const Point& b) { return a.first < b.first; });
+  return points;
+}
+
 Ticks niceTicks(double lo, double hi, int target) {
   lo = clampForChart(lo);
   hi = clampForChart(hi);

@@ -49,6 +49,11 @@ const char* const kRoles[] = {"parameters",  "gradients",   "optimizer_state",
                               "activations", "temporaries", "other"};
 
 Ticks niceTicks(double lo, double hi, int target);
+// niceTicks without the ticks outside [first, last]: an axis that starts and ends at the data.
+Ticks ticksWithin(double first, double last, int target);
+// The points of a document's list (each an object with `x_key` and `y_key`), ordered by x; entries
+// without both numbers are left out.
+std::vector<Point> pointsOf(const ReadJson& list, const char* x_key, const char* y_key);
 Ticks stepTicks(double first_step, double last_step);
 ByteTicks byteTicks(double lo, double hi, int target);
 std::string byteTickLabel(double value, const ByteTicks& ticks);
