@@ -22,6 +22,17 @@ using Json = nlohmann::ordered_json;
 using report::read;
 using report::readOr;
 
+// More bytes than any memory holds (64 PiB): a report's byte counts are read up to it, so that the
+// sums and differences of the comparison cannot overflow.
+constexpr std::int64_t kMaxReportBytes = std::int64_t{1} << 56;
+
+std::int64_t boundedBytes(std::int64_t bytes) {
+  return std::clamp<std::int64_t>(bytes, 0, kMaxReportBytes);
+}
+std::int64_t boundedBytes(std::uint64_t bytes) {
+  return static_cast<std::int64_t>(std::min<std::uint64_t>(bytes, kMaxReportBytes));
+}
+
 const Json& arrayField(const Json& document, const char* name, const std::string& where) {
   static const Json empty = Json::array();
   if (!document.contains(name) || document.at(name).is_null()) return empty;
@@ -71,6 +82,7 @@ void addRest(Split& split, std::int64_t peak) {
 std::int64_t nonNegative(const Json& object, const char* name, const std::string& where) {
   auto value = read<std::int64_t>(object, name, where);
   if (value < 0) report::fail(where + "." + name + " is negative");
+  if (value > kMaxReportBytes) report::fail(where + "." + name + " is more than any memory holds");
   return value;
 }
 
@@ -111,16 +123,16 @@ ComparableReport readCheck(const std::string& json, const Json& document) {
   std::int64_t low = INT64_MAX, high = 0, largest_move = 0, previous = -1;
   std::map<std::uint32_t, std::int64_t> phase_peaks;
   for (const StepSample& sample : report.per_step) {
-    out.peak = std::max(out.peak, sample.live_bytes);
-    out.timeline.push_back({double(sample.step), double(sample.live_bytes)});
+    std::int64_t live = boundedBytes(sample.live_bytes);
+    out.peak = std::max(out.peak, live);
+    out.timeline.push_back({double(sample.step), double(live)});
     auto& phase_peak = phase_peaks[sample.phase];
-    phase_peak = std::max(phase_peak, sample.live_bytes);
+    phase_peak = std::max(phase_peak, live);
     if (sample.step < report.warmup) continue;
-    low = std::min(low, sample.live_bytes);
-    high = std::max(high, sample.live_bytes);
-    if (previous >= 0)
-      largest_move = std::max(largest_move, std::abs(sample.live_bytes - previous));
-    previous = sample.live_bytes;
+    low = std::min(low, live);
+    high = std::max(high, live);
+    if (previous >= 0) largest_move = std::max(largest_move, std::abs(live - previous));
+    previous = live;
   }
   out.noise = report.leak ? largest_move : (high >= low ? high - low : 0);
   out.timeline_axis = "step";
@@ -135,10 +147,8 @@ ComparableReport readCheck(const std::string& json, const Json& document) {
   if (!report.devices.empty()) {
     Split devices{"device", false, {}};
     for (const DeviceMemorySummary& device : report.devices) {
-      devices.parts.emplace_back(device.device + " allocated",
-                                 static_cast<std::int64_t>(device.peak_allocated));
-      devices.parts.emplace_back(device.device + " reserved",
-                                 static_cast<std::int64_t>(device.peak_reserved));
+      devices.parts.emplace_back(device.device + " allocated", boundedBytes(device.peak_allocated));
+      devices.parts.emplace_back(device.device + " reserved", boundedBytes(device.peak_reserved));
     }
     out.splits.push_back(std::move(devices));
   }
