@@ -55,9 +55,10 @@ class Net(nn.Module):
 
 
 def batch(i):
+    """Step i's inputs and targets: random, and the same in every run."""
     generator = torch.Generator().manual_seed(i)
-    return torch.randn(BATCH, FEATURES, generator=generator), torch.randn(BATCH, 1,
-                                                                          generator=generator)
+    inputs = torch.randn(BATCH, FEATURES, generator=generator)
+    return inputs, torch.randn(BATCH, 1, generator=generator)
 
 
 def training_step(model, forward, optimizer):

@@ -4,9 +4,11 @@ check, explain and fit of a Python file (CASE.py) run here, in this interpreter,
 core, contract, report, JSON schema and exit codes as `memseal check CASE.so`: the file is loaded
 as a module (not as __main__), setup() runs once if it is there, step(i) runs --steps times under
 the leak detector. Exit 0: no leak; 1: leak; 2: usage or load error, an exception in setup() or
-step() included (never reported as a leak). `report` reads a saved JSON report.
+step() included (never reported as a leak). `report` reads a saved JSON report. With --baseline
+FILE, check and explain are held to a baseline report as the C++ commands are: the first run writes
+it; exit 0 held, 1 over it (the peak grew more than --tolerance, or a new leak cause), 2 error.
 
-Everything else (`run`, `plan`, `--version`, and check/explain/fit of a shared library) is the C++
+Everything else (`run`, `plan`, `merge`, `diff`, `--version`, and check/explain/fit of a shared library) is the C++
 memseal command itself, which the package carries in memseal/bin with what `memseal run` injects
 (memseal/lib/memseal): this process becomes it, so its output and exit code are the command's.
 """
@@ -66,6 +68,7 @@ def _parser():
                        help="write the allocation trace as the pickle PyTorch's memory viewer reads")
     check.add_argument("--memory-viz-events", type=_count, default=40000,
                        help="newest allocations and frees the trace keeps (40000)")
+    _add_baseline_arguments(check)
     report = commands.add_parser("report", help="print a saved JSON report as text again")
     report.add_argument("file", metavar="FILE.json")
     explain = commands.add_parser(
@@ -81,6 +84,7 @@ def _parser():
     explain.add_argument("--json", metavar="FILE", help="write the breakdown as JSON (memseal.explain/1)")
     explain.add_argument("--html", metavar="FILE", help="write it as one HTML page")
     explain.add_argument("--stacks", help="native stacks: on, off or sample:N")
+    _add_baseline_arguments(explain)
     fit = commands.add_parser(
         "fit",
         help="fit peak memory against batch size or sequence length and predict the largest size "
@@ -108,7 +112,63 @@ def _parser():
         "merge", add_help=False,
         help="put a distributed job's rank reports side by side (a folder of rank-N.json, or "
         "files): each cause across ranks, missing ranks (exit 0: no leak, 1: leak, 2: unreadable)")
+    commands.add_parser(
+        "diff", add_help=False,
+        help="compare two reports of one program: what moved the peak, leak causes new or gone, "
+        "capacity (exit 0: no change, 1: a change, 2: error)")
     return parser
+
+
+def _add_baseline_arguments(command):
+    command.add_argument("--baseline", metavar="FILE",
+                         help="hold this run to a baseline report (the first run writes FILE): "
+                         "exit 1 when the peak grows more than --tolerance or a new leak cause "
+                         "appears, 0 otherwise")
+    command.add_argument("--tolerance", default="5%",
+                         help="how much the peak may grow over the baseline (5%%, or 0.05)")
+    command.add_argument("--update-baseline", action="store_true",
+                         help="write this run's report as the baseline, replacing the one there")
+
+
+def _check_baseline_arguments(args):
+    """Before the case runs: the tolerance is understood and the baseline can be written."""
+    from . import _diff
+
+    if args.update_baseline and not args.baseline:
+        raise _UsageError("--update-baseline needs --baseline FILE")
+    try:
+        args.tolerance = _diff.parse_tolerance(args.tolerance)
+    except ValueError:
+        raise _UsageError(f"--tolerance {args.tolerance} is not a fraction such as 5% or 0.05 "
+                          "(0 to 1000%)") from None
+    _check_outputs(args, "baseline")
+
+
+def _held_to_baseline(args, report_json, exit_code):
+    """The exit code: the report's own without --baseline; else the baseline's (see the top)."""
+    from . import _diff
+
+    if not args.baseline:
+        return exit_code
+    if args.update_baseline or not os.path.exists(args.baseline):
+        _write_atomically(args.baseline, report_json)
+        replaced = " (replacing the one there)" if args.update_baseline else " (none was there)"
+        sys.stdout.write(f"memseal baseline: written to {args.baseline}{replaced}\n")
+        return EXIT_OK
+    try:
+        with open(args.baseline, encoding="utf-8") as file:
+            baseline = file.read()
+        passed, failures, summary, diff = _diff.check_against_baseline(
+            baseline, report_json, args.tolerance, args.baseline)
+    except (OSError, UnicodeDecodeError) as error:
+        raise _UsageError(f"--baseline {args.baseline} cannot be read ({error})") from None
+    except ValueError as error:
+        raise _UsageError(f"--baseline: {error} (--update-baseline replaces it)") from None
+    if not passed:
+        sys.stdout.write("\n" + diff.text() + "\n")
+        sys.stdout.write("".join(f"over the baseline: {failure}\n" for failure in failures))
+    sys.stdout.write(summary + "\n")
+    return EXIT_OK if passed else EXIT_LEAK
 
 
 def _load_case(path, entry="step"):
@@ -204,6 +264,7 @@ def _check(args):
         raise _UsageError(f"--steps ({args.steps}) must exceed --warmup ({args.warmup}) + 3, "
                           "to tell growth from noise")
     _check_outputs(args, "json", "html", "memory-viz")
+    _check_baseline_arguments(args)
     try:
         # Checks the options (and the environment's MEMSEAL_*) now; tracking starts with `with`.
         watch = memseal.Watch(args.warmup, on_leak="none", python_frames=args.python_frames == "on",
@@ -226,7 +287,7 @@ def _check(args):
     if not args.quiet or report.leak:
         sys.stdout.write(report.text())
     _write_outputs(args, report, "check")
-    return EXIT_LEAK if report.leak else EXIT_OK
+    return _held_to_baseline(args, report.to_json(), EXIT_LEAK if report.leak else EXIT_OK)
 
 
 def _explain(args):
@@ -235,6 +296,7 @@ def _explain(args):
     if args.steps <= args.warmup:
         raise _UsageError(f"--steps ({args.steps}) must exceed --warmup ({args.warmup})")
     _check_outputs(args, "json", "html")
+    _check_baseline_arguments(args)
     step, setup, module = _load_case(args.case)
     _run_setup(args.case, setup)
     report = _measure(args.case, "step", lambda: memseal.explain(
@@ -242,7 +304,7 @@ def _explain(args):
         optimizer=getattr(module, "optimizer", None), stacks=args.stacks))
     sys.stdout.write(report.text())
     _write_outputs(args, report, "explain")
-    return EXIT_OK
+    return _held_to_baseline(args, report.to_json(), EXIT_OK)
 
 
 def _fit(args):
@@ -312,7 +374,7 @@ def _for_native_command(argv):
     if not argv:
         return False
     first = argv[0]
-    if first in ("run", "plan", "merge", "--version"):
+    if first in ("run", "plan", "merge", "diff", "--version"):
         return True
     if first in ("check", "explain", "fit"):
         return any(not arg.startswith("-") and _is_shared_library(arg) for arg in argv[1:])

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <regex>
 #include <unordered_map>
 
 #include "common/text.h"
@@ -113,6 +114,18 @@ void readCheckCauses(const LeakReport& report, const Json& document, ComparableR
   }
 }
 
+// How `memseal run` took the report's steps, as its notes say (the report has no field for it).
+std::set<std::string> stepRules(const std::vector<std::string>& notes) {
+  static const std::regex rule(
+      "^memseal run: .*(one step per (?:outermost )?call of [^ ,]+|time windows of [^ ]+)");
+  std::set<std::string> rules;
+  std::smatch match;
+  for (const std::string& note : notes) {
+    if (std::regex_search(note, match, rule)) rules.insert(match[1].str());
+  }
+  return rules;
+}
+
 ComparableReport readCheck(const std::string& json, const Json& document) {
   LeakReport report = LeakReport::fromJson(json);
   ComparableReport out;
@@ -153,6 +166,7 @@ ComparableReport readCheck(const std::string& json, const Json& document) {
     out.splits.push_back(std::move(devices));
   }
   readCheckCauses(report, document, out);
+  out.step_rules = stepRules(report.notes);
   return out;
 }
 

@@ -51,6 +51,9 @@ struct ComparableReport {
   std::string model;                         // fit
   std::vector<std::int64_t> sizes;           // fit: the sizes measured
   int world_size = 0;                        // merged
+  // memseal run: how its steps were taken ("one step per call of aten::linear", "time windows of
+  // 5ms"), from its notes; empty for a report of check or watch, where the program named its steps.
+  std::set<std::string> step_rules;
   std::string timeline_axis;
   std::vector<DiffPoint> timeline;
   // The program's own source files the report names (its stacks, its Python lines): two runs of

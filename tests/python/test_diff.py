@@ -140,6 +140,37 @@ def test_the_diff_shows_itself_in_a_notebook_and_as_a_page(baseline, tmp_path):
     assert diff.to_dict()["schema"] == "memseal.diff/1"
 
 
+def memseal_command(*arguments):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "memseal", *arguments], capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_python_cases_are_held_to_a_baseline_and_diffed(tmp_path):
+    from conftest import case_file
+
+    baseline = str(tmp_path / "base.json")
+    first = memseal_command("check", case_file("healthy.py"), "--baseline", baseline)
+    assert first.returncode == 0 and "baseline: written to" in first.stdout, first
+    held = memseal_command("check", case_file("healthy.py"), "--baseline", baseline)
+    assert held.returncode == 0 and "no new leak cause: ok" in held.stdout, held
+    leaky = memseal_command("check", case_file("losses_list.py"), "--baseline", baseline,
+                            "--json", str(tmp_path / "leaky.json"), "--force-nothing")
+    assert leaky.returncode == 2, leaky  # an unknown option is a usage error, nothing runs
+    leaky = memseal_command("check", case_file("losses_list.py"), "--baseline", baseline,
+                            "--json", str(tmp_path / "leaky.json"))
+    assert leaky.returncode == 1, leaky
+    assert "a leak cause the baseline did not have" in leaky.stdout, leaky.stdout
+    bad = memseal_command("explain", case_file("explain_training.py"), "--baseline", baseline,
+                          "--tolerance", "x")
+    assert bad.returncode == 2 and "is not a fraction" in bad.stderr, bad
+    compared = memseal_command("diff", baseline, str(tmp_path / "leaky.json"))
+    assert compared.returncode == 1, compared
+    assert "new     " in compared.stdout and "losses_list.py" in compared.stdout, compared.stdout
+
+
 PEAK_TESTS = """
 import os
 import pytest

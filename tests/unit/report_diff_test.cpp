@@ -209,6 +209,21 @@ TEST(ReportDiff, OtherWarmupOrStepCountsAreNamed) {
   EXPECT_NE(diff.warnings[1].find("30 and 60 steps"), std::string::npos);
 }
 
+TEST(ReportDiff, RunsThatTookTheirStepsDifferentlyAreNamed) {
+  LeakReport by_loop = check({});
+  by_loop.notes = {"memseal run: 300 steps in 1 loop found in the program's ops",
+                   "memseal run: loop 1: one step per call of aten::linear, the op that starts "
+                   "each of its iterations (12 ops, found after 40 ops): 300 steps in 1 run"};
+  LeakReport by_time = check({});
+  by_time.notes = {"memseal run: steps are time windows of 5ms (--interval) (120 steps)"};
+  ReportDiff diff = diffReports(by_loop.toJson(), by_time.toJson());
+  ASSERT_EQ(diff.warnings.size(), 1u);
+  EXPECT_NE(diff.warnings[0].find("one step per call of aten::linear, then time windows of 5ms"),
+            std::string::npos)
+      << diff.warnings[0];
+  EXPECT_TRUE(diffReports(by_loop.toJson(), by_loop.toJson()).warnings.empty());
+}
+
 // Documents as memseal's earlier releases wrote them: fields added later are absent.
 TEST(ReportDiff, ReadsEveryReportVersionMemsealHasWritten) {
   const char* old_check = R"({"schema":"memseal.check/1","verdict":"no_leak","steps":10,
