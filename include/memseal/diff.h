@@ -33,7 +33,7 @@ struct DiffEntry {
 // (what no listed key holds is one entry, "(rest)"); otherwise each entry is a peak of its own
 // (the peak of a phase, of a rank, at a size).
 struct DiffBreakdown {
-  std::string dimension;  // "role", "module", "line", "op", "phase", "rank" or "size"
+  std::string dimension;  // "role", "module", "line", "op", "phase", "device", "rank" or "size"
   bool additive = true;
   std::vector<DiffEntry> entries;
 };

@@ -42,6 +42,13 @@ const Json& arrayField(const Json& document, const char* name, const std::string
   return value;
 }
 
+// A file of the program's own, as two runs of one program share them: not code generated while it
+// ran (torch.compile's inductor files, FX's "<eval_with_key>.N"), whose names change from run to
+// run.
+bool programFile(const std::string& file) {
+  return !file.empty() && file[0] != '<' && file.find("/torchinductor_") == std::string::npos;
+}
+
 // The program's own first frame of a JSON stack: "file:line" as reports show it, or "".
 std::string ownLine(const Json& frames, const std::string& where, std::set<std::string>* files) {
   if (!frames.is_array()) return "";
@@ -50,7 +57,7 @@ std::string ownLine(const Json& frames, const std::string& where, std::set<std::
     if (readOr<bool>(frames[i], "internal", at, false)) continue;
     std::string file = readOr<std::string>(frames[i], "file", at, "");
     if (file.empty()) continue;
-    files->insert(file);
+    if (programFile(file)) files->insert(file);
     std::string shown = readOr<std::string>(frames[i], "shown_file", at, common::shownPath(file));
     return shown + ":" + std::to_string(readOr<int>(frames[i], "line", at, 0));
   }
@@ -104,7 +111,7 @@ void readCheckCauses(const LeakReport& report, const Json& document, ComparableR
     cause.op = finding.site.op;
     cause.site = shownSite(report::causeSite(finding.site.frames));
     for (const StackFrame& frame : finding.site.frames) {
-      if (!frame.is_internal && !frame.file.empty()) out.source_files.insert(frame.file);
+      if (!frame.is_internal && programFile(frame.file)) out.source_files.insert(frame.file);
     }
     cause.bytes_per_step = finding.bytes_per_step;
     cause.freed = finding.freed.has_value();

@@ -28,6 +28,7 @@ std::string signedRate(double bytes) {
 std::string relativeText(std::int64_t before, std::int64_t change) {
   if (before <= 0) return "";
   double percent = 100.0 * static_cast<double>(change) / static_cast<double>(before);
+  if (std::fabs(percent) < 0.05) return change == 0 ? ", +0.0%" : ", within 0.1%";
   return ", " + std::string(percent >= 0 ? "+" : "") +
          common::fixedText(percent, std::fabs(percent) < 10 ? 1 : 0) + "%";
 }
