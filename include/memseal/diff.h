@@ -28,7 +28,8 @@ struct DiffEntry {
   std::int64_t change() const { return after - before; }
 };
 
-// One way of splitting what the reports measured, entries with the largest change first. Where
+// One way of splitting what the reports measured, entries with the largest change first (those
+// that name nothing, "(no module)", "(no line) OP" and "(rest)", after the others). Where
 // `additive`, the entries are parts of the peak and their changes add up to the peak's change
 // (what no listed key holds is one entry, "(rest)"); otherwise each entry is a peak of its own
 // (the peak of a phase, of a rank, at a size).

@@ -40,6 +40,14 @@ struct RoleTensors {
   std::vector<at::Tensor> parameters;  // and buffers
   std::vector<at::Tensor> gradients;
   std::vector<at::Tensor> optimizer_state;
+  // Optional: the module path that owns each tensor above, in the same order ("Net/encoder", as
+  // the module split names modules). A parameter, its gradient and its optimizer state then count
+  // in the split by module under their module, wherever they were allocated; missing or empty
+  // entries leave a tensor where it was made. (`= {}`: braces that give the three lists above
+  // only still initialise these without a warning.)
+  std::vector<std::string> parameter_modules = {};
+  std::vector<std::string> gradient_modules = {};
+  std::vector<std::string> optimizer_state_modules = {};
 };
 
 struct RoleBytes {

@@ -128,23 +128,44 @@ def _attribute_to_modules(model):
     return handles
 
 
+def _owner_paths(model):
+    """{id(tensor): module path} of the model's parameters and buffers, the paths written as the
+    module split names modules (the root's class name, then attribute names: "Net/block/0")."""
+    root = type(model).__name__
+    owners = {}
+    for named in (model.named_parameters(), model.named_buffers()):
+        for name, tensor in named:
+            parent = name.rsplit(".", 1)[0] if "." in name else ""
+            owners.setdefault(id(tensor), root + ("/" + parent.replace(".", "/") if parent else ""))
+    return owners
+
+
 def _role_source(model, optimizer):
     if model is None and optimizer is None:
         return None
 
     def roles():
         parameters, gradients, state = [], [], []
+        parameter_modules, gradient_modules, state_modules = [], [], []
+        owners = _owner_paths(model) if model is not None else {}
         if model is not None:
             for parameter in model.parameters():
                 parameters.append(parameter.detach())
+                parameter_modules.append(owners.get(id(parameter), ""))
                 if parameter.grad is not None:
                     gradients.append(parameter.grad)
-            parameters.extend(buffer for buffer in model.buffers())
+                    gradient_modules.append(owners.get(id(parameter), ""))
+            for buffer in model.buffers():
+                parameters.append(buffer)
+                parameter_modules.append(owners.get(id(buffer), ""))
         if optimizer is not None:
-            for per_parameter in optimizer.state.values():
+            for parameter, per_parameter in optimizer.state.items():
                 values = per_parameter.values() if isinstance(per_parameter, dict) else ()
-                state.extend(v for v in values if _is_tensor(v))
-        return parameters, gradients, state
+                for value in values:
+                    if _is_tensor(value):
+                        state.append(value)
+                        state_modules.append(owners.get(id(parameter), ""))
+        return parameters, gradients, state, parameter_modules, gradient_modules, state_modules
 
     return roles
 

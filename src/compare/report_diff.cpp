@@ -118,8 +118,12 @@ DiffBreakdown compareSplits(const Split* a, const Split* b) {
     out.entries.erase(std::remove_if(out.entries.begin(), out.entries.end(),
                                      [](const DiffEntry& entry) { return entry.change() == 0; }),
                       out.entries.end());
+    // What no module, line or listed key holds ("(no module)", "(rest)") comes after the parts
+    // that name something, so the first line of a split is the largest thing that changed.
+    auto unnamed = [](const DiffEntry& entry) { return !entry.key.empty() && entry.key[0] == '('; };
     std::stable_sort(out.entries.begin(), out.entries.end(),
-                     [](const DiffEntry& x, const DiffEntry& y) {
+                     [&](const DiffEntry& x, const DiffEntry& y) {
+                       if (unnamed(x) != unnamed(y)) return unnamed(y);
                        return std::llabs(x.change()) > std::llabs(y.change());
                      });
   }

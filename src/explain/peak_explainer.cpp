@@ -31,16 +31,19 @@ struct Named {
   MemoryRole role = MemoryRole::kOther;
   std::int64_t bytes = 0;
   track::TensorSignature signature;
+  std::string module;  // the module that owns it, where the caller said
 };
 using StorageRoles = std::unordered_map<const void*, Named>;
 
 // Keeps the first role given to a storage: callers add the stronger identities first.
-void addRoles(StorageRoles& roles, const std::vector<at::Tensor>& tensors, MemoryRole role) {
-  for (const at::Tensor& tensor : tensors) {
-    const void* storage = analyze::cpuStorageOf(tensor);
+void addRoles(StorageRoles& roles, const std::vector<at::Tensor>& tensors, MemoryRole role,
+              const std::vector<std::string>& modules) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const void* storage = analyze::cpuStorageOf(tensors[i]);
     if (storage == nullptr || roles.count(storage) != 0) continue;
-    roles.emplace(storage, Named{role, static_cast<std::int64_t>(tensor.storage().nbytes()),
-                                 track::signatureOf(tensor)});
+    roles.emplace(storage, Named{role, static_cast<std::int64_t>(tensors[i].storage().nbytes()),
+                                 track::signatureOf(tensors[i]),
+                                 i < modules.size() ? modules[i] : std::string()});
   }
 }
 
@@ -49,9 +52,10 @@ StorageRoles namedStorage(const std::function<RoleTensors()>& source) {
   StorageRoles roles;
   if (!source) return roles;
   RoleTensors named = source();
-  addRoles(roles, named.parameters, MemoryRole::kParameters);
-  addRoles(roles, named.gradients, MemoryRole::kGradients);
-  addRoles(roles, named.optimizer_state, MemoryRole::kOptimizerState);
+  addRoles(roles, named.parameters, MemoryRole::kParameters, named.parameter_modules);
+  addRoles(roles, named.gradients, MemoryRole::kGradients, named.gradient_modules);
+  addRoles(roles, named.optimizer_state, MemoryRole::kOptimizerState,
+           named.optimizer_state_modules);
   return roles;
 }
 
@@ -187,6 +191,22 @@ MemoryRole roleOf(const analyze::PeakAllocation& allocation, const MeasuredStep&
   return MemoryRole::kOther;
 }
 
+// The module the caller said owns the allocation's tensor (by the same identity as roleOf), or
+// "" where it said none.
+const std::string& ownerModule(const analyze::PeakAllocation& allocation,
+                               const MeasuredStep& measured) {
+  static const std::string none;
+  if (!allocation.made_in_step) {
+    auto found = measured.before.find(allocation.data);
+    if (found != measured.before.end()) return found->second.module;
+  }
+  if (!allocation.freed_in_step) {
+    auto found = measured.after.find(allocation.data);
+    if (found != measured.after.end()) return found->second.module;
+  }
+  return none;
+}
+
 // Sites described once each (a site may hold thousands of the peak's allocations).
 class SiteNames {
  public:
@@ -253,8 +273,12 @@ void addToPeak(const analyze::PeakAllocation& allocation, const MeasuredStep& me
   site_total.bytes += allocation.bytes;
   site_total.count += 1;
   totals.site_roles[allocation.site][static_cast<std::size_t>(role_index)] += allocation.bytes;
-  ModuleBytes& module = totals.by_module[site.scope];
-  module.module = site.scope;
+  // A parameter, its gradient and its optimizer state belong to the module that owns them (where
+  // the caller said), not to wherever they happened to be allocated (outside every module).
+  const std::string& owner = ownerModule(allocation, measured);
+  const std::string& module_name = owner.empty() ? site.scope : owner;
+  ModuleBytes& module = totals.by_module[module_name];
+  module.module = module_name;
   module.bytes += allocation.bytes;
   module.count += 1;
   module.role_bytes[role_index] += allocation.bytes;

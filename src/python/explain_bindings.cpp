@@ -89,8 +89,10 @@ void bindExplain(py::module_& m) {
       .def("text", &FitReport::toText)
       .def("to_json", &FitReport::toJson);
 
+  // The tensors of each role, then the module path that owns each of them (as RoleTensors).
   using RoleLists =
-      std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>>;
+      std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
+                 std::vector<std::string>, std::vector<std::string>, std::vector<std::string>>;
   m.def(
       "explain_peak",
       [](const std::function<void(int)>& step, std::uint32_t steps, std::uint32_t warmup,
@@ -103,8 +105,14 @@ void bindExplain(py::module_& m) {
         if (roles) {
           explain.roles = [roles] {
             py::gil_scoped_acquire gil;
-            auto [parameters, gradients, state] = (*roles)();
-            return RoleTensors{std::move(parameters), std::move(gradients), std::move(state)};
+            auto [parameters, gradients, state, parameter_modules, gradient_modules,
+                  state_modules] = (*roles)();
+            return RoleTensors{std::move(parameters),
+                               std::move(gradients),
+                               std::move(state),
+                               std::move(parameter_modules),
+                               std::move(gradient_modules),
+                               std::move(state_modules)};
           };
         }
         return explainPeak(step, explain);

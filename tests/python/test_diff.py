@@ -12,12 +12,13 @@ import memseal
 
 
 class Net(torch.nn.Module):
-    def __init__(self, width=256, checkpointed=False):
+    def __init__(self, inner=256, checkpointed=False):
         super().__init__()
-        self.encoder = torch.nn.Linear(64, width)
-        self.block = torch.nn.Sequential(*[m for _ in range(3) for m in
-                                           (torch.nn.Linear(width, width), torch.nn.ReLU())])
-        self.head = torch.nn.Linear(width, 10)
+        self.encoder = torch.nn.Linear(64, 256)
+        self.block = torch.nn.Sequential(torch.nn.Linear(256, inner), torch.nn.ReLU(),
+                                         torch.nn.Linear(inner, inner), torch.nn.ReLU(),
+                                         torch.nn.Linear(inner, 256))
+        self.head = torch.nn.Linear(256, 10)
         self.checkpointed = checkpointed
 
     def forward(self, x):
@@ -26,9 +27,9 @@ class Net(torch.nn.Module):
         return self.head(x)
 
 
-def explained(width=256, batch=1024, checkpointed=False):
+def explained(inner=256, batch=1024, checkpointed=False):
     torch.manual_seed(0)
-    model = Net(width, checkpointed)
+    model = Net(inner, checkpointed)
     optimizer = torch.optim.Adam(model.parameters())
     x = torch.randn(batch, 64)
 
@@ -62,11 +63,12 @@ def test_identical_runs_give_an_empty_diff(baseline):
     assert "no change beyond the noise" in diff.text()
 
 
-def test_a_widened_layer_grows_the_parameters_by_its_own_bytes(baseline):
-    diff = memseal.diff(baseline, explained(width=512))
+def test_a_widened_layer_is_the_first_module_and_grows_the_parameters_by_its_bytes(baseline):
+    diff = memseal.diff(baseline, explained(inner=1024))
     assert not diff.empty and diff.peak_change > 0
     assert_additive(diff)
-    added = sum(p.numel() for p in Net(512).parameters()) - sum(p.numel() for p in Net().parameters())
+    assert diff.breakdowns["module"][0]["key"].startswith("Net/block"), diff.text()
+    added = sum(p.numel() for p in Net(1024).parameters()) - sum(p.numel() for p in Net().parameters())
     assert roles_of(diff)["parameters"] == 4 * added
     assert roles_of(diff)["optimizer_state"] == 2 * 4 * added
 

@@ -300,3 +300,27 @@ def test_cli_check_writes_html_and_memory_viz(case_path, tmp_path):
     assert 'id="verdict"' in (tmp_path / "c.html").read_text()
     bad = run_cli("check", "--html", str(tmp_path), case_path("healthy.py"))
     assert bad.returncode == 2 and "is a directory" in bad.stderr
+
+
+def test_parameters_gradients_and_optimizer_state_count_under_the_module_that_owns_them():
+    import torch
+
+    import memseal
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8))
+    optimizer = torch.optim.Adam(model.parameters())
+    x = torch.randn(32, 64)
+
+    def step(_):
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+
+    report = memseal.explain(step, model=model, optimizer=optimizer)
+    modules = {entry["module"]: entry["roles"] for entry in report.modules}
+    first = (64 * 512 + 512) * 4  # Linear(64, 512): weight and bias, float32
+    assert modules["Sequential/0"].get("parameters") == first, modules
+    # Adam: exp_avg and exp_avg_sq of each, and a 4-byte `step` per parameter (weight, bias).
+    assert modules["Sequential/0"].get("optimizer_state") == 2 * first + 2 * 4, modules
+    assert modules["Sequential/2"].get("parameters") == (512 * 8 + 8) * 4, modules
