@@ -371,6 +371,57 @@ TEST(HtmlReport, DocumentStringsAreEscapedEverywhere) {
   EXPECT_GE(occurrences(html, "aten::&lt;script&gt;alert(1)"), 2u);
 }
 
+// A memseal.diff/1 document whose keys and labels came from the programs (module names, files).
+Json diffDocument() {
+  Json timeline_before = Json::array(), timeline_after = Json::array();
+  for (int i = 0; i <= 10; ++i) {
+    timeline_before.push_back({{"x", i * 10}, {"bytes", (1 + i % 3) * kMiB}});
+    timeline_after.push_back({{"x", i * 10}, {"bytes", (2 + i % 3) * kMiB}});
+  }
+  return {
+      {"schema", "memseal.diff/1"},
+      {"kind", "explain"},
+      {"empty", false},
+      {"peak_measure", "live tracked tensor bytes at the peak of the step"},
+      {"peak_change", 3 * kMiB},
+      {"noise_bytes", 0},
+      {"before",
+       {{"label", "before.json"}, {"peak_bytes", 3 * kMiB}, {"timeline", timeline_before}}},
+      {"after", {{"label", kInjection}, {"peak_bytes", 6 * kMiB}, {"timeline", timeline_after}}},
+      {"timeline_axis", "share of the step"},
+      {"breakdowns", Json::array({{{"dimension", "module"},
+                                   {"additive", true},
+                                   {"entries", Json::array({{{"key", kInjection},
+                                                             {"before", kMiB},
+                                                             {"after", 4 * kMiB},
+                                                             {"change", 3 * kMiB}}})}}})},
+      {"causes", Json::array({{{"change", "new"},
+                               {"category", "tensors-retained"},
+                               {"op", "aten::mm"},
+                               {"site", kInjection},
+                               {"before_bytes_per_step", 0},
+                               {"after_bytes_per_step", 4096},
+                               {"holder", "list `losses`"}}})},
+      {"capacity", nullptr},
+      {"warnings", Json::array({kInjection})}};
+}
+
+TEST(HtmlReport, TwoRunsComparedShowBothLinesTheSplitsAndTheCauses) {
+  std::string html = renderHtmlReport({{"diff", diffDocument()}}, "two runs");
+  expectNothingInjected(html);
+  EXPECT_NE(html.find("id=\"diff-timeline-chart\""), std::string::npos);
+  EXPECT_EQ(occurrences(html, "class=\"before-line\""), 1u);
+  EXPECT_NE(html.find("<h3>By module</h3>"), std::string::npos);
+  EXPECT_NE(html.find("<h3>Leak causes</h3>"), std::string::npos);
+  EXPECT_NE(html.find("kept by list `losses`"), std::string::npos);
+  EXPECT_NE(html.find("+3.0 MiB"), std::string::npos);
+  EXPECT_GE(occurrences(html, "&lt;script&gt;alert(1)&lt;/script&gt;"), 4u);
+  Json same = diffDocument();
+  same["empty"] = true;
+  EXPECT_NE(renderHtmlReport({{"diff", same}}, "t").find("No change beyond the noise"),
+            std::string::npos);
+}
+
 TEST(HtmlReport, InjectedAttributeQuotesStayInsideText) {
   Json check = leakCheck();
   check["findings"][1]["category"] = "x\" onmouseover=\"alert(1)";

@@ -140,7 +140,7 @@ std::string diffSection(const ReadJson& diff) {
       tile("after", bytesText(numberAt(after, "peak_bytes")), escapeHtml(textAt(after, "label"))) +
       tile("change", signedBytesText(change), "noise " + bytesText(numberAt(diff, "noise_bytes"))) +
       "</div>";
-  out += "<div class=\"card\"><p>" + escapeHtml(textAt(diff, "peak_measure")) +
+  out += "<div class=\"card\"><p>The peak compared: " + escapeHtml(textAt(diff, "peak_measure")) +
          (flagAt(diff, "empty").value_or(false) ? ". <strong>No change beyond the noise.</strong>"
                                                 : ".") +
          "</p>" + bothTimelinesChart(diff) +

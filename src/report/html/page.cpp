@@ -98,7 +98,7 @@ std::string pageHeader(const std::string& title, const std::vector<std::string>&
   return out + "</div></header>\n";
 }
 
-std::string howToRead(bool check, bool explain, bool fit) {
+std::string howToRead(bool check, bool explain, bool fit, bool diff) {
   std::string out =
       "<div class=\"card how\"><strong>How to read this page.</strong><ul>"
       "<li>Bytes are tracked tensor storage (what libtorch asked for) unless "
@@ -115,6 +115,13 @@ std::string howToRead(bool check, bool explain, bool fit) {
         "<li>The peak is split by role: parameters, gradients, optimizer state, activations "
         "saved for backward, temporaries, and other.</li>";
   }
+  if (diff) {
+    out +=
+        "<li>Two runs compared: the older one dashed, the newer one solid, on one axis. In the "
+        "splits of the peak (role, module, line, op) the changes add up to the peak&#39;s "
+        "change; a change within the noise (how far the runs&#39; own steps moved) is none."
+        "</li>";
+  }
   if (fit) {
     out +=
         "<li>The fit predicts the largest size whose peak stays under the budget less its "
@@ -127,7 +134,7 @@ struct RenderedSections {
   std::string body;
   std::vector<std::string> schemas;
   std::vector<std::pair<const char*, const char*>> sections;  // anchor, name
-  bool check = false, explain = false, fit = false;
+  bool check = false, explain = false, fit = false, diff = false;
 };
 
 // The cards of every document the page holds, shared by the page and the fragment.
@@ -173,6 +180,7 @@ RenderedSections renderSections(const nlohmann::json& page) {
   out.check = check.is_object();
   out.explain = explain.is_object();
   out.fit = fit.is_object();
+  out.diff = diff.is_object();
   return out;
 }
 
@@ -233,7 +241,7 @@ std::string renderHtmlReport(const nlohmann::json& page, const std::string& titl
   out += "<body>\n" + html::pageHeader(title, rendered.schemas, rendered.sections);
   out += "<main class=\"wrap\">\n";
   if (!rendered.sections.empty())
-    out += html::howToRead(rendered.check, rendered.explain, rendered.fit);
+    out += html::howToRead(rendered.check, rendered.explain, rendered.fit, rendered.diff);
   out += rendered.body + "\n</main>\n<footer>memseal</footer>\n<script>" +
          std::string(html::kReportScript) + "</script>\n</body>\n</html>\n";
   return out;
