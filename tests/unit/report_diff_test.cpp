@@ -230,6 +230,29 @@ TEST(ReportDiff, RunsThatTookTheirStepsDifferentlyAreNamed) {
   EXPECT_TRUE(diffReports(by_loop.toJson(), by_loop.toJson()).warnings.empty());
 }
 
+RankReport rankOf(int number, std::vector<LeakFinding> findings) {
+  RankReport rank;
+  rank.identity = RankIdentity{number, number, 2, "job"};
+  rank.source = "rank-" + std::to_string(number) + ".json";
+  rank.report = check(std::move(findings));
+  return rank;
+}
+
+TEST(ReportDiff, AJobsCauseIsMatchedAcrossRanksAndItsRanksAreSaid) {
+  LeakFinding kept = finding(LeakCategory::kTensorsRetained, "aten::mm", "/w/ddp.py", 30, 512);
+  MergedReport before = mergeRankReports({rankOf(0, {}), rankOf(1, {})});
+  MergedReport after = mergeRankReports({rankOf(0, {kept}), rankOf(1, {})});
+  ReportDiff diff = diffReports(before.toJson(), after.toJson());
+  EXPECT_EQ(diff.kind, "merged");
+  ASSERT_EQ(diff.causes.size(), 1u);
+  EXPECT_EQ(diff.causes[0].change, "new");
+  EXPECT_EQ(diff.causes[0].after_ranks, std::vector<int>{0});
+  EXPECT_EQ(breakdownOf(diff, "rank").entries.size(), 2u);
+  EXPECT_NE(diff.toText().find("new     tensors-retained  aten::mm at /w/ddp.py:30"),
+            std::string::npos)
+      << diff.toText();
+}
+
 // Documents as memseal's earlier releases wrote them: fields added later are absent.
 TEST(ReportDiff, ReadsEveryReportVersionMemsealHasWritten) {
   const char* old_check = R"({"schema":"memseal.check/1","verdict":"no_leak","steps":10,
