@@ -173,38 +173,28 @@ MeasuredStep measureStep(const std::function<void(int)>& step, std::uint32_t ind
   return measured;
 }
 
-// By identity only, and only for the allocation that held the storage when it was named: an
-// address freed and reused within the step takes no role from its earlier owner.
-MemoryRole roleOf(const analyze::PeakAllocation& allocation, const MeasuredStep& measured) {
+// What the caller named the allocation's storage as: by identity only, and only for the
+// allocation that held the storage when it was named (an address freed and reused within the step
+// takes nothing from its earlier owner). nullptr where it named nothing there.
+const Named* namedAs(const analyze::PeakAllocation& allocation, const MeasuredStep& measured) {
   if (!allocation.made_in_step) {
     auto found = measured.before.find(allocation.data);
-    if (found != measured.before.end()) return found->second.role;
+    if (found != measured.before.end()) return &found->second;
   }
   if (!allocation.freed_in_step) {
     auto found = measured.after.find(allocation.data);
-    if (found != measured.after.end()) return found->second.role;
+    if (found != measured.after.end()) return &found->second;
   }
+  return nullptr;
+}
+
+MemoryRole roleOf(const analyze::PeakAllocation& allocation, const MeasuredStep& measured) {
+  if (const Named* named = namedAs(allocation, measured)) return named->role;
   if (heldWhenSeen(allocation, measured.leaves)) return MemoryRole::kParameters;
   if (heldWhenSeen(allocation, measured.gradients)) return MemoryRole::kGradients;
   if (heldWhenSeen(allocation, measured.saved)) return MemoryRole::kActivations;
   if (allocation.made_in_step && allocation.freed_in_step) return MemoryRole::kTemporaries;
   return MemoryRole::kOther;
-}
-
-// The module the caller said owns the allocation's tensor (by the same identity as roleOf), or
-// "" where it said none.
-const std::string& ownerModule(const analyze::PeakAllocation& allocation,
-                               const MeasuredStep& measured) {
-  static const std::string none;
-  if (!allocation.made_in_step) {
-    auto found = measured.before.find(allocation.data);
-    if (found != measured.before.end()) return found->second.module;
-  }
-  if (!allocation.freed_in_step) {
-    auto found = measured.after.find(allocation.data);
-    if (found != measured.after.end()) return found->second.module;
-  }
-  return none;
 }
 
 // Sites described once each (a site may hold thousands of the peak's allocations).
@@ -275,8 +265,9 @@ void addToPeak(const analyze::PeakAllocation& allocation, const MeasuredStep& me
   totals.site_roles[allocation.site][static_cast<std::size_t>(role_index)] += allocation.bytes;
   // A parameter, its gradient and its optimizer state belong to the module that owns them (where
   // the caller said), not to wherever they happened to be allocated (outside every module).
-  const std::string& owner = ownerModule(allocation, measured);
-  const std::string& module_name = owner.empty() ? site.scope : owner;
+  const Named* named = namedAs(allocation, measured);
+  const std::string& module_name =
+      named != nullptr && !named->module.empty() ? named->module : site.scope;
   ModuleBytes& module = totals.by_module[module_name];
   module.module = module_name;
   module.bytes += allocation.bytes;
