@@ -1,6 +1,6 @@
-// Any JSON as each document of the HTML page (check, explain, fit, merged) and as the whole page:
-// the page renders whatever it is given (fields of the wrong type read as absent) and never lets
-// the input's text out unescaped.
+// Any JSON as each document of the HTML page (check, explain, fit, merged, diff) and as the whole
+// page: the page renders whatever it is given (fields of the wrong type read as absent) and never
+// lets the input's text out unescaped.
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (document.is_discarded()) return 0;
   const std::string marker = "<fuzz-unescaped>";
-  for (const char* key : {"check", "explain", "fit", "merged"}) {
+  for (const char* key : {"check", "explain", "fit", "merged", "diff"}) {
     nlohmann::json page = {{key, document}};
     std::string html = memseal::report::renderHtmlReport(page, marker);
     if (html.find(marker) != std::string::npos) std::abort();  // the title, unescaped
