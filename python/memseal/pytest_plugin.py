@@ -107,8 +107,11 @@ def _hold_to_baseline(item, report_json):
         write_report_file(path, report_json)
         item.config._memseal_written.append(path)
         return
-    with open(path, encoding="utf-8") as file:
-        baseline = file.read()
+    try:
+        with open(path, encoding="utf-8") as file:
+            baseline = file.read()
+    except (OSError, UnicodeDecodeError) as error:
+        pytest.fail(f"memseal: the baseline {path} cannot be read ({error})", pytrace=False)
     try:
         passed, failures, summary, diff = _diff.check_against_baseline(
             baseline, report_json, item.config._memseal_tolerance, path)

@@ -222,3 +222,8 @@ def test_a_baseline_is_written_then_holds_the_peak(pytester, monkeypatch):
     bad = pytester.runpytest_subprocess("--memseal-baseline=baselines", "--memseal-tolerance=x")
     assert bad.ret != 0
     bad.stderr.fnmatch_lines(["*tolerance 'x' is not a fraction*"])
+    (written,) = (pytester.path / "baselines").iterdir()
+    written.write_text("not a report")
+    broken = pytester.runpytest_subprocess("--memseal-baseline=baselines")
+    broken.assert_outcomes(failed=1)
+    broken.stdout.fnmatch_lines(["*the baseline * cannot be compared with this run*"])
