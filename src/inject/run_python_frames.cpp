@@ -5,8 +5,11 @@
 // one Python version (the build's); another version's interpreter is left alone.
 #include <Python.h>
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -57,21 +60,66 @@ std::string folderOf(PyObject* module) {
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
 }
 
-// torch's folder, the folder holding it (site-packages) and the standard library's, as the Python
-// module names them (python/memseal/_options.py).
+// The folders sysconfig names under `keys` ("purelib", "platlib": site-packages; "stdlib",
+// "platstdlib": the standard library), each ending in '/'; none where sysconfig cannot say.
+std::vector<std::string> sysconfigFolders(std::initializer_list<const char*> keys) {
+  std::vector<std::string> folders;
+  PyObject* sysconfig = PyImport_ImportModule("sysconfig");
+  PyObject* paths =
+      sysconfig != nullptr ? PyObject_CallMethod(sysconfig, "get_paths", nullptr) : nullptr;
+  for (const char* key : keys) {
+    PyObject* value = paths != nullptr && PyDict_Check(paths) ? PyDict_GetItemString(paths, key)
+                                                              : nullptr;  // borrowed
+    const char* text =
+        value != nullptr && PyUnicode_Check(value) ? PyUnicode_AsUTF8(value) : nullptr;
+    if (text == nullptr || *text != '/') continue;
+    std::string folder = text;
+    if (folder.back() != '/') folder += '/';
+    folders.push_back(std::move(folder));
+  }
+  Py_XDECREF(paths);
+  Py_XDECREF(sysconfig);
+  PyErr_Clear();
+  return folders;
+}
+
+bool endsWith(const std::string& text, std::string_view suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Where Python frames are not the program's own, as the Python module names them
+// (python/memseal/_options.py): torch's folder, the environment's site-packages (where pip puts
+// transformers, Lightning, torchvision beside torch), the folder holding torch where it is another
+// site-packages or dist-packages, and the standard library; longest first, since the core folds a
+// frame under the first that matches.
 std::vector<std::pair<std::string, std::string>> internalPaths() {
   std::vector<std::pair<std::string, std::string>> paths;
+  auto add = [&paths](const std::string& folder, const char* name) {
+    for (const auto& known : paths) {
+      if (known.first == folder) return;
+    }
+    paths.emplace_back(folder, name);
+  };
   PyObject* modules = PyImport_GetModuleDict();  // borrowed
   std::string torch = folderOf(PyDict_GetItemString(modules, "torch"));
-  std::string stdlib = folderOf(PyDict_GetItemString(modules, "os"));
   if (!torch.empty()) {
-    paths.emplace_back(torch, "torch");
+    add(torch, "torch");
     std::string parent = torch.substr(0, torch.find_last_of('/', torch.size() - 2) + 1);
-    if (parent.size() > 15 && parent.compare(parent.size() - 15, 15, "site-packages/") == 0) {
-      paths.emplace_back(parent, "site-packages");
+    if (endsWith(parent, "site-packages/") || endsWith(parent, "dist-packages/")) {
+      add(parent, "site-packages");
     }
   }
-  if (!stdlib.empty()) paths.emplace_back(stdlib, "python stdlib");
+  for (const std::string& folder : sysconfigFolders({"purelib", "platlib"})) {
+    add(folder, "site-packages");
+  }
+  std::string stdlib = folderOf(PyDict_GetItemString(modules, "os"));
+  if (!stdlib.empty()) add(stdlib, "python stdlib");
+  for (const std::string& folder : sysconfigFolders({"stdlib", "platstdlib"})) {
+    add(folder, "python stdlib");
+  }
+  std::stable_sort(paths.begin(), paths.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   return paths;
 }
 

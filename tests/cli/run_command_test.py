@@ -239,6 +239,29 @@ class Python(unittest.TestCase):
         self.assertIn("tensors-retained", err)
         self.assertRegex(err, r"immortal\.py:7\b")
 
+    def test_a_frameworks_frames_in_site_packages_are_folded_and_the_users_line_named(self):
+        # A package where pip puts transformers or Lightning (the environment's site-packages,
+        # beside torch) makes the kept tensor; the finding names the script's line that called it.
+        purelib = subprocess.run(
+            [ARGS.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        name = f"memseal_test_framework_{os.getpid()}"
+        framework = os.path.join(purelib, name + ".py")
+        with open(framework, "w") as file:
+            file.write("def scaled(x):\n    return x * 2\n")
+        try:
+            code, _, err = run_script("user_loop.py",
+                                      f"import torch\nimport {name} as framework\nkept = []\n"
+                                      "w = torch.randn(64, 64)\n"
+                                      "for i in range(300):\n"
+                                      "    kept.append(framework.scaled(torch.randn(16, 64) @ w))\n")
+        finally:
+            os.remove(framework)
+        self.assertEqual(code, 0, err)
+        self.assertIn("tensors-retained", err)
+        self.assertRegex(err, r"user_loop\.py:6\b")
+        self.assertNotRegex(err, name + r"\.py:\d+")
+
     def test_memory_viz_writes_the_runs_allocations_for_torchs_viewer(self):
         with tempfile.TemporaryDirectory() as folder:
             viz = os.path.join(folder, "train.pickle")
