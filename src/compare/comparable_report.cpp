@@ -57,7 +57,7 @@ std::string ownLine(const Json& frames, const std::string& where, std::set<std::
     if (readOr<bool>(frames[i], "internal", at, false)) continue;
     std::string file = readOr<std::string>(frames[i], "file", at, "");
     if (file.empty()) continue;
-    if (programFile(file)) files->insert(file);
+    if (programFile(file)) files->insert(common::baseName(file));
     std::string shown = readOr<std::string>(frames[i], "shown_file", at, common::shownPath(file));
     return shown + ":" + std::to_string(readOr<int>(frames[i], "line", at, 0));
   }
@@ -111,7 +111,9 @@ void readCheckCauses(const LeakReport& report, const Json& document, ComparableR
     cause.op = finding.site.op;
     cause.site = shownSite(report::causeSite(finding.site.frames));
     for (const StackFrame& frame : finding.site.frames) {
-      if (!frame.is_internal && programFile(frame.file)) out.source_files.insert(frame.file);
+      if (!frame.is_internal && programFile(frame.file)) {
+        out.source_files.insert(common::baseName(frame.file));
+      }
     }
     cause.bytes_per_step = finding.bytes_per_step;
     cause.freed = finding.freed.has_value();
@@ -301,6 +303,11 @@ ComparableReport readMerged(const Json& document) {
 }
 
 }  // namespace
+
+std::string Cause::key() const {
+  std::size_t slash = site.rfind('/');
+  return category + "|" + op + "|" + (slash == std::string::npos ? site : site.substr(slash + 1));
+}
 
 std::string kindOfSchema(const std::string& schema) {
   for (const char* kind : {"check", "explain", "fit", "merged"}) {

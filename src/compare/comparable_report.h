@@ -20,14 +20,15 @@ namespace memseal::compare {
 struct Cause {
   std::string category;
   std::string op;
-  std::string site;
+  std::string site;  // "file:line" as reports show it
   double bytes_per_step = 0;
   bool freed = false;
   std::vector<int> ranks;
   std::string holder;
   std::string hint;
 
-  std::string key() const { return category + "|" + op + "|" + site; }
+  // The site by its file's name alone: a baseline made in one checkout matches a run in another.
+  std::string key() const;
 };
 
 struct Split {
@@ -56,8 +57,9 @@ struct ComparableReport {
   std::set<std::string> step_rules;
   std::string timeline_axis;
   std::vector<DiffPoint> timeline;
-  // The program's own source files the report names (its stacks, its Python lines): two runs of
-  // one program name some of the same.
+  // The names of the program's own source files the report names (its stacks, its Python lines),
+  // without their folders: two runs of one program name some of the same, wherever it was checked
+  // out.
   std::set<std::string> source_files;
 };
 

@@ -38,7 +38,7 @@ std::string someFiles(const std::set<std::string>& files) {
   std::size_t shown = 0;
   for (const std::string& file : files) {
     if (shown++ == 3) return out + ", ...";
-    out += (out.empty() ? "" : ", ") + common::shownPath(file);
+    out += (out.empty() ? "" : ", ") + file;
   }
   return out;
 }

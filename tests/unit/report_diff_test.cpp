@@ -177,6 +177,19 @@ TEST(ReportDiff, ALeakCauseIsNewGoneOrChangedByCauseNotByFindingNumber) {
   EXPECT_EQ(same.causes[0].change, "same");
 }
 
+// A baseline made in one checkout, a run in another (CI's fresh clone): the same program, the
+// same causes.
+TEST(ReportDiff, OneProgramCheckedOutInTwoFoldersIsComparedCauseByCause) {
+  LeakFinding here =
+      finding(LeakCategory::kTensorsRetained, "aten::mm", "/home/a/repo/train.py", 9, 64);
+  LeakFinding there = here;
+  there.site.frames[0].file = "/tmp/ci/repo/train.py";
+  ReportDiff diff = diffReports(check({here}).toJson(), check({there}).toJson());
+  ASSERT_EQ(diff.causes.size(), 1u);
+  EXPECT_EQ(diff.causes[0].change, "same");
+  EXPECT_TRUE(checkAgainstBaseline(check({here}).toJson(), check({there}).toJson(), 0.05).passed);
+}
+
 TEST(ReportDiff, ReportsOfTwoKindsOrTwoProgramsAreRefused) {
   std::string explained = peak(16 * kMiB, 4 * kMiB).toJson();
   std::string checked = check({}).toJson();
