@@ -89,6 +89,11 @@ MEMSEAL_API extern const int kMergedReportVersion;         // 1
 // that numbering needs. A rank that reported twice keeps its first report, and a note says so.
 MEMSEAL_API MergedReport mergeRankReports(const std::vector<RankReport>& ranks);
 
+// Why `ranks` are not the ranks of one job: they name two or more run ids (torchrun's rendezvous
+// id; reports that name none are of any job), listed with the reports of each; "" when they are
+// one job. `memseal merge` and Python's merge() refuse such reports unless forced.
+MEMSEAL_API std::string otherJobs(const std::vector<RankReport>& ranks);
+
 // One rank's report from its JSON: a leak check (memseal.check/1) or an explained peak
 // (memseal.explain/1), its rank from its own "rank" (none: world_size 0, the merge numbers it);
 // `source` names it in the merge. Throws std::invalid_argument saying what is wrong.

@@ -99,11 +99,12 @@ def gather_to_rank_0(report):
     return _memseal.merge_json(pairs, missing)
 
 
-def merge(reports):
+def merge(reports, *, force=False):
     """The job's view of its ranks' reports: each cause matched across ranks ("all 4 ranks" or
     "rank 0 only"), missing ranks, the spread of their peaks. `reports`: LeakReport objects, JSON
     texts, paths of report files, or a folder (memseal run's memseal-RUN/: its rank-*.json).
-    Returns a MergedReport (leak, world_size, ranks, findings, text(), to_json())."""
+    Returns a MergedReport (leak, world_size, ranks, findings, text(), to_json()). Reports of
+    several jobs (other torchrun run ids) raise ValueError unless force=True."""
     if isinstance(reports, (str, os.PathLike)) and os.path.isdir(reports):
         folder = os.fspath(reports)
         names = sorted(name for name in os.listdir(folder)
@@ -127,6 +128,6 @@ def merge(reports):
     if not pairs:
         raise ValueError("memseal: merge() needs at least one report")
     try:
-        return _memseal.merge_json(pairs)
+        return _memseal.merge_json(pairs, force=bool(force))
     except ValueError as error:
         raise ValueError(f"memseal: {error}") from None

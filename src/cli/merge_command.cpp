@@ -2,7 +2,7 @@
 // folder, or any memseal.check or memseal.explain reports) side by side: the verdict per rank,
 // each cause matched across ranks ("all 4 ranks" or "rank 0 only"), the spread of their peaks,
 // missing ranks. Exit codes as `memseal check`: 0 no leak on any rank, 1 a leak, 2 an input it
-// cannot read.
+// cannot read, or reports of several jobs (other run ids) without --force.
 #include <iostream>
 #include <memory>
 
@@ -20,6 +20,7 @@ namespace {
 struct MergeOptions {
   std::vector<std::string> inputs;
   OutputFlags output;
+  bool force = false;
 };
 
 int runMerge(const MergeOptions& options) {
@@ -38,6 +39,13 @@ int runMerge(const MergeOptions& options) {
       return kExitUsage;
     }
     ranks.push_back(std::move(rank));
+  }
+  if (std::string why = otherJobs(ranks); !why.empty()) {
+    if (!options.force) {
+      std::cerr << "memseal merge: " << why << ", or --force to merge them anyway\n";
+      return kExitUsage;
+    }
+    std::cerr << "memseal merge: " << why << "; merged anyway (--force)\n";
   }
   MergedReport merged = mergeRankReports(ranks);
   std::cout << merged.toText();
@@ -63,6 +71,8 @@ void addMergeCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
                    "A folder of rank reports (memseal run's memseal-RUN/) or report files")
       ->required();
   options->output.addTo(command, "Write the merged report as JSON (memseal.merged/1)");
+  command->add_flag("--force", options->force,
+                    "Merge reports of several jobs (other run ids) as if they were one");
   entries.push_back({command, [options] { return runMerge(*options); }});
 }
 

@@ -18,9 +18,10 @@ namespace memseal::python {
 namespace {
 
 // (json, source) pairs: each a memseal.check report, its own rank where it names one; and the
-// ranks known to be missing as (rank, world size, why).
+// ranks known to be missing as (rank, world size, why). Reports of several jobs are refused
+// (std::invalid_argument, as otherJobs says) unless `force`.
 MergedReport mergeJson(const std::vector<std::pair<std::string, std::string>>& reports,
-                       const std::vector<std::tuple<int, int, std::string>>& missing) {
+                       const std::vector<std::tuple<int, int, std::string>>& missing, bool force) {
   std::vector<RankReport> ranks;
   for (const auto& [rank, world_size, why] : missing) {
     RankReport absent;
@@ -34,6 +35,9 @@ MergedReport mergeJson(const std::vector<std::pair<std::string, std::string>>& r
     } catch (const std::invalid_argument& error) {
       throw std::invalid_argument(source + ": " + error.what());
     }
+  }
+  if (std::string why = otherJobs(ranks); !why.empty() && !force) {
+    throw std::invalid_argument(why + ", or force=True to merge them anyway");
   }
   return mergeRankReports(ranks);
 }
@@ -99,7 +103,8 @@ void bindDistributed(py::module_& m) {
       .def("to_json", &MergedReport::toJson)
       .def("__str__", &MergedReport::toText);
   m.def("merge_json", &mergeJson, py::arg("reports"),
-        py::arg("missing") = std::vector<std::tuple<int, int, std::string>>{});
+        py::arg("missing") = std::vector<std::tuple<int, int, std::string>>{},
+        py::arg("force") = false);
 }
 
 }  // namespace memseal::python

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
@@ -196,6 +197,24 @@ RankReport rankReportFromJson(const std::string& json, const std::string& source
     rank.identity = report::readRank(document["rank"], "explain.rank");
   }
   return rank;
+}
+
+std::string otherJobs(const std::vector<RankReport>& ranks) {
+  std::map<std::string, std::vector<std::string>> sources_by_run;
+  for (const RankReport& rank : ranks) {
+    if (!rank.identity.run_id.empty()) {
+      sources_by_run[rank.identity.run_id].push_back(rank.source);
+    }
+  }
+  if (sources_by_run.size() < 2) return "";
+  std::string why = "the reports are of " + std::to_string(sources_by_run.size()) + " jobs (";
+  bool first = true;
+  for (const auto& [run_id, sources] : sources_by_run) {
+    why += (first ? "" : "; ") + std::string("run id ") + run_id + ": " + sources.front();
+    if (sources.size() > 1) why += " and " + std::to_string(sources.size() - 1) + " more";
+    first = false;
+  }
+  return why + "); merge the reports of one job";
 }
 
 const char* rankStatusId(RankStatus status) {

@@ -119,7 +119,31 @@ class Job(unittest.TestCase):
             self.assertEqual(file.read(), "{}")
 
 
+def rank_report(rank, run_id):
+    """A memseal.check/1 report of `rank` of a job of two, with no finding."""
+    return json.dumps({
+        "schema": "memseal.check/1", "verdict": "no_leak", "steps": 10, "warmup": 2,
+        "detected_at_step": None, "backward_ran": False, "findings": [],
+        "per_step": [{"step": 0, "live_bytes": 64, "live_count": 1, "resident_bytes": 0,
+                      "graph_nodes_alive": 0}],
+        "rank": {"rank": rank, "local_rank": rank, "world_size": 2, "run_id": run_id}})
+
+
 class Merge(unittest.TestCase):
+    def test_reports_of_two_jobs_are_refused_unless_forced(self):
+        with tempfile.TemporaryDirectory() as folder:
+            for rank, run_id in ((0, "monday"), (1, "tuesday")):
+                with open(os.path.join(folder, f"rank-{rank}.json"), "w") as file:
+                    file.write(rank_report(rank, run_id))
+            result = subprocess.run([ARGS.memseal, "merge", folder], capture_output=True, text=True)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn("the reports are of 2 jobs (run id monday:", result.stderr)
+            self.assertIn("--force", result.stderr)
+            forced = subprocess.run([ARGS.memseal, "merge", "--force", folder],
+                                    capture_output=True, text=True)
+            self.assertEqual(forced.returncode, 0, forced.stderr)
+            self.assertIn("merged anyway", forced.stderr)
+
     def test_unreadable_inputs_are_refused(self):
         with tempfile.TemporaryDirectory() as folder:
             result = subprocess.run([ARGS.memseal, "merge", folder], capture_output=True, text=True)

@@ -125,3 +125,19 @@ def test_uneven_batches_explained_on_each_rank_merge_to_the_spread_of_their_peak
     assert differences[largest] > 0, differences
     assert f"the largest part of the difference is {largest} (+" in command.stdout, (
         command.stdout, differences)
+
+
+def test_merge_refuses_reports_of_two_jobs_unless_forced():
+    import json
+
+    def rank_of(rank, run_id):
+        report = json.loads(memseal.check(lambda i: __import__("torch").ones(64), steps=12,
+                                          warmup=3, on_leak="none").to_json())
+        report["rank"] = {"rank": rank, "local_rank": rank, "world_size": 2, "run_id": run_id}
+        return json.dumps(report)
+
+    reports = [rank_of(0, "monday"), rank_of(1, "tuesday")]
+    with pytest.raises(ValueError, match="the reports are of 2 jobs .*force=True"):
+        memseal.merge(reports)
+    assert memseal.merge(reports, force=True).world_size == 2
+    assert memseal.merge([rank_of(0, "monday"), rank_of(1, "monday")]).world_size == 2

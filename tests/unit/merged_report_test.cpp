@@ -45,6 +45,19 @@ RankReport rank(int number, int world_size, std::vector<LeakFinding> findings,
   return entry;
 }
 
+TEST(MergedReport, ReportsOfTwoJobsAreNamedWithTheirRunIds) {
+  std::vector<RankReport> one_job = {rank(0, 2, {}), rank(1, 2, {})};
+  EXPECT_EQ(otherJobs(one_job), "");
+  RankReport other = rank(1, 2, {});
+  other.identity.run_id = "yesterday";
+  std::string why = otherJobs({rank(0, 2, {}), other});
+  EXPECT_NE(why.find("the reports are of 2 jobs"), std::string::npos) << why;
+  EXPECT_NE(why.find("run id yesterday: rank-1.json"), std::string::npos) << why;
+  RankReport unnamed = rank(1, 2, {});
+  unnamed.identity.run_id = "";  // no run id: of any job
+  EXPECT_EQ(otherJobs({rank(0, 2, {}), unnamed}), "");
+}
+
 TEST(MergedReport, ACauseEveryRankHasIsOneFindingOfAllRanks) {
   std::vector<RankReport> ranks;
   for (int r = 0; r < 4; ++r) {
