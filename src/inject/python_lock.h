@@ -38,6 +38,8 @@ class PythonLock {
   ~PythonLock() {
     if (release_ != nullptr) release_(state_);
   }
+  // Whether the GIL was taken (not where Python is not running, or is finalising).
+  bool held() const { return release_ != nullptr; }
   PythonLock(const PythonLock&) = delete;
   PythonLock& operator=(const PythonLock&) = delete;
 

@@ -34,8 +34,11 @@
 #include "common/text.h"
 #include "detect/retention_history.h"
 #include "inject/fork_child_watch.h"
+#include "inject/framework_steps.h"
 #include "inject/python_lock.h"
+#include "inject/run_config.h"
 #include "inject/run_protocol.h"
+#include "inject/run_python_plugin.h"
 #include "inject/run_report_edits.h"
 #include "inject/step_boundary.h"
 #include "inject/time_scale.h"
@@ -62,15 +65,6 @@ const char* kindName(ProcessKind kind) {
   return "root";
 }
 
-struct RunConfig {
-  std::string directory;
-  std::string output;  // text report on SIGUSR1; empty: stderr
-  bool follow_fork = false;
-  std::uint32_t warmup = 5;
-  std::size_t memory_viz_events = 0;  // 0: no memory_viz trace
-  StepRule rule;
-};
-
 // Steps a snapshot's leak verdict must have held to be given at exit in place of a report that
 // has no leak (finalReport).
 constexpr std::uint32_t kSettledSteps = 8;
@@ -89,6 +83,10 @@ struct Runtime {
   LeakDetector* detector = nullptr;     // never destroyed: the program may allocate until the end
   MemoryTrace* memory_trace = nullptr;  // with --memory-viz; never destroyed, like the detector
   std::unique_ptr<StepBoundary> boundary;
+  // A Python program's own signals (optimizer steps, loader batches, module calls), which end the
+  // steps from the first one on; watched once `import torch` has finished (watch_steps_pending).
+  std::unique_ptr<FrameworkSteps> framework_steps;
+  std::atomic<bool> watch_steps_pending{false};
   std::unique_ptr<ForkChildWatch> fork_watch;  // in a forked child, instead of the detector
   int wake_pipe[2] = {-1, -1};
   std::thread thread;
@@ -147,12 +145,22 @@ void writeStatus(const Runtime& runtime) {
   writeFileWhole(runFile(runtime, kStatusSuffix), status);
 }
 
+std::uint64_t stepsTaken(Runtime& runtime) {
+  return runtime.boundary->stepsTaken() + runtime.framework_steps->stepsTaken();
+}
+
 LeakReport currentReport(Runtime& runtime) {
   if (runtime.fork_watch) return runtime.fork_watch->report();
   PythonLock python;
   // Before the step lock: the boundary takes its learning lock, then the step lock.
   std::vector<std::string> description = runtime.boundary->description();
   std::vector<std::pair<std::string, double>> iterations = runtime.boundary->iterationsPerStep();
+  for (std::string& line : runtime.framework_steps->description()) {
+    description.push_back(std::move(line));
+  }
+  for (auto& ratio : runtime.framework_steps->iterationsPerStep()) {
+    iterations.push_back(std::move(ratio));
+  }
   std::lock_guard<std::mutex> steps(runtime.boundary->stepMutex());
   LeakReport report = runtime.detector->report();
   report.rank = runtime.rank;
@@ -181,10 +189,10 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
     runtime.snapshotting = true;
   }
   std::int64_t live = track::cpuCounters().liveBytes();
-  std::uint64_t steps = runtime.boundary->stepsTaken();
+  std::uint64_t steps = stepsTaken(runtime);
   LeakReport report = currentReport(runtime);
   std::int64_t live_after = track::cpuCounters().liveBytes();
-  std::uint64_t steps_after = runtime.boundary->stepsTaken();
+  std::uint64_t steps_after = stepsTaken(runtime);
   Clock::time_point done = Clock::now();
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
   runtime.snapshotting = false;
@@ -350,12 +358,40 @@ void giveSignalsBack() {
   }
 }
 
+// One of the program's own step signals (step_hooks.py), on its thread, with the GIL held. Returns
+// 1 once module calls no longer matter (their hooks are then removed).
+int onStepSignal(int kind, unsigned long long object, const char* name) {
+  Runtime* runtime = g_runtime;
+  // A forked child (a DataLoader's worker) has the hooks too; its steps are not the parent's.
+  if (runtime == nullptr || runtime->pid != getpid() || runtime->inert.load() ||
+      runtime->fork_watch || !runtime->framework_steps || kind < 0 || kind > 2) {
+    return 0;
+  }
+  runtime->framework_steps->onEvent(
+      StepEvent{static_cast<StepSignal>(kind), object, name != nullptr ? name : "?"});
+  return runtime->framework_steps->wantsModuleCalls() ? 0 : 1;
+}
+
+// PyTorch's hooks go in once `import torch` has finished (the runtime starts while torch's
+// libraries load, before its Python modules exist); until then, every wake of the runtime's thread
+// looks again.
+constexpr std::chrono::milliseconds kWatchStepsRetry{20};
+void watchStepsOnceTorchIsImported(Runtime& runtime) {
+  if (runtime.watch_steps_pending.load() && watchPythonSteps(&onStepSignal) != 0) {
+    runtime.watch_steps_pending.store(false);
+  }
+}
+
 // The runtime's own thread: time windows, the step rule's decisions, signals, and in a forked
 // child the windows of its watch.
 void runThread(Runtime* runtime) {
   for (;;) {
+    watchStepsOnceTorchIsImported(*runtime);
     auto wait = runtime->fork_watch ? runtime->fork_watch->untilNextWindow()
                                     : runtime->boundary->untilNextTick();
+    if (runtime->watch_steps_pending.load()) {
+      wait = std::min<std::chrono::nanoseconds>(wait, kWatchStepsRetry);
+    }
     struct pollfd poll_fd {
       runtime->wake_pipe[0], POLLIN, 0
     };
@@ -438,6 +474,8 @@ void afterForkInChild() {
   // The runtime's thread is not in the child; its std::thread must not be joined or destroyed.
   new (&runtime->thread) std::thread();
   runtime->boundary->stopSteps();  // the parent's steps are not the child's
+  runtime->framework_steps->stopSteps();
+  runtime->watch_steps_pending.store(false);
   // The wake-up pipe is the parent's: a signal the child takes must not wake the parent's thread.
   int inherited[2] = {runtime->wake_pipe[0], runtime->wake_pipe[1]};
   runtime->wake_pipe[0] = runtime->wake_pipe[1] = -1;
@@ -464,58 +502,6 @@ void afterForkInChild() {
   runtime->fork_watch = std::make_unique<ForkChildWatch>(getppid());
   writeStatus(*runtime);
   startThread(*runtime);
-}
-
-bool readConfig(RunConfig& config) {
-  const char* directory = std::getenv(kEnvDirectory);
-  if (directory == nullptr || *directory == '\0') return false;
-  config.directory = directory;
-  if (const char* output = std::getenv(kEnvOutput)) config.output = output;
-  const char* follow = std::getenv(kEnvFollowFork);
-  config.follow_fork = follow != nullptr && std::strcmp(follow, "1") == 0;
-  if (const char* warmup = std::getenv(kEnvWarmup)) {
-    config.warmup = static_cast<std::uint32_t>(std::strtoul(warmup, nullptr, 10));
-  }
-  if (const char* events = std::getenv(kEnvMemoryVizEvents)) {
-    config.memory_viz_events = static_cast<std::size_t>(std::strtoull(events, nullptr, 10));
-  }
-  const char* step = std::getenv(kEnvStep);
-  std::string error;
-  if (!parseStepRule(step == nullptr ? "auto" : step, &config.rule, &error)) {
-    std::cerr << "memseal run: " << error << "\n";
-    return false;
-  }
-  return true;
-}
-
-void setPythonFrameProvider(const track::PythonFrameProvider* provider) {
-  track::setPythonFrameProvider(provider);
-}
-
-// In a Python process: Python frames for every captured stack, from the plugin built for this
-// Python (run_python_frames.cpp); without it (another Python version), native frames only. True
-// when Python frames are on.
-bool startPythonFrames() {
-  using IsInitialized = int (*)();
-  auto is_initialized = reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-  if (is_initialized == nullptr || is_initialized() == 0) return false;
-  std::string runtime = std::getenv(kEnvRuntime) == nullptr ? "" : std::getenv(kEnvRuntime);
-  std::string plugin = runtime.substr(0, runtime.rfind('/') + 1) + "libmemseal_run_python.so";
-  void* handle = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    std::cerr << "memseal run: Python frames are not available (" << (why ? why : plugin)
-              << "); stacks show native frames only\n";
-    return false;
-  }
-  using Start = int (*)(void (*)(const track::PythonFrameProvider*), void (*)());
-  auto start = reinterpret_cast<Start>(dlsym(handle, "memseal_run_python_start"));
-  if (start == nullptr || start(&setPythonFrameProvider, &onPythonExit) != 0) {
-    std::cerr << "memseal run: Python frames are not available for this Python (memseal was built "
-                 "for another version); stacks show native frames only\n";
-    return false;
-  }
-  return true;
 }
 
 void onScopeEntered(const char* name) {
@@ -556,7 +542,8 @@ int activate() {
   // for every tensor would cost more than the op (a GPU loop's step doubled), so unless the user
   // asks for native stacks, only the Python frames are taken.
   const char* stacks = std::getenv(TrackerOptions::environmentVariable("stacks").c_str());
-  if (startPythonFrames() && (stacks == nullptr || *stacks == '\0')) {
+  bool python_frames = startPythonFrames(&onPythonExit);
+  if (python_frames && (stacks == nullptr || *stacks == '\0')) {
     options.tracker.stacks = StackMode::kPython;
   }
   try {
@@ -578,6 +565,12 @@ int activate() {
   runtime->boundary = std::make_unique<StepBoundary>(runtime->config.rule, *runtime->detector,
                                                      [raw] { snapshotAfterStep(*raw); });
   if (!ops_chosen) runtime->boundary->watchOpsAutomaticallyWhileCounting();
+  runtime->framework_steps = std::make_unique<FrameworkSteps>(
+      *runtime->boundary, *runtime->detector, [raw] { snapshotAfterStep(*raw); });
+  // The program's own steps, when asked for (--program-steps) and no other rule was chosen
+  // (--step-on, --interval).
+  runtime->watch_steps_pending.store(python_frames && runtime->config.program_steps &&
+                                     runtime->config.rule.kind == StepRule::Kind::kAuto);
   g_runtime = runtime.release();
   if (g_runtime->config.rule.kind == StepRule::Kind::kOn) listenToMemsealScopes();
   writeStatus(*g_runtime);

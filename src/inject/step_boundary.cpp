@@ -18,6 +18,7 @@
 #include "track/device_events.h"
 #include "track/memory_counters.h"
 #include "track/op_observer.h"
+#include "track/op_sampling.h"
 
 namespace memseal::inject {
 
@@ -212,6 +213,22 @@ void StepBoundary::applyPhaseChange(bool on_runtime_thread) {
   phase_.store(change.next, std::memory_order_release);
 }
 
+void StepBoundary::handOver() {
+  {
+    std::lock_guard<std::mutex> lock(step_mutex_);
+    // A phase change decided meanwhile finds the phase no longer kSwitching and is dropped.
+    phase_.store(Phase::kStopped, std::memory_order_release);
+    handed_over_ = true;
+    counting_.store(false, std::memory_order_release);
+    if (ops_follow_counting_.load()) {
+      track::setReplayIterationLength(0);
+      detector_.watchOps(OpWatching::automatic());
+    }
+  }
+  // A thread still counting finds the phase stopped at its next boundary and counts no more.
+  setCallbackInstalled(false);
+}
+
 void StepBoundary::onNamedScope(const char* name) {
   if (rule_.kind == StepRule::Kind::kOn && phase_.load(std::memory_order_acquire) == Phase::kOps &&
       stepNameMatches(name, anchor_)) {
@@ -361,6 +378,13 @@ std::vector<std::string> StepBoundary::description() {
               " (--interval)" + steps};
     case StepRule::Kind::kAuto:
       break;
+  }
+  // The program's own signals took over: what was guessed before them, if anything, is history.
+  if (handed_over_ && steps_taken_ == 0) return {};
+  if (handed_over_) {
+    return {"memseal run: " + std::to_string(steps_taken_) +
+            " steps came before the program's own, from " +
+            (loops_.empty() ? std::string("time windows") : "loops found in its ops")};
   }
   std::vector<std::string> lines;
   if (loops_.empty()) {

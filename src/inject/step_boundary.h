@@ -67,6 +67,10 @@ class StepBoundary {
   std::mutex& stepMutex() { return step_mutex_; }
   // No more steps (a forked child: the parent's steps are not its own).
   void stopSteps() { phase_.store(Phase::kStopped); }
+  // Another source ends the steps from now on (a Python program's own signals: FrameworkSteps):
+  // no more steps here, the op callback removed, counting stopped, and the detector's ops watched
+  // as for steps of whole iterations. What was found before stays in description().
+  void handOver();
   std::uint64_t stepsTaken() {
     std::lock_guard<std::mutex> lock(step_mutex_);
     return steps_taken_;
@@ -191,6 +195,7 @@ class StepBoundary {
   std::atomic<std::int64_t> window_activity_{-1};
   // Under step_mutex_ (steps_seen_ is steps_taken_ for readers without it).
   std::uint64_t steps_taken_ = 0;
+  bool handed_over_ = false;
   std::atomic<std::uint64_t> steps_seen_{0};
   std::uint64_t steps_outside_loops_ = 0;
   std::vector<std::uint64_t> loop_steps_;  // steps taken in each loop

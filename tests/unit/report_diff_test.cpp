@@ -128,8 +128,8 @@ TEST(ReportDiff, APeakWithinItsOwnStepsSpreadIsNoChange) {
   EXPECT_TRUE(diff.empty());
 }
 
-LeakFinding finding(LeakCategory category, const std::string& op, const std::string& file, int line,
-                    double bytes_per_step) {
+LeakFinding diffFinding(LeakCategory category, const std::string& op, const std::string& file,
+                        int line, double bytes_per_step) {
   LeakFinding result;
   result.category = category;
   result.site = siteAt(op, file, line);
@@ -153,8 +153,9 @@ LeakReport check(std::vector<LeakFinding> findings, std::int64_t growth = 0) {
 
 TEST(ReportDiff, ALeakCauseIsNewGoneOrChangedByCauseNotByFindingNumber) {
   LeakFinding kept =
-      finding(LeakCategory::kAutogradGraphRetained, "aten::add", "/w/train.py", 40, 4);
-  LeakFinding cache = finding(LeakCategory::kTensorsRetained, "aten::mm", "/w/train.py", 55, 4096);
+      diffFinding(LeakCategory::kAutogradGraphRetained, "aten::add", "/w/train.py", 40, 4);
+  LeakFinding cache =
+      diffFinding(LeakCategory::kTensorsRetained, "aten::mm", "/w/train.py", 55, 4096);
   LeakFinding grown = cache;
   grown.bytes_per_step = 16384;
   ReportDiff diff =
@@ -181,7 +182,7 @@ TEST(ReportDiff, ALeakCauseIsNewGoneOrChangedByCauseNotByFindingNumber) {
 // same causes.
 TEST(ReportDiff, OneProgramCheckedOutInTwoFoldersIsComparedCauseByCause) {
   LeakFinding here =
-      finding(LeakCategory::kTensorsRetained, "aten::mm", "/home/a/repo/train.py", 9, 64);
+      diffFinding(LeakCategory::kTensorsRetained, "aten::mm", "/home/a/repo/train.py", 9, 64);
   LeakFinding there = here;
   there.site.frames[0].file = "/tmp/ci/repo/train.py";
   ReportDiff diff = diffReports(check({here}).toJson(), check({there}).toJson());
@@ -252,7 +253,7 @@ RankReport rankOf(int number, std::vector<LeakFinding> findings) {
 }
 
 TEST(ReportDiff, AJobsCauseIsMatchedAcrossRanksAndItsRanksAreSaid) {
-  LeakFinding kept = finding(LeakCategory::kTensorsRetained, "aten::mm", "/w/ddp.py", 30, 512);
+  LeakFinding kept = diffFinding(LeakCategory::kTensorsRetained, "aten::mm", "/w/ddp.py", 30, 512);
   MergedReport before = mergeRankReports({rankOf(0, {}), rankOf(1, {})});
   MergedReport after = mergeRankReports({rankOf(0, {kept}), rankOf(1, {})});
   ReportDiff diff = diffReports(before.toJson(), after.toJson());
@@ -320,7 +321,7 @@ TEST(Baseline, PeakGrowthBeyondTheToleranceOrANewCauseFails) {
   EXPECT_NE(large.failures[0].find("more than the 5.0% tolerance"), std::string::npos)
       << large.failures[0];
 
-  LeakFinding kept = finding(LeakCategory::kTensorsRetained, "aten::mm", "/w/train.py", 9, 64);
+  LeakFinding kept = diffFinding(LeakCategory::kTensorsRetained, "aten::mm", "/w/train.py", 9, 64);
   BaselineCheck known = checkAgainstBaseline(check({kept}).toJson(), check({kept}).toJson(), 0.05);
   EXPECT_TRUE(known.passed);  // a cause the baseline has too is not new
   BaselineCheck fresh = checkAgainstBaseline(check({}).toJson(), check({kept}).toJson(), 0.05);

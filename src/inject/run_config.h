@@ -1,0 +1,27 @@
+// What the launcher of `memseal run` asks of the runtime, read from the environment it sets
+// (run_protocol.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "inject/step_rule.h"
+
+namespace memseal::inject {
+
+struct RunConfig {
+  std::string directory;
+  std::string output;  // text report on SIGUSR1; empty: stderr
+  bool follow_fork = false;
+  bool program_steps = false;  // a Python program's own steps (FrameworkSteps)
+  std::uint32_t warmup = 5;
+  std::size_t memory_viz_events = 0;  // 0: no memory_viz trace
+  StepRule rule;
+};
+
+// False when the process was not started by `memseal run` (no run folder) or its step rule is
+// malformed (said on stderr).
+bool readConfig(RunConfig& config);
+
+}  // namespace memseal::inject

@@ -1,0 +1,21 @@
+// libmemseal_run_python.so, as the runtime of `memseal run` uses it: loaded only into a process
+// that runs Python, and only for the Python version memseal was built for (another version's
+// interpreter is left alone, with native frames only).
+#pragma once
+
+namespace memseal::inject {
+
+// Loads the plugin and turns on Python frames for every captured stack; `at_python_exit` runs from
+// Python's atexit, before the interpreter finalises. True when Python frames are on (what cannot
+// be had is said on stderr).
+bool startPythonFrames(void (*at_python_exit)());
+
+// The runtime's handler of the program's own step signals: (kind, Python id() of the object, its
+// name) -> 1 once module calls no longer matter (run_python_steps.cpp, step_hooks.py).
+using StepSignalHandler = int (*)(int, unsigned long long, const char*);
+// Takes the GIL and installs PyTorch's hooks that signal `handler`. 1: installed; 0: not yet (torch
+// is still being imported, or Python is finalising); -1: they cannot be (said on stderr), or the
+// plugin is not loaded.
+int watchPythonSteps(StepSignalHandler handler);
+
+}  // namespace memseal::inject

@@ -1,0 +1,100 @@
+// libmemseal_run_python.so, its second part: the program's own step signals for `memseal run`
+// (an optimizer's step, a DataLoader's batch, the outermost module's call), from PyTorch's hooks
+// installed by the embedded src/inject/python/step_hooks.py once `import torch` has finished. The
+// runtime (FrameworkSteps) decides what they mean.
+#include <Python.h>
+
+#include <cstdio>
+
+#include "inject/embedded_python.h"
+
+namespace {
+
+// The runtime's handler: (kind, Python id() of the object, its name) -> 1 once module calls no
+// longer matter.
+using StepSignalHandler = int (*)(int, unsigned long long, const char*);
+StepSignalHandler g_step_signal = nullptr;
+
+PyObject* reportStepSignal(PyObject*, PyObject* args) {
+  int kind = 0;
+  unsigned long long object = 0;
+  const char* name = nullptr;
+  if (!PyArg_ParseTuple(args, "iKs", &kind, &object, &name)) return nullptr;
+  return PyLong_FromLong(g_step_signal != nullptr ? g_step_signal(kind, object, name) : 0);
+}
+
+PyMethodDef g_report_method = {"memseal_run_step_signal", &reportStepSignal, METH_VARARGS,
+                               "memseal run: one of the program's own step signals"};
+
+// Whether `import torch` has finished: torch in sys.modules, its spec no longer _initializing.
+bool torchImported() {
+  PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
+  if (torch == nullptr) return false;
+  PyObject* spec = PyObject_GetAttrString(torch, "__spec__");
+  if (spec == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* initializing = PyObject_GetAttrString(spec, "_initializing");
+  bool busy = initializing != nullptr && PyObject_IsTrue(initializing) == 1;
+  if (initializing == nullptr) PyErr_Clear();
+  Py_XDECREF(initializing);
+  Py_DECREF(spec);
+  return !busy;
+}
+
+// Python's error, in one line, cleared.
+void sayError() {
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
+  const char* what = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
+  std::fprintf(stderr,
+               "memseal run: the program's own steps cannot be watched (%s); steps come from the "
+               "loops found in its ops\n",
+               what != nullptr ? what : "unknown error");
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  PyErr_Clear();
+}
+
+}  // namespace
+
+// With the GIL held. 1: PyTorch's hooks are installed and signals go to `handler`; 0: not yet
+// (torch is not imported, or still being imported); -1: they cannot be (said on stderr).
+extern "C" __attribute__((visibility("default"))) int memseal_run_python_watch_steps(
+    StepSignalHandler handler) {
+  if (!Py_IsInitialized() || !torchImported()) return 0;
+  PyObject* code = Py_CompileString(memseal::inject::embedded::kStepHooks,
+                                    "<memseal run: step_hooks.py>", Py_file_input);
+  PyObject* globals = PyDict_New();
+  PyObject* result = nullptr;
+  if (code != nullptr && globals != nullptr &&
+      PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) == 0) {
+    PyObject* name = PyUnicode_FromString("memseal_run_step_hooks");
+    if (name != nullptr) PyDict_SetItemString(globals, "__name__", name);
+    Py_XDECREF(name);
+    result = PyEval_EvalCode(code, globals, globals);
+  }
+  int installed = -1;
+  if (result != nullptr) {
+    PyObject* install = PyDict_GetItemString(globals, "install");  // borrowed
+    PyObject* report = PyCFunction_New(&g_report_method, nullptr);
+    g_step_signal = handler;
+    PyObject* done = install != nullptr && report != nullptr
+                         ? PyObject_CallFunctionObjArgs(install, report, nullptr)
+                         : nullptr;
+    installed = done != nullptr ? 1 : -1;
+    Py_XDECREF(done);
+    Py_XDECREF(report);
+  }
+  if (installed < 0) sayError();
+  Py_XDECREF(result);
+  Py_XDECREF(globals);
+  Py_XDECREF(code);
+  return installed;
+}
