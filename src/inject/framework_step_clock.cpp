@@ -77,7 +77,6 @@ void FrameworkStepClock::takeClock(const StepEvent& event, ClockDecision& decisi
   rivals_.erase(key);
   // What the others gave under the old clock says nothing of how they go with the new one.
   for (auto& [other, rival] : rivals_) rival = Rival{};
-  if (event.signal == StepSignal::kOptimizerStep) optimizer_seen_ = true;
   auto named = phase_names_.find(key);
   std::string phase = named != phase_names_.end() ? named->second : phaseName(event);
   if (named == phase_names_.end()) {

@@ -18,6 +18,7 @@
 // change of clock starts a phase of the leak detector's steps. Pure: no locks, no clock of time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -56,8 +57,10 @@ class FrameworkStepClock {
     std::uint64_t steps = 0;
   };
   const std::vector<ClockUse>& uses() const { return uses_; }
-  // Whether an optimizer has ended steps: module calls are then no longer needed.
-  bool optimizerSeen() const { return optimizer_seen_; }
+  // The index in uses() of the clock now; none before the first.
+  std::optional<std::size_t> currentUse() const {
+    return clock_ ? std::optional<std::size_t>(current_use_) : std::nullopt;
+  }
 
   // A signal of another object takes the clock after this many in a row at least.
   static constexpr std::uint32_t kMinSignalsToTakeOver = 3;
@@ -76,7 +79,6 @@ class FrameworkStepClock {
   std::map<Key, std::string> phase_names_;  // a phase per object: one that comes back resumes it
   std::vector<ClockUse> uses_;
   std::size_t current_use_ = 0;
-  bool optimizer_seen_ = false;
 };
 
 // "SGD.step()", "batches of DataLoader over MNIST", "calls of Net": what one step is.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "inject/framework_step_clock.h"
+#include "inject/step_cost.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal::inject {
@@ -31,36 +32,31 @@ class FrameworkSteps {
 
   void onEvent(const StepEvent& event);
   // No more steps (a forked child: the parent's steps are not its own).
-  void stopSteps();
+  void stopSteps() { stopped_.store(true); }
   std::uint64_t stepsTaken();
-  bool started();
-  // Whether module calls still matter: their hooks are removed once they do not.
-  bool wantsModuleCalls();
   // The report's notes: what a step was, per clock the run had; empty before the first signal.
   std::vector<std::string> description();
-  // Each phase's signals per step, where steps took several (signals closer together than a step
+  // Each clock's signals per step, where steps took several (signals closer together than a step
   // costs are one step).
   std::vector<std::pair<std::string, double>> iterationsPerStep();
 
  private:
   using Clock = std::chrono::steady_clock;
-  bool stepLocked(const ClockDecision& decision, Clock::time_point now);
+  // Under the boundary's step lock: the step ending now, which is `ending_use`'s (the clock's
+  // before this signal), unless it comes closer than a step costs (false: not taken).
+  bool stepLocked(const ClockDecision& decision, std::size_t ending_use, Clock::time_point now);
 
   StepBoundary& boundary_;
   LeakDetector& detector_;
   std::function<void()> after_step_;
-  std::mutex clock_mutex_;  // guards clock_, ticks_ and started_; taken before the step lock
-  FrameworkStepClock clock_;
-  bool started_ = false;
   std::atomic<bool> stopped_{false};  // set without a lock: in a forked child, any lock may be held
-  std::string phase_;                 // the detector's phase now
-  std::vector<std::uint64_t> ticks_;  // per clock use: its signals, steps or not
+  std::mutex clock_mutex_;            // guards clock_ and phase_steps_; taken before the step lock
+  FrameworkStepClock clock_;
   std::vector<std::uint64_t> phase_steps_;  // per clock use: the steps taken
   // Under the boundary's step lock.
   std::uint64_t steps_taken_ = 0;
   Clock::time_point last_step_{};
-  Clock::duration step_cost_{};
-  Clock::duration min_step_gap_{};
+  StepCost step_cost_;
 };
 
 }  // namespace memseal::inject

@@ -11,8 +11,8 @@ namespace memseal::inject {
 bool startPythonFrames(void (*at_python_exit)());
 
 // The runtime's handler of the program's own step signals: (kind, Python id() of the object, its
-// name) -> 1 once module calls no longer matter (run_python_steps.cpp, step_hooks.py).
-using StepSignalHandler = int (*)(int, unsigned long long, const char*);
+// name) (run_python_steps.cpp, step_hooks.py).
+using StepSignalHandler = void (*)(int, unsigned long long, const char*);
 // Takes the GIL and installs PyTorch's hooks that signal `handler`. 1: installed; 0: not yet (torch
 // is still being imported, or Python is finalising); -1: they cannot be (said on stderr), or the
 // plugin is not loaded.

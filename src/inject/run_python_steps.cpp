@@ -7,20 +7,20 @@
 #include <cstdio>
 
 #include "inject/embedded_python.h"
+#include "inject/run_python_plugin.h"
 
 namespace {
 
-// The runtime's handler: (kind, Python id() of the object, its name) -> 1 once module calls no
-// longer matter.
-using StepSignalHandler = int (*)(int, unsigned long long, const char*);
-StepSignalHandler g_step_signal = nullptr;
+using memseal::inject::StepSignalHandler;
+StepSignalHandler g_step_signal = nullptr;  // the runtime's
 
 PyObject* reportStepSignal(PyObject*, PyObject* args) {
   int kind = 0;
   unsigned long long object = 0;
   const char* name = nullptr;
   if (!PyArg_ParseTuple(args, "iKs", &kind, &object, &name)) return nullptr;
-  return PyLong_FromLong(g_step_signal != nullptr ? g_step_signal(kind, object, name) : 0);
+  if (g_step_signal != nullptr) g_step_signal(kind, object, name);
+  Py_RETURN_NONE;
 }
 
 PyMethodDef g_report_method = {"memseal_run_step_signal", &reportStepSignal, METH_VARARGS,

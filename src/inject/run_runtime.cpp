@@ -358,18 +358,16 @@ void giveSignalsBack() {
   }
 }
 
-// One of the program's own step signals (step_hooks.py), on its thread, with the GIL held. Returns
-// 1 once module calls no longer matter (their hooks are then removed).
-int onStepSignal(int kind, unsigned long long object, const char* name) {
+// One of the program's own step signals (step_hooks.py), on its thread, with the GIL held.
+void onStepSignal(int kind, unsigned long long object, const char* name) {
   Runtime* runtime = g_runtime;
   // A forked child (a DataLoader's worker) has the hooks too; its steps are not the parent's.
   if (runtime == nullptr || runtime->pid != getpid() || runtime->inert.load() ||
       runtime->fork_watch || !runtime->framework_steps || kind < 0 || kind > 2) {
-    return 0;
+    return;
   }
   runtime->framework_steps->onEvent(
       StepEvent{static_cast<StepSignal>(kind), object, name != nullptr ? name : "?"});
-  return runtime->framework_steps->wantsModuleCalls() ? 0 : 1;
 }
 
 // PyTorch's hooks go in once `import torch` has finished (the runtime starts while torch's

@@ -245,7 +245,7 @@ bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce, Phase expect
   bool in_loop = phase == Phase::kOps && rule_.kind == StepRule::Kind::kAuto &&
                  current_ < loop_iterations_.size();
   if (in_loop) loop_iterations_[current_] += iterations;
-  if (coalesce && steps_taken_ > 0 && now - last_step_ < min_step_gap_) return false;
+  if (coalesce && steps_taken_ > 0 && now - last_step_ < step_cost_.minGap()) return false;
   last_step_ = now;
   ++steps_taken_;
   steps_seen_.store(steps_taken_, std::memory_order_relaxed);
@@ -256,12 +256,7 @@ bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce, Phase expect
     ++steps_outside_loops_;
   }
   detector_.step();
-  // What a step costs on average (a verdict's renewal, one step in a few, costs most).
-  Clock::duration cost = Clock::now() - now;
-  step_cost_ = step_cost_ == Clock::duration::zero() ? cost : (4 * step_cost_ + cost) / 5;
-  min_step_gap_ =
-      std::clamp<Clock::duration>(kStepCostMultiple * step_cost_, scaledByTimeScale(kMinStepGap),
-                                  scaledByTimeScale(kMaxStepGap));
+  step_cost_.add(Clock::now() - now);
   return true;
 }
 

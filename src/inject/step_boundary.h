@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "analyze/repeating_ops.h"
+#include "inject/step_cost.h"
 #include "inject/step_rule.h"
 #include "memseal/leak_detector.h"
 
@@ -188,8 +189,7 @@ class StepBoundary {
   std::mutex step_mutex_;
   Clock::time_point started_ = Clock::now();
   Clock::time_point last_step_{};
-  Clock::duration min_step_gap_{};
-  Clock::duration step_cost_{};  // what a step costs in the detector, a moving average
+  StepCost step_cost_;  // and so how close together steps may come
   std::atomic<Clock::time_point> next_window_{Clock::time_point{}};
   // memoryActivity() when the last window was judged: a window without any is no step.
   std::atomic<std::int64_t> window_activity_{-1};
@@ -200,7 +200,7 @@ class StepBoundary {
   std::uint64_t steps_outside_loops_ = 0;
   std::vector<std::uint64_t> loop_steps_;  // steps taken in each loop
   // Iterations of each loop (calls of its anchor), steps or not: iterations closer together than a
-  // step costs are taken as one step (min_step_gap_).
+  // step costs are taken as one step (step_cost_).
   std::vector<std::uint64_t> loop_iterations_;
   // The loop of kOps, written while the phase is kSwitching (by the one thread that switches) and
   // read after kOps is seen; the thread it runs on, where its steps are taken.

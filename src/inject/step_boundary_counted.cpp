@@ -51,7 +51,7 @@ std::uint64_t StepBoundary::iterationsPerCountedStep(Clock::duration iteration) 
   Clock::duration gap;
   {
     std::lock_guard<std::mutex> lock(step_mutex_);
-    gap = min_step_gap_;
+    gap = step_cost_.minGap();
   }
   if (iteration <= Clock::duration::zero()) return 1;
   // As coalescing does, steps no closer than a multiple of what a step costs, and twice that gap:

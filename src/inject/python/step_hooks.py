@@ -7,9 +7,8 @@ ends the steps:
   2  an optimizer's step() returned (torch.optim's global step hooks: every optimizer, made before
      or after this runs; LBFGS's closure calls are inside one step);
   1  a DataLoader gave a batch (the previous iteration is over);
-  0  a call of the outermost nn.Module returned (PyTorch's global module hooks).
-`report` returns 1 once module calls no longer matter: their hooks are then removed, since any
-global module hook makes every module call take PyTorch's slower path.
+  0  a call of the outermost nn.Module returned (PyTorch's global module hooks; an evaluation pass
+     that calls the model without a loader is seen only through them, so they stay).
 
 Nothing here may fail the program: a hook that cannot report stays silent.
 """
@@ -25,16 +24,12 @@ def install(report):
                                        register_optimizer_step_pre_hook)
     from torch.utils.data import dataloader
 
-    module_hooks = []
     depth = threading.local()
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
-    def signal(kind, obj, name):
+    def signal(kind, object_id, name):
         try:
-            if report(kind, id(obj), name) == 1 and module_hooks:
-                for handle in module_hooks:
-                    handle.remove()
-                module_hooks.clear()
+            report(kind, object_id, name)
         except Exception:  # noqa: BLE001 (the program must not notice)
             pass
 
@@ -44,7 +39,7 @@ def install(report):
 
     def after_optimizer_step(optimizer, args, kwargs):
         depth.in_step = max(getattr(depth, "in_step", 1) - 1, 0)
-        signal(2, optimizer, type(optimizer).__name__)
+        signal(2, id(optimizer), type(optimizer).__name__)
 
     register_optimizer_step_pre_hook(before_optimizer_step)
     register_optimizer_step_post_hook(after_optimizer_step)
@@ -55,7 +50,7 @@ def install(report):
     def __next__(self):
         batch = next_batch(self)
         dataset = getattr(self, "_dataset", self)
-        signal(1, dataset, "DataLoader over " + type(dataset).__name__)
+        signal(1, id(dataset), "DataLoader over " + type(dataset).__name__)
         return batch
 
     __next__.__wrapped__ = next_batch
@@ -92,7 +87,7 @@ def install(report):
             return
         depth.value = known - 1
         if depth.value == 0 and not depth.stale and not getattr(depth, "in_step", 0):
-            signal(0, module, type(module).__name__)
+            signal(0, id(module), type(module).__name__)
 
-    module_hooks.append(nn_module.register_module_forward_pre_hook(before_call))
-    module_hooks.append(nn_module.register_module_forward_hook(after_call, always_call=True))
+    nn_module.register_module_forward_pre_hook(before_call)
+    nn_module.register_module_forward_hook(after_call, always_call=True)
