@@ -4,7 +4,7 @@
 //   optimizer  an optimizer's step() returned (torch.optim's global step hooks; an LBFGS closure
 //              runs inside one step);
 //   loader     a batch was asked of a DataLoader (the previous iteration is over);
-//   module     a call of the outermost nn.Module returned (modules called inside it do not count).
+//   module     a call of the outermost nn.Module began (modules called inside it do not count).
 // A loop inside the step (time steps, layers, micro-batches, beam search) makes none of these, so
 // it is never taken for the step.
 //

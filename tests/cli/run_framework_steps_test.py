@@ -94,7 +94,7 @@ class ProgramsOwnSteps(unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertEqual(report["verdict"], "leak", err)
         self.assertEqual(categories(report)[0], "tensors-retained", err)
-        self.assert_steps(report, "Decoder (the outermost module)", 100)
+        self.assert_steps(report, "Decoder in eval mode (the outermost module)", 100)
         code, err, report = run("greedy_decoder.py")
         self.assertEqual(code, 0, err)
         self.assertEqual(report["verdict"], "no_leak", err)
