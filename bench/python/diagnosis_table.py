@@ -2,15 +2,21 @@
 """The diagnosis of Python loops, as the table in BENCHMARKS.md: for each leak loop of the test
 suite and the examples (one mistake each) and each healthy loop that only looks like a leak, the
 verdict, the first finding's category, how many findings, and what the report names as holding it.
-Each loop runs in its own process under `python -m memseal check` (the default detector).
+Each loop runs in its own process under `python -m memseal check` (the default detector), or with
+`--front-end run` as a program of its own (tests/python/run_case.py: its step(i) in a loop of
+`--iterations`) under `memseal run` (its defaults; `--program-steps` adds that flag), where the
+table also says what memseal took as the step and how many steps the report judged.
 
     ~/.cache/memseal/venv-torch-2.11.0/bin/python bench/python/diagnosis_table.py
+    ~/.cache/memseal/venv-torch-2.11.0/bin/python bench/python/diagnosis_table.py --front-end run
 
 Exit status 1 when a verdict or a first category is wrong, a single-cause leak gives more than one
 finding, or a leak with a Python path to its holder has none named.
 """
+import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,26 +47,52 @@ LOOPS = [
 ]
 
 
-def run(path, steps, env):
+RUN_CASE = os.path.join(ROOT, "tests", "python", "run_case.py")
+
+
+def run(path, steps, env, args):
     with tempfile.TemporaryDirectory() as folder:
         report_path = os.path.join(folder, "report.json")
-        result = subprocess.run(
-            [sys.executable, "-m", "memseal", "check", path, "--steps", str(steps), "--json",
-             report_path, "--quiet"],
-            env={**os.environ, **env}, capture_output=True, text=True, timeout=900)
+        if args.front_end == "check":
+            command = [sys.executable, "-m", "memseal", "check", path, "--steps", str(steps),
+                       "--json", report_path, "--quiet"]
+        else:
+            command = [sys.executable, "-m", "memseal", "run", "--json", report_path,
+                       *(["--program-steps"] if args.program_steps else []), "--",
+                       sys.executable, RUN_CASE, path, "--steps", str(args.iterations)]
+        result = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True,
+                                timeout=900)
         if result.returncode not in (0, 1):
             raise SystemExit(f"{path}: exit {result.returncode}\n{result.stderr}")
         with open(report_path) as file:
             return json.load(file)
 
 
+def step_source(report):
+    """What `memseal run` took as the step, from its notes."""
+    for note in report.get("notes", []):
+        found = re.search(r"one step per call of (\S+)", note)
+        if found:
+            return found.group(1).rstrip(",")
+    return "-"
+
+
 def main():
-    print("| loop | steps | expected | verdict | first finding | findings | holder named |")
-    print("|---|---:|---|---|---|---:|---|")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--front-end", choices=("check", "run"), default="check")
+    parser.add_argument("--program-steps", action="store_true", help="memseal run --program-steps")
+    parser.add_argument("--iterations", type=int, default=600, help="the loop's length under run")
+    args = parser.parse_args()
+    by_run = args.front_end == "run"
+    print("| loop | steps | expected | verdict | first finding | findings | holder named |"
+          + (" step |" if by_run else ""))
+    print("|---|---:|---|---|---|---:|---|" + ("---|" if by_run else ""))
     wrong = 0
     for name, expected, steps, env in LOOPS:
         path = os.path.join(ROOT, name) if "/" in name else os.path.join(CASES, name)
-        report = run(path, steps, env)
+        report = run(path, steps, env, args)
+        if by_run:
+            steps = report.get("steps", 0)
         findings = report.get("findings", [])
         leak = report.get("verdict") == "leak"
         first = findings[0]["category"] if leak else "-"
@@ -77,7 +109,7 @@ def main():
         print(f"| {os.path.basename(label)} | {steps} | {expected or 'no leak'} | "
               f"{'leak' if leak else 'no leak'} {'(right)' if verdict_right else '(WRONG)'} | "
               f"{first} {'' if category_right else '(WRONG)'} | {len(findings) if leak else 0} | "
-              f"{holder if leak else '-'} |")
+              f"{holder if leak else '-'} |" + (f" {step_source(report)} |" if by_run else ""))
     print(f"\n{wrong} loop(s) wrong")
     return 1 if wrong else 0
 

@@ -110,6 +110,18 @@ struct LeakFinding {
   std::optional<HeldUntilFreed> freed;
 };
 
+// What keeps a finding's tensors alive in a Python program: a named root (a global, a local of a
+// running frame, an attribute, a closure, a hook, an lru_cache) and the path of references to it,
+// found on the garbage collector's heap when a report with a leak is made (the Python module,
+// `memseal run` of a Python program). JSON: "python.holders".
+struct LeakHolder {
+  int finding = 0;          // index into LeakReport::findings; -1: a line about the search itself
+  std::string description;  // "list `losses` (global of train.py)"
+  std::string kind;         // global, local, traceback, attribute, module, hook, lru_cache, unnamed
+  std::uint32_t tensors = 0;  // how many of the finding's sampled storages it holds
+  bool via_graph = false;     // it holds a tensor whose autograd graph keeps the finding's memory
+};
+
 // Totals at one step boundary (after the step ran).
 struct StepSample {
   std::uint32_t step = 0;
@@ -192,6 +204,8 @@ struct MEMSEAL_API LeakReport {
   std::vector<PhaseSummary> phases;
   // The rank of a distributed job the report is of; empty outside one.
   std::optional<RankIdentity> rank;
+  // What holds the findings, at most a few per finding; empty outside Python or without a leak.
+  std::vector<LeakHolder> holders;
 
   std::string toText() const;
   // Schema "memseal.check/1" (kCheckReportSchema), keys in a fixed order with "schema" first.

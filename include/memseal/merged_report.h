@@ -66,7 +66,10 @@ struct MergedFinding {
   std::vector<int> ranks;              // the ranks that have it, ascending
   std::vector<double> bytes_per_step;  // by rank, in the order of `ranks`
   LeakFinding example;                 // the lowest rank's finding
-  bool everyReportingRank = false;     // every rank that reported has it
+  // What holds it (Python's heap), as the lowest rank whose report names a holder says; and which.
+  std::vector<std::string> holders;
+  int holders_rank = -1;
+  bool everyReportingRank = false;  // every rank that reported has it
 };
 
 struct MergedReport {

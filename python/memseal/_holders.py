@@ -51,8 +51,9 @@ def _where(module):
     return os.path.basename(path) if path else module.__name__
 
 
-def _live_named_locals(skip_files):
-    """[(name, value, where)] for the locals of the frames running now, outside memseal. The
+def _live_named_locals(skip_files, read_frames):
+    """[(name, value, where)] for the locals of the frames running now, outside memseal; the
+    function frames whose locals were read are added to `read_frames` (_release_locals). The
     caller drops the list before walking the heap: its tuples refer to the values."""
     found = []
     for frame in sys._current_frames().values():
@@ -64,8 +65,28 @@ def _live_named_locals(skip_files):
             ):
                 where = f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
                 found.extend((name, value, where) for name, value in frame.f_locals.items())
+                if code.co_flags & _CO_OPTIMIZED:
+                    read_frames.append(frame)
             frame = frame.f_back
     return found
+
+
+# A function's frame (its locals live in the frame, and f_locals is a copy of them).
+_CO_OPTIMIZED = 0x1
+
+
+def _release_locals(frames):
+    """Before Python 3.13, reading a function frame's f_locals leaves a copy of its locals on the
+    frame until the function reads them again or returns: what they held then stays alive (a
+    running total the program has since reset, and the graph behind it, which `memseal run`,
+    searching while the loop runs, would then see held one period longer). The copies are
+    emptied; Python fills them again from the frame whenever they are read (a debugger's trace
+    function reads them before it writes them back). Class bodies and exec() namespaces, whose
+    f_locals are the namespace itself, are no function frames and are left alone."""
+    if sys.version_info < (3, 13):
+        for frame in frames:
+            frame.f_locals.clear()
+    frames.clear()
 
 
 def _live_locals(named_locals):
@@ -146,10 +167,13 @@ class _Roots:
     def __init__(self, ignored):
         self.modules = _module_dicts()
         self.here = os.path.dirname(os.path.abspath(__file__)) + os.sep
-        named_locals = _live_named_locals([self.here])
+        self.read_frames = []  # whose locals were read: release_locals() empties their copies
+        libraries = _library_paths()
+        # The locals of the program's own frames only: a library's (torch's backward() with the
+        # loss as `self`, where `memseal run` may search from) are its own.
+        named_locals = _live_named_locals([self.here, *libraries], self.read_frames)
         self.locals = _live_locals(named_locals)
         self.ignored = ignored  # ids of the analysis' own containers
-        libraries = _library_paths()
         named = []
         for module in self.modules.values():
             path = getattr(module, "__file__", None)
@@ -286,8 +310,6 @@ def _path_to_root(tensor, roots):
             for object_id, path in frontier:
                 obj = registry[object_id]
                 local = roots.locals.get(object_id)
-                if local is not None and path:
-                    return list(path), ("local", local[0], f"local of {local[1]}")
                 module = roots.module_root(obj) if path else None
                 if module is not None:
                     return list(path), module
@@ -295,10 +317,15 @@ def _path_to_root(tensor, roots):
                 referrers = [r for r in referrers if id(r) not in roots.ignored][:_MAX_REFERRERS]
                 if direct_referrers is None:
                     direct_referrers = len(referrers)
+                # A global (or a module's slot) that names the object is its holder before a local
+                # does: a method's `self`, or a loop's alias of a global, is the same object seen
+                # from where the search happened to run.
                 for referrer in referrers:
                     named = roots.named(obj, referrer)
                     if named is not None:
                         return list(path), named
+                if local is not None and path:
+                    return list(path), ("local", local[0], f"local of {local[1]}")
                 owners = {}
                 for referrer in referrers:
                     if isinstance(referrer, dict):
@@ -438,10 +465,23 @@ def _merged_entries(counts):
 
 def holders_of(findings, sample):
     """A list of memseal.Holder, at most a few per finding, from live_tensors()."""
-    roots = _Roots(ignored={id(sample.tensors), id(sample.graphs), id(sample.other_graphs),
+    roots = None
+    try:
+        roots = _roots_of(sample)
+        return _holders_from(findings, sample, roots)
+    finally:
+        if roots is not None:
+            _release_locals(roots.read_frames)
+
+
+def _roots_of(sample):
+    return _Roots(ignored={id(sample.tensors), id(sample.graphs), id(sample.other_graphs),
                             id(sample.lru_caches)}
                    | {id(v) for v in sample.tensors.values()}
                    | {id(v) for v in sample.graphs.values()})
+
+
+def _holders_from(findings, sample, roots):
     holders = []
     for index in range(len(findings)):
         by_storage = {}
@@ -486,13 +526,17 @@ def holders_of(findings, sample):
                     path, root = _path_to_root(tensor, roots)
                     if root is None:
                         continue
-                    if best is None or length > best[0]:
-                        best = (length, _describe(path, root), type(tensor.grad_fn).__name__)
+                    # What outlives the step first: a local of a running frame may be the step's
+                    # own output, whose graph reaches the chain that a buffer or a global keeps
+                    # (a search while the loop runs meets it; one after the loop does not).
+                    rank = (root[0] != "local", length)
+                    if best is None or rank > best[0]:
+                        best = (rank, _describe(path, root), type(tensor.grad_fn).__name__)
                 tensor = None
-                if best is not None:
+                if best is not None and best[0][0]:
                     break
             if best is not None:
-                length, (kind, text), grad_fn = best
+                (_, length), (kind, text), grad_fn = best
                 text += f", whose grad_fn {grad_fn} keeps {length} autograd nodes alive"
                 counts = {(kind, text): 1}
                 via_graph = True

@@ -30,8 +30,11 @@ def _graph_walk(grad_fn, limit=5000):
 
 # Tensors with autograd history of another type than a graph finding's root, kept for the findings
 # whose graph no tensor of the root's type names (a buffer written in place every step, whose
-# CopySlices chains each step's graph to the last).
+# CopySlices chains each step's graph to the last). A few of each type: tensors the graphs saved
+# are on the heap too (Python keeps a tensor's object while C++ holds the tensor), hundreds of one
+# type in a long run, and they must not crowd out the one buffer that holds the chain.
 _OTHER_GRAPH_TENSORS = 64
+_OTHER_GRAPH_TENSORS_PER_TYPE = 8
 _STORAGES_PER_FINDING = 8
 _TENSORS_PER_STORAGE = 3
 
@@ -78,6 +81,7 @@ def live_tensors(findings):
         functions |= _python_functions(finding)
     sample = LiveSample()
     per_storage = {}  # finding -> {storage address: tensors sampled}
+    other_types = {}  # grad_fn type name -> tensors of it in sample.other_graphs
     lru_type = type(functools.lru_cache(maxsize=1)(len))
     for obj in gc.get_objects():
         # type(), not isinstance(): isinstance reads __class__, which lazy module proxies answer
@@ -112,7 +116,9 @@ def live_tensors(findings):
                 candidates = sample.graphs.setdefault(index, [])
                 if name == wanted_name and len(candidates) < _TENSORS_PER_FINDING:
                     candidates.append(obj)
-            if name not in graph_names and len(sample.other_graphs) < _OTHER_GRAPH_TENSORS:
+            if name not in graph_names and len(sample.other_graphs) < _OTHER_GRAPH_TENSORS and \
+                    other_types.get(name, 0) < _OTHER_GRAPH_TENSORS_PER_TYPE:
+                other_types[name] = other_types.get(name, 0) + 1
                 sample.other_graphs.append(obj)
     return sample
 

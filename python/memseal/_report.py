@@ -57,9 +57,15 @@ class LeakReport:
     building_up, found_after_steps, iterations_per_time).
     text() and to_json() (schema memseal.check/1; Python's additions under "python")."""
 
-    def __init__(self, native, holders=(), cycle_garbage=None):
+    def __init__(self, native, holders=None, cycle_garbage=None):
+        # The holders live in the core's report, so its text and JSON are every front end's.
+        if holders is not None:
+            native = _memseal.with_holders(native, [
+                _memseal.LeakHolder(h.finding, h.description, h.kind, h.tensors, h.via_graph)
+                for h in holders])
         self._native = native
-        self.holders = list(holders)
+        self.holders = [Holder(h.finding, h.description, h.kind, h.tensors, h.via_graph)
+                        for h in native.holders]
         self.cycle_garbage = cycle_garbage
 
     leak = property(lambda self: self._native.leak)
@@ -80,15 +86,6 @@ class LeakReport:
 
     def text(self):
         text = self._native.text()
-        if self.holders:
-            lines = ["what holds it (Python)"]
-            for holder in self.holders:
-                if holder.finding < 0:
-                    lines.append(holder.description)
-                    continue
-                count = f" holds {holder.tensors} of them" if holder.tensors > 1 else ""
-                lines.append(f"[{holder.finding + 1}] {holder.description}{count}")
-            text += "\n" + "\n".join(lines) + "\n"
         if self.cycle_garbage is not None and self.cycle_garbage.tensors > 0:
             text += "\n" + self.cycle_garbage.text()
         return text
@@ -97,9 +94,7 @@ class LeakReport:
 
     def to_json(self):
         data = json.loads(self._native.to_json())
-        python = {}
-        if self.holders:
-            python["holders"] = [asdict(holder) for holder in self.holders]
+        python = data.pop("python", {})  # the core's (holders)
         if self.cycle_garbage is not None:
             garbage = asdict(self.cycle_garbage)
             garbage["types"] = [{"type": name, "objects": n} for name, n in garbage["types"]]
@@ -111,10 +106,9 @@ class LeakReport:
     @staticmethod
     def from_json(text):
         """Reads what to_json (or `memseal check --json`) wrote; ValueError says what is wrong."""
-        native = _memseal.LeakReport.from_json(text)
+        native = _memseal.LeakReport.from_json(text)  # with its holders
         python = json.loads(text).get("python") or {}
         try:
-            holders = [Holder(**holder) for holder in python.get("holders", [])]
             garbage = python.get("cycle_garbage")
             cycle_garbage = None
             if garbage is not None:
@@ -123,7 +117,7 @@ class LeakReport:
                 cycle_garbage = CycleGarbage(**garbage)
         except (TypeError, KeyError, AttributeError) as error:
             raise ValueError(f"memseal: the report's \"python\" section is malformed ({error})") from None
-        return LeakReport(native, holders, cycle_garbage)
+        return LeakReport(native, cycle_garbage=cycle_garbage)
 
     def _repr_html_(self):
         """The HTML report's cards without a page around them: how Jupyter shows the report."""

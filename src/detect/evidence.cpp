@@ -204,9 +204,7 @@ void judgeResident(const RunSeries& series, const RunSeries& readings, const Cen
   // Every surviving tensor costs its native memory.
   double overhead =
       kNativeBytesPerRetainedTensor * static_cast<double>(census.count) / evidence.observed;
-  if (!evidence.graph_roots.empty()) {
-    overhead += kNativeBytesPerGraphNode * static_cast<double>(evidence.nodes_per_step);
-  }
+  if (!evidence.graph_roots.empty()) overhead += graphNodesCostPerStep(evidence.nodes_per_step);
   auto residualOf = [&](std::uint32_t step, std::int64_t resident, std::int64_t live) {
     return resident - live - static_cast<std::int64_t>(overhead * (step - evidence.first_step));
   };
@@ -223,10 +221,7 @@ void judgeResident(const RunSeries& series, const RunSeries& readings, const Cen
                         evidence.unexplained_tensor_growth > 0;
   evidence.explained_growth = std::max(0.0, slopeOf(series.steps, series.live)) + overhead;
   if (other_findings) {
-    // Their real native cost may exceed the estimate, by up to twice: only growth beyond it is
-    // another leak.
-    double noise = std::max(kMinFastResidentBytesPerStep, 2 * overhead);
-    evidence.untracked_growth = fast >= noise ? fast : 0;
+    evidence.untracked_growth = untrackedBeyondOtherFindings(fast, overhead) ? fast : 0;
   } else {
     // The slow rule splits the run into segments by sample: it takes every boundary, those between
     // two readings carrying the earlier one, so that the readings of the watched start (one per
@@ -255,6 +250,15 @@ void judgeResident(const RunSeries& series, const RunSeries& readings, const Cen
 }
 
 }  // namespace
+
+double graphNodesCostPerStep(std::int64_t nodes_per_step) {
+  return kNativeBytesPerGraphNode * static_cast<double>(nodes_per_step);
+}
+
+bool untrackedBeyondOtherFindings(double untracked_per_step, double their_cost_per_step) {
+  return untracked_per_step > 0 &&
+         untracked_per_step >= std::max(kMinFastResidentBytesPerStep, 2 * their_cost_per_step);
+}
 
 LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
   LeakEvidence evidence;

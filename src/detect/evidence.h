@@ -93,4 +93,12 @@ struct EvidenceInputs {
 // Applies the growth rules to the survivors, the sampled graph nodes and resident memory.
 LeakEvidence gatherEvidence(const EvidenceInputs& inputs);
 
+// Resident memory that retained graphs of `nodes_per_step` nodes a step cost outside tensor
+// storage (their nodes and autograd metadata), estimated generously.
+double graphNodesCostPerStep(std::int64_t nodes_per_step);
+// Whether resident growth beside other findings is a leak of its own: faster than malloc's noise,
+// and beyond what their native cost explains (`their_cost_per_step`, which the real cost may
+// exceed by up to twice).
+bool untrackedBeyondOtherFindings(double untracked_per_step, double their_cost_per_step);
+
 }  // namespace memseal::detect

@@ -429,4 +429,21 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
   return findings;
 }
 
+void dropGrowthOfGraphsBroughtBack(const LeakEvidence& evidence,
+                                   std::vector<LeakFinding>& findings) {
+  bool judged_alone = evidence.storage.empty() && evidence.graph_roots.empty() &&
+                      evidence.unexplained_tensor_growth <= 0;
+  bool graphs_back = std::any_of(findings.begin(), findings.end(), [](const LeakFinding& f) {
+    return f.retained == "autograd graph nodes";
+  });
+  if (!judged_alone || !graphs_back) return;
+  double cost = graphNodesCostPerStep(evidence.nodes_per_step);
+  findings.erase(std::remove_if(findings.begin(), findings.end(),
+                                [&](const LeakFinding& f) {
+                                  return f.category == LeakCategory::kUntrackedGrowth &&
+                                         !untrackedBeyondOtherFindings(f.bytes_per_step, cost);
+                                }),
+                 findings.end());
+}
+
 }  // namespace memseal::detect

@@ -22,6 +22,14 @@ std::string causeLine(const AllocationSite& site);
 // tensors of the flagged groups (on this thread's tensors only) and symbolizes their stacks.
 std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence);
 
+// Graphs the program freed since the last boundary (a report at exit: the function that kept a
+// running total returned) come back into a report as findings from their history, after resident
+// memory was judged with no other finding beside it (`evidence`): the growth those graphs cost is
+// theirs, as it would have been judged while they were alive, not a second, native leak. Removes
+// such untracked-growth findings from `findings`.
+void dropGrowthOfGraphsBroughtBack(const LeakEvidence& evidence,
+                                   std::vector<LeakFinding>& findings);
+
 // A finding and the groups of survivors it was made from (the evidence's storage groups and graph
 // root sites), so what a group held can be told again once it is freed.
 struct BuiltFinding {

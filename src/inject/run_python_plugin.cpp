@@ -16,6 +16,8 @@ namespace {
 
 using WatchSteps = int (*)(StepSignalHandler);
 WatchSteps g_watch_steps = nullptr;  // the plugin's memseal_run_python_watch_steps
+using FindHolders = char* (*)(const char*);
+FindHolders g_find_holders = nullptr;  // the plugin's memseal_run_python_find_holders
 
 void setPythonFrameProvider(const track::PythonFrameProvider* provider) {
   track::setPythonFrameProvider(provider);
@@ -44,6 +46,7 @@ bool startPythonFrames(void (*at_python_exit)()) {
     return false;
   }
   g_watch_steps = reinterpret_cast<WatchSteps>(dlsym(handle, "memseal_run_python_watch_steps"));
+  g_find_holders = reinterpret_cast<FindHolders>(dlsym(handle, "memseal_run_python_find_holders"));
   return true;
 }
 
@@ -52,6 +55,17 @@ int watchPythonSteps(StepSignalHandler handler) {
   PythonLock python;
   if (!python.held()) return 0;
   return g_watch_steps(handler);
+}
+
+std::optional<std::string> findPythonHolders(const std::string& request) {
+  if (g_find_holders == nullptr) return std::nullopt;
+  PythonLock python;
+  if (!python.held()) return std::nullopt;
+  char* found = g_find_holders(request.c_str());
+  if (found == nullptr) return std::nullopt;
+  std::string holders = found;
+  std::free(found);
+  return holders;
 }
 
 }  // namespace memseal::inject

@@ -3,6 +3,9 @@
 // interpreter is left alone, with native frames only).
 #pragma once
 
+#include <optional>
+#include <string>
+
 namespace memseal::inject {
 
 // Loads the plugin and turns on Python frames for every captured stack; `at_python_exit` runs from
@@ -17,5 +20,10 @@ using StepSignalHandler = void (*)(int, unsigned long long, const char*);
 // is still being imported, or Python is finalising); -1: they cannot be (said on stderr), or the
 // plugin is not loaded.
 int watchPythonSteps(StepSignalHandler handler);
+
+// Takes the GIL and runs the Python module's holder search on the program's heap for the findings
+// in `request` (run_holders.h writes it); the holders as JSON, or empty where Python cannot run it
+// (not loaded, finalising).
+std::optional<std::string> findPythonHolders(const std::string& request);
 
 }  // namespace memseal::inject

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "inject/embedded_python.h"
+#include "inject/run_python_embedded.h"
 #include "inject/run_python_plugin.h"
 
 namespace {
@@ -43,23 +44,12 @@ bool torchImported() {
   return !busy;
 }
 
-// Python's error, in one line, cleared.
-void sayError() {
-  PyObject* type = nullptr;
-  PyObject* value = nullptr;
-  PyObject* traceback = nullptr;
-  PyErr_Fetch(&type, &value, &traceback);
-  PyObject* text = value != nullptr ? PyObject_Str(value) : nullptr;
-  const char* what = text != nullptr ? PyUnicode_AsUTF8(text) : nullptr;
+// The hooks cannot be installed: said once on stderr, Python's error cleared.
+void sayCannotWatch() {
   std::fprintf(stderr,
                "memseal run: the program's own steps cannot be watched (%s); steps come from the "
                "loops found in its ops\n",
-               what != nullptr ? what : "unknown error");
-  Py_XDECREF(text);
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(traceback);
-  PyErr_Clear();
+               memseal::inject::takePythonError().c_str());
 }
 
 }  // namespace
@@ -69,19 +59,11 @@ void sayError() {
 extern "C" __attribute__((visibility("default"))) int memseal_run_python_watch_steps(
     StepSignalHandler handler) {
   if (!Py_IsInitialized() || !torchImported()) return 0;
-  PyObject* code = Py_CompileString(memseal::inject::embedded::kStepHooks,
-                                    "<memseal run: step_hooks.py>", Py_file_input);
-  PyObject* globals = PyDict_New();
-  PyObject* result = nullptr;
-  if (code != nullptr && globals != nullptr &&
-      PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) == 0) {
-    PyObject* name = PyUnicode_FromString("memseal_run_step_hooks");
-    if (name != nullptr) PyDict_SetItemString(globals, "__name__", name);
-    Py_XDECREF(name);
-    result = PyEval_EvalCode(code, globals, globals);
-  }
+  PyObject* globals =
+      memseal::inject::runEmbeddedModule(memseal::inject::embedded::kStepHooks,
+                                         "/<memseal run>/step_hooks.py", "memseal_run_step_hooks");
   int installed = -1;
-  if (result != nullptr) {
+  if (globals != nullptr) {
     PyObject* install = PyDict_GetItemString(globals, "install");  // borrowed
     PyObject* report = PyCFunction_New(&g_report_method, nullptr);
     g_step_signal = handler;
@@ -92,9 +74,7 @@ extern "C" __attribute__((visibility("default"))) int memseal_run_python_watch_s
     Py_XDECREF(done);
     Py_XDECREF(report);
   }
-  if (installed < 0) sayError();
-  Py_XDECREF(result);
+  if (installed < 0) sayCannotWatch();
   Py_XDECREF(globals);
-  Py_XDECREF(code);
   return installed;
 }

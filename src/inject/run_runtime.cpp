@@ -37,6 +37,7 @@
 #include "inject/framework_steps.h"
 #include "inject/python_lock.h"
 #include "inject/run_config.h"
+#include "inject/run_holders.h"
 #include "inject/run_protocol.h"
 #include "inject/run_python_plugin.h"
 #include "inject/run_report_edits.h"
@@ -88,6 +89,7 @@ struct Runtime {
   std::unique_ptr<FrameworkSteps> framework_steps;
   std::atomic<bool> watch_steps_pending{false};
   std::unique_ptr<ForkChildWatch> fork_watch;  // in a forked child, instead of the detector
+  RunHolders holders{&findPythonHolders};      // what holds a Python program's leaks
   int wake_pipe[2] = {-1, -1};
   std::thread thread;
   std::atomic<bool> inert{false};  // a forked child not followed: reports nothing
@@ -193,6 +195,8 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   LeakReport report = currentReport(runtime);
   std::int64_t live_after = track::cpuCounters().liveBytes();
   std::uint64_t steps_after = stepsTaken(runtime);
+  runtime.holders.attach(
+      report, when == SnapshotWhen::kNow ? RunHolders::When::kNow : RunHolders::When::kWhenDue);
   Clock::time_point done = Clock::now();
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
   runtime.snapshotting = false;
@@ -286,6 +290,7 @@ LeakReport finalReport(Runtime& runtime) {
 
 void writeReport(Runtime& runtime, bool also_text) {
   LeakReport report = also_text ? currentReport(runtime) : finalReport(runtime);
+  if (!runtime.fork_watch) runtime.holders.attach(report, RunHolders::When::kNever);
   bool written = writeFileWhole(runFile(runtime, kReportSuffix), report.toJson());
   if (!written && !also_text) {
     // The launcher will find no report: this process says its own, so the verdict is not lost.

@@ -156,6 +156,30 @@ LeakReport withoutFindings(const LeakReport& report, const std::vector<std::size
   }
   result.leak = !result.findings.empty();
   if (!result.leak) result.detected_at_step.reset();
+  // Holders follow their findings to the new indices; those of a removed finding go with it.
+  result.holders.clear();
+  for (LeakHolder holder : report.holders) {
+    if (holder.finding >= 0) {
+      auto index = static_cast<std::size_t>(holder.finding);
+      if (std::find(indices.begin(), indices.end(), index) != indices.end()) continue;
+      holder.finding -= static_cast<int>(std::count_if(
+          indices.begin(), indices.end(), [&](std::size_t removed) { return removed < index; }));
+    }
+    result.holders.push_back(std::move(holder));
+  }
+  return result;
+}
+
+// The report with `holders` (what Python's heap search found) in place of its own.
+LeakReport withHolders(const LeakReport& report, const std::vector<LeakHolder>& holders) {
+  for (const LeakHolder& holder : holders) {
+    if (holder.finding < -1 || holder.finding >= static_cast<int>(report.findings.size())) {
+      throw std::out_of_range("memseal: a holder names finding " + std::to_string(holder.finding) +
+                              " of " + std::to_string(report.findings.size()));
+    }
+  }
+  LeakReport result = report;
+  result.holders = holders;
   return result;
 }
 
@@ -282,6 +306,19 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("resident_bytes", &StepSample::resident_bytes)
       .def_readonly("graph_nodes_alive", &StepSample::graph_nodes_alive)
       .def_readonly("phase", &StepSample::phase);
+  py::class_<LeakHolder>(m, "LeakHolder")
+      .def(
+          py::init([](int finding, std::string description, std::string kind, std::uint32_t tensors,
+                      bool via_graph) {
+            return LeakHolder{finding, std::move(description), std::move(kind), tensors, via_graph};
+          }),
+          py::arg("finding"), py::arg("description"), py::arg("kind"), py::arg("tensors"),
+          py::arg("via_graph"))
+      .def_readonly("finding", &LeakHolder::finding)
+      .def_readonly("description", &LeakHolder::description)
+      .def_readonly("kind", &LeakHolder::kind)
+      .def_readonly("tensors", &LeakHolder::tensors)
+      .def_readonly("via_graph", &LeakHolder::via_graph);
   py::class_<LeakReport>(m, "LeakReport")
       .def_readonly("leak", &LeakReport::leak)
       .def_readonly("steps", &LeakReport::steps)
@@ -294,6 +331,7 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("notes", &LeakReport::notes)
       .def_readonly("phases", &LeakReport::phases)
       .def_readonly("rank", &LeakReport::rank)
+      .def_readonly("holders", &LeakReport::holders)
       .def("text", &LeakReport::toText)
       .def("to_json", &LeakReport::toJson)
       .def_static("from_json", &LeakReport::fromJson);
@@ -343,6 +381,7 @@ PYBIND11_MODULE(_memseal, m) {
   m.def("with_live_tensor", &withLiveTensor, py::arg("report"), py::arg("index"),
         py::arg("tensor"));
   m.def("without_findings", &withoutFindings, py::arg("report"), py::arg("indices"));
+  m.def("with_holders", &withHolders, py::arg("report"), py::arg("holders"));
   m.def(
       "check_options",
       [](const std::vector<std::pair<std::string, std::string>>& options) {

@@ -197,6 +197,16 @@ PhaseSummary readPhase(const Json& json, const std::string& where) {
   return phase;
 }
 
+LeakHolder readHolder(const Json& json, const std::string& where) {
+  LeakHolder holder;
+  holder.finding = read<int>(json, "finding", where);
+  holder.description = read<std::string>(json, "description", where);
+  holder.kind = readOr<std::string>(json, "kind", where, "unnamed");
+  holder.tensors = readOr<std::uint32_t>(json, "tensors", where, 0);
+  holder.via_graph = readOr<bool>(json, "via_graph", where, false);
+  return holder;
+}
+
 DeviceMemorySummary readDevice(const Json& json, const std::string& where) {
   DeviceMemorySummary device;
   device.device = read<std::string>(json, "device", where);
@@ -280,6 +290,18 @@ std::string LeakReport::toJson() const {
     Json devices_json = Json::array();
     for (const DeviceMemorySummary& device : devices) devices_json.push_back(deviceJson(device));
     json["devices"] = devices_json;
+  }
+  // Only where a Python program's heap was searched; the Python module adds its own keys beside.
+  if (!holders.empty()) {
+    Json holders_json = Json::array();
+    for (const LeakHolder& holder : holders) {
+      holders_json.push_back({{"finding", holder.finding},
+                              {"description", holder.description},
+                              {"kind", holder.kind},
+                              {"tensors", holder.tensors},
+                              {"via_graph", holder.via_graph}});
+    }
+    json["python"] = {{"holders", holders_json}};
   }
   return json.dump(2) + "\n";
 }
@@ -407,6 +429,23 @@ LeakReport LeakReport::fromJson(const std::string& text) {
   if (json.contains("rank") && !json["rank"].is_null()) {
     if (!json["rank"].is_object()) fail("report.rank is not an object");
     report.rank = readRank(json["rank"], "report.rank");
+  }
+  if (json.contains("python") && !json["python"].is_null()) {
+    if (!json["python"].is_object()) fail("report.python is not an object");
+    const Json& python = json["python"];
+    if (python.contains("holders") && !python["holders"].is_null()) {
+      if (!python["holders"].is_array()) fail("report.python.holders is not an array");
+      for (std::size_t i = 0; i < python["holders"].size(); ++i) {
+        report.holders.push_back(
+            readHolder(python["holders"][i], "python.holders[" + std::to_string(i) + "]"));
+      }
+    }
+    for (const LeakHolder& holder : report.holders) {
+      if (holder.finding >= static_cast<int>(report.findings.size()) || holder.finding < -1) {
+        fail("python.holders names finding " + std::to_string(holder.finding) + " of " +
+             std::to_string(report.findings.size()));
+      }
+    }
   }
   return report;
 }

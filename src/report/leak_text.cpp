@@ -108,6 +108,18 @@ std::string phasesText(const std::vector<PhaseSummary>& phases) {
   return text;
 }
 
+// "kept by" lines: what holds finding `index` (Python's heap), the path to its root.
+void writeHolders(std::ostringstream& out, const std::vector<LeakHolder>& holders, int index) {
+  bool first = true;
+  for (const LeakHolder& holder : holders) {
+    if (holder.finding != index) continue;
+    std::string text = holder.description;
+    if (holder.tensors > 1) text += ", holds " + std::to_string(holder.tensors) + " of them";
+    out << (first ? "    kept by   " : kIndent) << report::wrap(text, 88, kIndent) << "\n";
+    first = false;
+  }
+}
+
 }  // namespace
 
 std::string LeakReport::toText() const {
@@ -165,10 +177,17 @@ std::string LeakReport::toText() const {
         }
       }
     }
+    writeHolders(out, holders, index - 1);
     out << "    fix       " << report::wrap(finding.hint, 88, kIndent) << "\n";
   }
-  if (!notes.empty()) out << "\n";
-  for (const std::string& note : notes) out << "note: " << report::wrap(note, 94, "      ") << "\n";
+  std::vector<std::string> all_notes = notes;
+  for (const LeakHolder& holder : holders) {
+    if (holder.finding < 0) all_notes.push_back(holder.description);
+  }
+  if (!all_notes.empty()) out << "\n";
+  for (const std::string& note : all_notes) {
+    out << "note: " << report::wrap(note, 94, "      ") << "\n";
+  }
   return out.str();
 }
 

@@ -104,7 +104,9 @@ void mergeFindings(const std::vector<const LeakReport*>& by_rank, MergedReport& 
   for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
     if (by_rank[rank] == nullptr) continue;
     ++reporting;
-    for (const LeakFinding& finding : by_rank[rank]->findings) {
+    const LeakReport& report = *by_rank[rank];
+    for (std::size_t index = 0; index < report.findings.size(); ++index) {
+      const LeakFinding& finding = report.findings[index];
       std::string site = causeSite(finding.site.frames);
       std::string key =
           std::string(categoryId(finding.category)) + "|" + finding.site.op + "|" + site;
@@ -118,6 +120,14 @@ void mergeFindings(const std::vector<const LeakReport*>& by_rank, MergedReport& 
         merged.findings.push_back(std::move(fresh));
       }
       MergedFinding& target = merged.findings[at->second];
+      // What holds it on the lowest rank whose report names a holder.
+      for (const LeakHolder& holder : report.holders) {
+        bool first_naming = target.holders.empty() || target.holders_rank == static_cast<int>(rank);
+        if (holder.finding == static_cast<int>(index) && first_naming) {
+          target.holders.push_back(holder.description);
+          target.holders_rank = static_cast<int>(rank);
+        }
+      }
       if (!target.ranks.empty() && target.ranks.back() == static_cast<int>(rank)) {
         target.bytes_per_step.back() += finding.bytes_per_step;  // two parts of one cause
         continue;

@@ -198,6 +198,8 @@ Json findingJson(const MergedFinding& finding) {
           {"every_reporting_rank", finding.everyReportingRank},
           {"frames", report::framesJson(finding.example.site.frames)},
           {"tensor", report::tensorJson(finding.example.tensor)},
+          {"holders", finding.holders},
+          {"holders_rank", finding.holders_rank < 0 ? Json(nullptr) : Json(finding.holders_rank)},
           {"hint", finding.example.hint}};
 }
 
@@ -237,6 +239,13 @@ std::string MergedReport::toText() const {
           << finding.site.substr(colon) << "\n";
     }
     out << "    tensor    " << report::tensorText(finding.example.tensor) << "\n";
+    for (std::size_t i = 0; i < finding.holders.size(); ++i) {
+      std::string text = finding.holders[i];
+      if (i == 0 && finding.ranks.size() > 1)
+        text += " (on rank " + std::to_string(finding.holders_rank) + ")";
+      out << (i == 0 ? "    kept by   " : kMergedCardIndent)
+          << report::wrap(text, 88, kMergedCardIndent) << "\n";
+    }
     out << "    fix       " << report::wrap(finding.example.hint, 88, kMergedCardIndent) << "\n";
   }
   if (!notes.empty()) out << "\n";

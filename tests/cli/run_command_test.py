@@ -241,6 +241,42 @@ class Python(unittest.TestCase):
         self.assertIn("tensors-retained", err)
         self.assertRegex(err, r"immortal\.py:7\b")
 
+    def test_the_container_that_keeps_a_leak_is_named_as_check_names_it(self):
+        # The list is a local of the function running the loop: found while the loop runs (a
+        # search at exit would find it gone), in the text, and in the JSON as `check` writes it.
+        # 20,000 iterations: reports at step boundaries come 100 ms or more apart, and one must
+        # come after the verdict while the loop still runs.
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "report.json")
+            code, _, err = run_script("keeps_outputs.py",
+                                      "import torch\n"
+                                      "def train():\n"
+                                      "    outputs = []\n"
+                                      "    w = torch.randn(64, 64)\n"
+                                      "    for i in range(20000):\n"
+                                      "        outputs.append(torch.relu(torch.randn(16, 64) @ w))\n"
+                                      "train()\n", "--json", path)
+            with open(path, encoding="utf-8") as file:
+                report = json.load(file)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(report["findings"][0]["category"], "tensors-retained", err)
+        holders = report["python"]["holders"]
+        self.assertEqual(holders[0]["finding"], 0, holders)
+        self.assertTrue(holders[0]["description"].startswith("list `outputs` (local of train"),
+                        holders)
+        self.assertEqual(holders[0]["kind"], "local", holders)
+        self.assertRegex(err, r"kept by +list `outputs` \(local of train \(keeps_outputs\.py:\d+\)")
+
+    def test_a_running_total_that_keeps_its_graph_is_named_with_the_graph_it_keeps(self):
+        code, _, err = run("--", ARGS.python, os.path.join(ARGS.scripts, "train.py"),
+                           "--leak", "total-loss", "--steps", "2000")
+        self.assertEqual(code, 0, err)
+        self.assertIn("autograd-graph-retained", err)
+        # One finding per cause: the resident memory the graphs cost is theirs.
+        self.assertNotIn("untracked-growth", err)
+        self.assertRegex(err, r"kept by +tensor `total_loss` \(local of main \(train\.py:\d+\)\), "
+                              r"whose grad_fn AddBackward0 keeps \d+\s+autograd nodes alive")
+
     def test_a_frameworks_frames_in_site_packages_are_folded_and_the_users_line_named(self):
         # A package where pip puts transformers or Lightning (the environment's site-packages,
         # beside torch) makes the kept tensor; the finding names the script's line that called it.

@@ -381,6 +381,28 @@ TEST(Diagnosis, ResidentGrowthOfARetainedGraphIsNotAlsoANativeLeak) {
   EXPECT_EQ(both.toText().find("flat"), std::string::npos) << both.toText();
 }
 
+// A running total kept in a function's locals is freed as the function returns, before the report
+// (memseal run's report at exit): the graphs come back from their history, and the resident memory
+// they cost, judged with nothing else beside it, is still theirs.
+TEST(Diagnosis, ResidentGrowthOfAGraphFreedBeforeTheReportIsNotAlsoANativeLeak) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "resident memory is not used under ASan";
+#endif
+  LeakDetector detector(quietOptions(600));
+  {
+    std::function<void(int)> step = examples::exampleLoop("accumulating-loss").make();
+    for (int i = 0; i < 600; ++i) {
+      step(i);
+      detector.step();
+    }
+  }  // the total and every graph behind it freed
+  LeakReport report = detector.finish();
+  ASSERT_TRUE(report.leak) << report.toText();
+  EXPECT_EQ(report.findings.front().category, LeakCategory::kAutogradGraphRetained)
+      << report.toText();
+  EXPECT_EQ(findCategory(report, LeakCategory::kUntrackedGrowth), nullptr) << report.toText();
+}
+
 TEST(Diagnosis, TheCreateGraphCycleIsNamedAsSuch) {
   LeakReport report = checkLoop("create-graph-cycle");
   ASSERT_TRUE(report.leak);
@@ -456,7 +478,10 @@ TEST(Diagnosis, ResidentSamplesLeaveOutWhatMallocKeepsFree) {
   if (dlsym(RTLD_DEFAULT, "mallinfo2") == nullptr) GTEST_SKIP() << "no mallinfo2 in this libc";
   constexpr std::size_t kBlockBytes = 96 << 10;
   constexpr std::uint32_t kHolesAtStep = 10;
-  for (std::size_t holes : {160, 800}) {  // 15 and 75 MiB of holes
+  // 15 and 150 MiB of holes. Blocks may reuse free memory malloc held before (earlier tests'),
+  // which then stays in use: the premise below bounds that to half of the holes, so the larger
+  // case leaves 75 MiB or more newly free, above the note's 64 MiB whatever the heap held.
+  for (std::size_t holes : {160, 1600}) {
     const auto kept_bytes = static_cast<std::int64_t>(holes * kBlockBytes);
     std::vector<void*> kept;
     std::int64_t resident_rise = 0;
@@ -478,7 +503,7 @@ TEST(Diagnosis, ResidentSamplesLeaveOutWhatMallocKeepsFree) {
         << "resident memory rose by " << resident_rise;
     EXPECT_FALSE(report.leak) << report.toText();
     // 64 MiB or more held free since warm-up is worth a note; less is not.
-    EXPECT_EQ(saysMallocHoldsFreedMemory(report), holes == 800) << report.toText();
+    EXPECT_EQ(saysMallocHoldsFreedMemory(report), holes == 1600) << report.toText();
   }
 }
 

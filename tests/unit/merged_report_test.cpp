@@ -89,6 +89,45 @@ TEST(MergedReport, ACauseOfOneRankIsDivergentAndTheOthersAreClean) {
   EXPECT_NE(text.find("LEAK: 1 cause on 1 of 3 ranks"), std::string::npos) << text;
 }
 
+TEST(MergedReport, WhatHoldsACauseIsNamedAsTheLowestRankThatNamesOneSaysAndSurvivesJson) {
+  std::vector<RankReport> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(
+        rank(r, 3, {finding(LeakCategory::kTensorsRetained, "aten::mm", "/a/train.py", 12, 64)}));
+  }
+  // Rank 0's report names no holder (its search found none); ranks 1 and 2 name theirs.
+  ranks[1].report->holders = {{0, "list `losses` (global of train.py)", "global", 8, false}};
+  ranks[2].report->holders = {{0, "dict `cache` (global of train.py)", "global", 8, false}};
+  // Through the report's JSON, as `memseal merge` reads the ranks' files.
+  LeakReport read_back = LeakReport::fromJson(ranks[1].report->toJson());
+  ASSERT_EQ(read_back.holders.size(), 1u);
+  EXPECT_EQ(read_back.holders[0].description, "list `losses` (global of train.py)");
+  EXPECT_EQ(read_back.holders[0].tensors, 8u);
+  EXPECT_NE(read_back.toText().find("kept by   list `losses` (global of train.py), holds 8 of"),
+            std::string::npos)
+      << read_back.toText();
+  ranks[1].report = read_back;
+  MergedReport merged = mergeRankReports(ranks);
+  ASSERT_EQ(merged.findings.size(), 1u);
+  EXPECT_EQ(merged.findings[0].holders,
+            (std::vector<std::string>{"list `losses` (global of train.py)"}));
+  EXPECT_EQ(merged.findings[0].holders_rank, 1);
+  std::string text = merged.toText();
+  EXPECT_NE(text.find("kept by   list `losses` (global of train.py) (on rank 1)"),
+            std::string::npos)
+      << text;
+  nlohmann::json json = nlohmann::json::parse(merged.toJson());
+  EXPECT_EQ(json["findings"][0]["holders"][0], "list `losses` (global of train.py)");
+  EXPECT_EQ(json["findings"][0]["holders_rank"], 1);
+}
+
+TEST(MergedReport, AReportWhoseHolderNamesAFindingItDoesNotHaveIsRefused) {
+  RankReport entry =
+      rank(0, 1, {finding(LeakCategory::kTensorsRetained, "aten::mm", "t.py", 7, 64)});
+  entry.report->holders = {{3, "list `kept`", "global", 1, false}};
+  EXPECT_THROW(LeakReport::fromJson(entry.report->toJson()), std::invalid_argument);
+}
+
 TEST(MergedReport, TheSameOpAtAnotherLineIsAnotherCause) {
   std::vector<RankReport> ranks = {
       rank(0, 2, {finding(LeakCategory::kTensorsRetained, "aten::mm", "t.py", 7, 64)}),

@@ -89,6 +89,12 @@ std::string mergedFindingCard(const ReadJson& finding, std::size_t index, double
   std::string site = textAt(finding, "site");
   if (!site.empty()) out += " at " + codeText(site);
   out += "</p><p>" + tensorHtml(member(finding, "tensor")) + "</p>";
+  std::string holders;
+  for (const ReadJson& holder : arrayAt(finding, "holders")) {
+    if (holder.is_string()) holders += "<li>" + escapeHtml(holder.get<std::string>()) + "</li>";
+  }
+  if (!holders.empty())
+    out += "<div class=\"holders\"><h4>What holds it</h4><ul>" + holders + "</ul></div>";
   return out + hintHtml("Fix", textAt(finding, "hint")) + "</article>";
 }
 

@@ -1,0 +1,140 @@
+#include "inject/run_holders.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <utility>
+
+#include "inject/run_report_edits.h"
+#include "inject/time_scale.h"
+
+namespace memseal::inject {
+
+namespace {
+
+using Json = nlohmann::json;
+
+Json framesRequest(const AllocationSite& site) {
+  Json frames = Json::array();
+  for (const StackFrame& frame : site.frames) {
+    if (frame.library != "python") continue;  // the search matches the program's functions
+    frames.push_back(
+        {{"file", frame.file}, {"function", frame.function}, {"internal", frame.is_internal}});
+  }
+  return frames;
+}
+
+// What was held and freed before the report is no longer there: its addresses may be others' now.
+bool gone(const LeakFinding& finding) { return finding.freed && !finding.freed->building_up; }
+
+// Whether the search has something of the finding to start from: storage it retains, or a graph
+// whose root's type it can look for (resident growth has neither). A finding without (a report
+// made after the function that held it returned) leaves its cause to a later search.
+bool searchable(const LeakFinding& finding) {
+  if (finding.category == LeakCategory::kUntrackedGrowth || gone(finding)) return false;
+  bool graph = finding.category == LeakCategory::kAutogradGraphRetained ||
+               finding.category == LeakCategory::kGradEnabledInference ||
+               finding.category == LeakCategory::kCreateGraphCycle;
+  if (graph && !finding.tensor.grad_fn.empty()) return true;
+  return std::any_of(finding.parts.begin(), finding.parts.end(),
+                     [](const LeakPart& part) { return !part.storage_addresses.empty(); });
+}
+
+}  // namespace
+
+std::string holderSearchRequest(const LeakReport& report) {
+  Json findings = Json::array();
+  for (const LeakFinding& finding : report.findings) {
+    Json parts = Json::array();
+    for (const LeakPart& part : finding.parts) {
+      Json addresses = gone(finding) ? Json::array() : Json(part.storage_addresses);
+      parts.push_back({{"storage_addresses", addresses}, {"frames", framesRequest(part.site)}});
+    }
+    Json freed = nullptr;
+    if (finding.freed) freed = {{"building_up", finding.freed->building_up}};
+    findings.push_back({{"category", categoryId(finding.category)},
+                        {"grad_fn", finding.tensor.grad_fn},
+                        {"freed", freed},
+                        {"frames", framesRequest(finding.site)},
+                        {"parts", parts}});
+  }
+  return Json{{"findings", findings}}.dump();
+}
+
+std::vector<LeakHolder> holdersFromSearch(const std::string& answer) {
+  std::vector<LeakHolder> holders;
+  try {
+    for (const Json& item : Json::parse(answer)) {
+      LeakHolder holder;
+      holder.finding = item.at("finding").get<int>();
+      holder.description = item.at("description").get<std::string>();
+      holder.kind = item.at("kind").get<std::string>();
+      holder.tensors = item.at("tensors").get<std::uint32_t>();
+      holder.via_graph = item.at("via_graph").get<bool>();
+      holders.push_back(std::move(holder));
+    }
+  } catch (const Json::exception& error) {
+    holders = {LeakHolder{
+        -1, std::string("the holder search gave what memseal cannot read (") + error.what() + ")",
+        "unnamed", 0, false}};
+  }
+  return holders;
+}
+
+RunHolders::RunHolders(Search search) : search_(std::move(search)) {}
+
+std::vector<std::string> RunHolders::unsearchedCauses(const LeakReport& report) const {
+  std::vector<std::string> causes;
+  for (const LeakFinding& finding : report.findings) {
+    std::string cause = causeOf(finding);
+    if (searchable(finding) && searched_.count(cause) == 0) causes.push_back(std::move(cause));
+  }
+  return causes;
+}
+
+void RunHolders::attach(LeakReport& report, When when) {
+  using Clock = std::chrono::steady_clock;
+  if (!report.leak) return;
+  std::vector<std::string> causes;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bool due = when == When::kNow || (when == When::kWhenDue && Clock::now() >= next_search_);
+    if (due) causes = unsearchedCauses(report);
+  }
+  if (!causes.empty()) {
+    Clock::time_point start = Clock::now();
+    std::optional<std::string> answer = search_(holderSearchRequest(report));
+    Clock::time_point done = Clock::now();
+    std::lock_guard<std::mutex> lock(mutex_);
+    next_search_ = done + std::max<Clock::duration>(scaledByTimeScale(std::chrono::seconds(1)),
+                                                    20 * (done - start));
+    if (answer) {
+      searched_.insert(causes.begin(), causes.end());
+      about_search_.clear();
+      for (LeakHolder& holder : holdersFromSearch(*answer)) {
+        if (holder.finding < 0 || holder.finding >= static_cast<int>(report.findings.size())) {
+          about_search_.push_back(std::move(holder));
+          continue;
+        }
+        std::string cause = causeOf(report.findings[static_cast<std::size_t>(holder.finding)]);
+        // A cause's holders come from one search: the first that looked for it.
+        if (std::find(causes.begin(), causes.end(), cause) != causes.end()) {
+          found_[cause].push_back(std::move(holder));
+        }
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  report.holders.clear();
+  for (std::size_t i = 0; i < report.findings.size(); ++i) {
+    auto holders = found_.find(causeOf(report.findings[i]));
+    if (holders == found_.end()) continue;
+    for (LeakHolder holder : holders->second) {
+      holder.finding = static_cast<int>(i);
+      report.holders.push_back(std::move(holder));
+    }
+  }
+  report.holders.insert(report.holders.end(), about_search_.begin(), about_search_.end());
+}
+
+}  // namespace memseal::inject

@@ -1,0 +1,58 @@
+// What holds a leak's tensors in a Python program under `memseal run`: the Python module's holder
+// search (python/memseal/_holders.py) run inside the program on a report that says leak, while its
+// loop still holds what it kept, so that `run` names the list, global or closure as `check` does.
+//
+// The search walks the program's heap, so it runs once per cause: when a report has a finding
+// whose cause (category and op, causeOf) no search has looked for yet, and no sooner than twenty
+// times the last search's duration after it (a twentieth of the program's time at most). Every
+// later report of the run takes the holders found for its causes, at its own finding indices.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "memseal/leak_detector.h"
+
+namespace memseal::inject {
+
+// The request the search reads (holder_search.py): per finding its category, graph root, whether
+// what was freed is building up again, storage addresses and Python frames.
+std::string holderSearchRequest(const LeakReport& report);
+// The search's answer (a JSON array in the form of the report's "python.holders"); what cannot be
+// read gives one holder of finding -1 that says so.
+std::vector<LeakHolder> holdersFromSearch(const std::string& answer);
+
+class RunHolders {
+ public:
+  // `search` runs the heap search for a request; empty where Python cannot run it.
+  using Search = std::function<std::optional<std::string>(const std::string& request)>;
+  explicit RunHolders(Search search);
+
+  enum class When {
+    kWhenDue,  // a report at a step boundary: searches when a cause is new and the time allows
+    kNow,      // the program's own code has ended (Python's atexit): searches for any new cause
+    kNever,    // Python has finalised: only what earlier searches found
+  };
+  // Puts into `report` the holders of its findings that searches found, searching first as `when`
+  // says. Takes the GIL through `search`: call it holding no lock that a thread with the GIL may
+  // wait for.
+  void attach(LeakReport& report, When when);
+
+ private:
+  std::vector<std::string> unsearchedCauses(const LeakReport& report) const;
+
+  Search search_;
+  std::mutex mutex_;
+  std::set<std::string> searched_;                        // causes a search has looked for
+  std::map<std::string, std::vector<LeakHolder>> found_;  // by cause; `finding` unused
+  std::vector<LeakHolder> about_search_;                  // lines of finding -1 (a failed search)
+  std::chrono::steady_clock::time_point next_search_{};
+};
+
+}  // namespace memseal::inject

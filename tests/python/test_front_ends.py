@@ -1,0 +1,79 @@
+"""Every Python case of the diagnosis table (tests/python/cases/) through both front ends a user
+runs: `python -m memseal check CASE.py` (its step(i), called by memseal) and `memseal run -- python
+run_case.py CASE.py` (the same step(i) in the program's own loop, which memseal must find). For a
+loop both can see, both must give the same verdict, the same first category and the same holder:
+the variable, container, buffer or hook that keeps the leak (counts aside: the runs differ in
+length). Each front end with its own defaults: `run` its op-loop steps, and --program-steps."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASES = os.path.join(HERE, "cases")
+RUN_CASE = os.path.join(HERE, "run_case.py")
+
+# (case, environment, the category both front ends must give first; None: healthy).
+TABLE = [
+    ("healthy.py", {}, None),
+    ("bounded_history.py", {}, None),
+    ("lru_cache.py", {"MEMSEAL_TEST_LRU_MAXSIZE": "100"}, None),
+    ("losses_list.py", {}, "autograd-graph-retained"),
+    ("memory_slots.py", {}, "autograd-graph-retained"),
+    ("kept_cnn.py", {}, "grad-enabled-inference"),
+    ("kept_resnet.py", {}, "grad-enabled-inference"),
+    ("kv_buffer.py", {}, "grad-enabled-inference"),
+    ("cache_by_shape.py", {}, "tensors-retained"),
+    ("view_cache.py", {}, "tensors-retained"),
+    ("lru_cache.py", {"MEMSEAL_TEST_LRU_MAXSIZE": "none"}, "tensors-retained"),
+    ("hook_closure.py", {}, "tensors-retained"),
+    ("partial_hook.py", {}, "tensors-retained"),
+    ("method_hook.py", {}, "tensors-retained"),
+    ("hook_inputs.py", {}, "tensors-retained"),
+]
+
+def _holder_root(report):
+    """The first finding's first holder, as the name of what holds it: the description up to its
+    first parenthesis, numbers left out (a longer run registers more hooks)."""
+    holders = [h for h in (report.get("python") or {}).get("holders", []) if h["finding"] == 0]
+    if not holders:
+        return None
+    return re.sub(r"\d+", "N", holders[0]["description"].split(" (", 1)[0])
+
+
+def _summary(report):
+    return {
+        "verdict": report["verdict"],
+        "first category": next((finding["category"] for finding in report["findings"]), None),
+        "holder": _holder_root(report),
+    }
+
+
+def _front_end(command, json_path, environment):
+    env = dict(os.environ, **environment)
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    output = result.stdout + result.stderr
+    assert os.path.exists(json_path), output
+    with open(json_path) as report:
+        return _summary(json.load(report)), output
+
+
+@pytest.mark.parametrize("flags", [(), ("--program-steps",)], ids=["op-loops", "program-steps"])
+@pytest.mark.parametrize("case, environment, category", TABLE,
+                         ids=[f"{case[:-3]}{'-' + '-'.join(env.values()) if env else ''}"
+                              for case, env, _ in TABLE])
+def test_check_and_run_agree(case, environment, category, flags, tmp_path):
+    path = os.path.join(CASES, case)
+    checked, check_output = _front_end(
+        [sys.executable, "-m", "memseal", "check", "--steps", "200", "--json",
+         str(tmp_path / "check.json"), path], str(tmp_path / "check.json"), environment)
+    ran, run_output = _front_end(
+        [sys.executable, "-m", "memseal", "run", *flags, "--json", str(tmp_path / "run.json"), "--",
+         sys.executable, RUN_CASE, path, "--steps", "600"], str(tmp_path / "run.json"), environment)
+    assert checked["verdict"] == ("leak" if category else "no_leak"), check_output
+    assert checked["first category"] == category, check_output
+    assert ran == checked, f"check: {checked}\nrun: {ran}\n{run_output}"

@@ -1,0 +1,179 @@
+// When `memseal run` searches a Python program's heap for what holds its leaks, and how the
+// holders found follow their causes from report to report (inject/run_holders.h).
+#include "inject/run_holders.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memseal::inject {
+namespace {
+
+LeakFinding finding(LeakCategory category, const std::string& op) {
+  LeakFinding finding;
+  finding.category = category;
+  finding.site.op = op;
+  LeakPart part;
+  part.storage_addresses = {4096, 8192};
+  StackFrame frame;
+  frame.file = "/home/user/train.py";
+  frame.function = "train";
+  frame.library = "python";
+  part.site.frames = {frame};
+  finding.site.frames = {frame};
+  finding.parts = {part};
+  return finding;
+}
+
+LeakReport leakOf(std::vector<LeakFinding> findings) {
+  LeakReport report;
+  report.leak = !findings.empty();
+  report.findings = std::move(findings);
+  return report;
+}
+
+// A search that names, for every finding it is asked about, "holder of <op>".
+struct CountingSearch {
+  int calls = 0;
+  std::vector<std::string> requests;
+  std::optional<std::string> operator()(const std::string& request) {
+    ++calls;
+    requests.push_back(request);
+    nlohmann::json found = nlohmann::json::array();
+    nlohmann::json findings = nlohmann::json::parse(request)["findings"];
+    for (std::size_t i = 0; i < findings.size(); ++i) {
+      if (findings[i]["category"] == "untracked-growth") continue;
+      found.push_back({{"finding", i},
+                       {"description", "list `kept` holding " + std::to_string(i)},
+                       {"kind", "global"},
+                       {"tensors", 3},
+                       {"via_graph", false}});
+    }
+    return found.dump();
+  }
+};
+
+TEST(RunHolders, ACauseIsSearchedForOnceAndItsHoldersFollowItToItsIndexInLaterReports) {
+  CountingSearch search;
+  RunHolders holders([&](const std::string& request) { return search(request); });
+  LeakReport first = leakOf({finding(LeakCategory::kTensorsRetained, "aten::mul")});
+  holders.attach(first, RunHolders::When::kNow);
+  ASSERT_EQ(search.calls, 1);
+  ASSERT_EQ(first.holders.size(), 1u);
+  EXPECT_EQ(first.holders[0].finding, 0);
+  EXPECT_EQ(first.holders[0].description, "list `kept` holding 0");
+  EXPECT_EQ(first.holders[0].tensors, 3u);
+
+  // A later report: a new cause first, the searched one second. Only the new one is searched
+  // for; the first keeps what its own search found, at its new index.
+  LeakReport later = leakOf({finding(LeakCategory::kAutogradGraphRetained, "aten::add"),
+                             finding(LeakCategory::kTensorsRetained, "aten::mul")});
+  holders.attach(later, RunHolders::When::kNow);
+  EXPECT_EQ(search.calls, 2);
+  ASSERT_EQ(later.holders.size(), 2u);
+  EXPECT_EQ(later.holders[0].finding, 0);
+  EXPECT_EQ(later.holders[0].description, "list `kept` holding 0");
+  EXPECT_EQ(later.holders[1].finding, 1);
+  EXPECT_EQ(later.holders[1].description, "list `kept` holding 0");  // from the first search
+
+  LeakReport again = later;
+  again.holders.clear();
+  holders.attach(again, RunHolders::When::kNow);
+  EXPECT_EQ(search.calls, 2) << "every cause was searched for already";
+  EXPECT_EQ(again.holders.size(), 2u);
+}
+
+TEST(RunHolders, NoSearchWithoutALeakOrForResidentGrowthOrOncePythonHasFinalised) {
+  CountingSearch search;
+  RunHolders holders([&](const std::string& request) { return search(request); });
+  LeakReport healthy;
+  holders.attach(healthy, RunHolders::When::kNow);
+  LeakReport resident = leakOf({finding(LeakCategory::kUntrackedGrowth, "")});
+  holders.attach(resident, RunHolders::When::kNow);
+  LeakReport at_exit = leakOf({finding(LeakCategory::kTensorsRetained, "aten::mul")});
+  holders.attach(at_exit, RunHolders::When::kNever);
+  EXPECT_EQ(search.calls, 0);
+  EXPECT_TRUE(at_exit.holders.empty());
+}
+
+TEST(RunHolders, ASearchSoonAfterTheLastWaitsUntilItsTimeComes) {
+  CountingSearch search;
+  RunHolders holders([&](const std::string& request) { return search(request); });
+  LeakReport first = leakOf({finding(LeakCategory::kTensorsRetained, "aten::mul")});
+  holders.attach(first, RunHolders::When::kWhenDue);
+  ASSERT_EQ(search.calls, 1);
+  // Within a second of the last search, a report at a step boundary does not search again...
+  LeakReport second = leakOf({finding(LeakCategory::kAutogradGraphRetained, "aten::add")});
+  holders.attach(second, RunHolders::When::kWhenDue);
+  EXPECT_EQ(search.calls, 1);
+  EXPECT_TRUE(second.holders.empty());
+  // ...and the report as the program's code ends does.
+  holders.attach(second, RunHolders::When::kNow);
+  EXPECT_EQ(search.calls, 2);
+  EXPECT_EQ(second.holders.size(), 1u);
+}
+
+TEST(RunHolders, WhatWasHeldAndFreedIsNotLookedForAtItsOldAddresses) {
+  CountingSearch search;
+  RunHolders holders([&](const std::string& request) { return search(request); });
+  LeakFinding freed = finding(LeakCategory::kTensorsRetained, "aten::mul");
+  freed.freed = HeldUntilFreed{};
+  LeakFinding building = finding(LeakCategory::kTensorsRetained, "aten::add");
+  building.freed = HeldUntilFreed{};
+  building.freed->building_up = true;
+  nlohmann::json request =
+      nlohmann::json::parse(holderSearchRequest(leakOf({freed, building})))["findings"];
+  EXPECT_TRUE(request[0]["parts"][0]["storage_addresses"].empty());
+  EXPECT_EQ(request[1]["parts"][0]["storage_addresses"].size(), 2u);
+  EXPECT_EQ(request[1]["frames"][0]["file"], "/home/user/train.py");
+}
+
+TEST(RunHolders, AFindingWithNothingToStartFromLeavesItsCauseToALaterSearch) {
+  CountingSearch search;
+  RunHolders holders([&](const std::string& request) { return search(request); });
+  // Made after the function that held it returned: no storage left to follow.
+  LeakFinding emptied = finding(LeakCategory::kTensorsRetained, "aten::mul");
+  emptied.parts[0].storage_addresses.clear();
+  LeakReport first = leakOf({emptied});
+  holders.attach(first, RunHolders::When::kNow);
+  EXPECT_EQ(search.calls, 0);
+  LeakReport later = leakOf({finding(LeakCategory::kTensorsRetained, "aten::mul")});
+  holders.attach(later, RunHolders::When::kNow);
+  EXPECT_EQ(search.calls, 1);
+  EXPECT_EQ(later.holders.size(), 1u);
+  // A graph is looked for by its root's type, storage or not.
+  LeakFinding graph = finding(LeakCategory::kAutogradGraphRetained, "aten::add");
+  graph.parts[0].storage_addresses.clear();
+  graph.tensor.grad_fn = "AddBackward0";
+  LeakReport graphs = leakOf({graph});
+  holders.attach(graphs, RunHolders::When::kNow);
+  EXPECT_EQ(search.calls, 2);
+}
+
+TEST(RunHolders, ASearchThatFailsOrAnswersWhatCannotBeReadIsSaidNotLost) {
+  RunHolders failing([](const std::string&) -> std::optional<std::string> { return "not json"; });
+  LeakReport report = leakOf({finding(LeakCategory::kTensorsRetained, "aten::mul")});
+  failing.attach(report, RunHolders::When::kNow);
+  ASSERT_EQ(report.holders.size(), 1u);
+  EXPECT_EQ(report.holders[0].finding, -1);
+  EXPECT_NE(report.holders[0].description.find("cannot read"), std::string::npos);
+  EXPECT_NE(report.toText().find("note: the holder search gave"), std::string::npos)
+      << report.toText();
+
+  int calls = 0;
+  RunHolders no_python([&](const std::string&) -> std::optional<std::string> {
+    ++calls;
+    return std::nullopt;
+  });
+  LeakReport again = leakOf({finding(LeakCategory::kTensorsRetained, "aten::mul")});
+  no_python.attach(again, RunHolders::When::kNow);
+  no_python.attach(again, RunHolders::When::kNow);
+  EXPECT_TRUE(again.holders.empty());
+  EXPECT_EQ(calls, 2) << "a search Python could not run is tried again";
+}
+
+}  // namespace
+}  // namespace memseal::inject
