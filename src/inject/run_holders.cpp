@@ -40,6 +40,18 @@ bool searchable(const LeakFinding& finding) {
                      [](const LeakPart& part) { return !part.storage_addresses.empty(); });
 }
 
+// A cause as holders follow it from report to report: causeOf (category and op) and the Python
+// line that made it, so that one op's results kept by two lines keep their own holders.
+std::string holderCause(const LeakFinding& finding) {
+  std::string cause = causeOf(finding);
+  for (const StackFrame& frame : finding.site.frames) {
+    if (frame.library == "python" && !frame.is_internal) {
+      return cause + "|" + frame.file + ":" + std::to_string(frame.line);
+    }
+  }
+  return cause;
+}
+
 }  // namespace
 
 std::string holderSearchRequest(const LeakReport& report) {
@@ -86,7 +98,7 @@ RunHolders::RunHolders(Search search) : search_(std::move(search)) {}
 std::vector<std::string> RunHolders::unsearchedCauses(const LeakReport& report) const {
   std::vector<std::string> causes;
   for (const LeakFinding& finding : report.findings) {
-    std::string cause = causeOf(finding);
+    std::string cause = holderCause(finding);
     if (searchable(finding) && searched_.count(cause) == 0) causes.push_back(std::move(cause));
   }
   return causes;
@@ -113,10 +125,11 @@ void RunHolders::attach(LeakReport& report, When when) {
       about_search_.clear();
       for (LeakHolder& holder : holdersFromSearch(*answer)) {
         if (holder.finding < 0 || holder.finding >= static_cast<int>(report.findings.size())) {
+          holder.finding = -1;  // a line about the search; no finding of this report is its
           about_search_.push_back(std::move(holder));
           continue;
         }
-        std::string cause = causeOf(report.findings[static_cast<std::size_t>(holder.finding)]);
+        std::string cause = holderCause(report.findings[static_cast<std::size_t>(holder.finding)]);
         // A cause's holders come from one search: the first that looked for it.
         if (std::find(causes.begin(), causes.end(), cause) != causes.end()) {
           found_[cause].push_back(std::move(holder));
@@ -127,7 +140,7 @@ void RunHolders::attach(LeakReport& report, When when) {
   std::lock_guard<std::mutex> lock(mutex_);
   report.holders.clear();
   for (std::size_t i = 0; i < report.findings.size(); ++i) {
-    auto holders = found_.find(causeOf(report.findings[i]));
+    auto holders = found_.find(holderCause(report.findings[i]));
     if (holders == found_.end()) continue;
     for (LeakHolder holder : holders->second) {
       holder.finding = static_cast<int>(i);

@@ -3,9 +3,10 @@
 // loop still holds what it kept, so that `run` names the list, global or closure as `check` does.
 //
 // The search walks the program's heap, so it runs once per cause: when a report has a finding
-// whose cause (category and op, causeOf) no search has looked for yet, and no sooner than twenty
-// times the last search's duration after it (a twentieth of the program's time at most). Every
-// later report of the run takes the holders found for its causes, at its own finding indices.
+// whose cause (category, op and the Python line that made it) no search has looked for yet, and no
+// sooner than twenty times the last search's duration after it (a twentieth of the program's time
+// at most). Every later report of the run takes the holders found for its causes, at its own
+// finding indices.
 #pragma once
 
 #include <chrono>

@@ -86,6 +86,21 @@ TEST(RunHolders, ACauseIsSearchedForOnceAndItsHoldersFollowItToItsIndexInLaterRe
   EXPECT_EQ(again.holders.size(), 2u);
 }
 
+TEST(RunHolders, OneOpsResultsKeptByTwoLinesKeepTheirOwnHolders) {
+  CountingSearch search;
+  RunHolders holders([&](const std::string& request) { return search(request); });
+  LeakFinding first = finding(LeakCategory::kTensorsRetained, "aten::mul");
+  LeakFinding second = first;
+  second.site.frames[0].line = 42;
+  LeakReport report = leakOf({first, second});
+  holders.attach(report, RunHolders::When::kNow);
+  ASSERT_EQ(report.holders.size(), 2u);
+  EXPECT_EQ(report.holders[0].finding, 0);
+  EXPECT_EQ(report.holders[0].description, "list `kept` holding 0");
+  EXPECT_EQ(report.holders[1].finding, 1);
+  EXPECT_EQ(report.holders[1].description, "list `kept` holding 1");
+}
+
 TEST(RunHolders, NoSearchWithoutALeakOrForResidentGrowthOrOncePythonHasFinalised) {
   CountingSearch search;
   RunHolders holders([&](const std::string& request) { return search(request); });
@@ -162,6 +177,18 @@ TEST(RunHolders, ASearchThatFailsOrAnswersWhatCannotBeReadIsSaidNotLost) {
   EXPECT_NE(report.holders[0].description.find("cannot read"), std::string::npos);
   EXPECT_NE(report.toText().find("note: the holder search gave"), std::string::npos)
       << report.toText();
+
+  // A holder naming a finding the report does not have is kept as a line about the search, so
+  // that the report stays one its reader takes.
+  RunHolders wrong_index([](const std::string&) -> std::optional<std::string> {
+    return R"([{"finding": 7, "description": "list `kept`", "kind": "global", "tensors": 1,
+               "via_graph": false}])";
+  });
+  LeakReport indexed = leakOf({finding(LeakCategory::kTensorsRetained, "aten::mul")});
+  wrong_index.attach(indexed, RunHolders::When::kNow);
+  ASSERT_EQ(indexed.holders.size(), 1u);
+  EXPECT_EQ(indexed.holders[0].finding, -1);
+  EXPECT_NO_THROW(LeakReport::fromJson(indexed.toJson()));
 
   int calls = 0;
   RunHolders no_python([&](const std::string&) -> std::optional<std::string> {
