@@ -94,14 +94,12 @@ std::int64_t nonNegative(const Json& object, const char* name, const std::string
   return value;
 }
 
-void readCheckCauses(const LeakReport& report, const Json& document, ComparableReport& out) {
+void readCheckCauses(const LeakReport& report, ComparableReport& out) {
+  // The first holder of each finding (the report's reader has checked their indices).
   std::map<std::size_t, std::string> holders;
-  if (document.contains("python") && document["python"].is_object()) {
-    const Json& list = arrayField(document["python"], "holders", "check.python");
-    for (const Json& holder : list) {
-      if (!holder.is_object() || !holder.contains("finding")) continue;
-      auto index = readOr<std::size_t>(holder, "finding", "check.python.holders", 0);
-      holders.emplace(index, readOr<std::string>(holder, "description", "holder", ""));
+  for (const LeakHolder& holder : report.holders) {
+    if (holder.finding >= 0) {
+      holders.emplace(static_cast<std::size_t>(holder.finding), holder.description);
     }
   }
   for (std::size_t i = 0; i < report.findings.size(); ++i) {
@@ -135,7 +133,7 @@ std::set<std::string> stepRules(const std::vector<std::string>& notes) {
   return rules;
 }
 
-ComparableReport readCheck(const std::string& json, const Json& document) {
+ComparableReport readCheck(const std::string& json) {
   LeakReport report = LeakReport::fromJson(json);
   ComparableReport out;
   out.kind = "check";
@@ -174,7 +172,7 @@ ComparableReport readCheck(const std::string& json, const Json& document) {
     }
     out.splits.push_back(std::move(devices));
   }
-  readCheckCauses(report, document, out);
+  readCheckCauses(report, out);
   out.step_rules = stepRules(report.notes);
   return out;
 }
@@ -337,7 +335,7 @@ ComparableReport readComparable(const std::string& json, const std::string& labe
                                 " report, newer than this memseal reads; update memseal");
   }
   try {
-    ComparableReport out = kind == "check"     ? readCheck(json, document)
+    ComparableReport out = kind == "check"     ? readCheck(json)
                            : kind == "explain" ? readExplain(document)
                            : kind == "fit"     ? readFit(document)
                                                : readMerged(document);

@@ -7,6 +7,7 @@
 
 #include "inject/run_report_edits.h"
 #include "inject/time_scale.h"
+#include "report/json_fields.h"
 
 namespace memseal::inject {
 
@@ -76,16 +77,12 @@ std::string holderSearchRequest(const LeakReport& report) {
 std::vector<LeakHolder> holdersFromSearch(const std::string& answer) {
   std::vector<LeakHolder> holders;
   try {
-    for (const Json& item : Json::parse(answer)) {
-      LeakHolder holder;
-      holder.finding = item.at("finding").get<int>();
-      holder.description = item.at("description").get<std::string>();
-      holder.kind = item.at("kind").get<std::string>();
-      holder.tensors = item.at("tensors").get<std::uint32_t>();
-      holder.via_graph = item.at("via_graph").get<bool>();
-      holders.push_back(std::move(holder));
+    nlohmann::ordered_json items = nlohmann::ordered_json::parse(answer);
+    if (!items.is_array()) report::fail("the answer is not an array");
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      holders.push_back(report::readHolder(items[i], "holders[" + std::to_string(i) + "]"));
     }
-  } catch (const Json::exception& error) {
+  } catch (const std::exception& error) {  // not JSON, or not holders
     holders = {LeakHolder{
         -1, std::string("the holder search gave what memseal cannot read (") + error.what() + ")",
         "unnamed", 0, false}};

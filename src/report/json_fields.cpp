@@ -39,6 +39,24 @@ nlohmann::ordered_json rankJson(const RankIdentity& rank) {
           {"run_id", rank.run_id}};
 }
 
+nlohmann::ordered_json holderJson(const LeakHolder& holder) {
+  return {{"finding", holder.finding},
+          {"description", holder.description},
+          {"kind", holder.kind},
+          {"tensors", holder.tensors},
+          {"via_graph", holder.via_graph}};
+}
+
+LeakHolder readHolder(const nlohmann::ordered_json& json, const std::string& where) {
+  LeakHolder holder;
+  holder.finding = read<int>(json, "finding", where);
+  holder.description = read<std::string>(json, "description", where);
+  holder.kind = readOr<std::string>(json, "kind", where, "unnamed");
+  holder.tensors = readOr<std::uint32_t>(json, "tensors", where, 0);
+  holder.via_graph = readOr<bool>(json, "via_graph", where, false);
+  return holder;
+}
+
 RankIdentity readRank(const nlohmann::ordered_json& json, const std::string& where) {
   RankIdentity rank;
   rank.rank = read<int>(json, "rank", where);

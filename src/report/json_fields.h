@@ -24,6 +24,9 @@ nlohmann::ordered_json framesJson(const std::vector<StackFrame>& frames);
 // A distributed job's rank, as check and explain reports write it: rank, local_rank, world_size,
 // run_id.
 nlohmann::ordered_json rankJson(const RankIdentity& rank);
+// What holds a finding (the report's "python.holders"): finding, description, kind, tensors,
+// via_graph.
+nlohmann::ordered_json holderJson(const LeakHolder& holder);
 
 // ---- reading: what cannot be read is a std::invalid_argument("memseal report: ...") ----
 
@@ -80,6 +83,8 @@ T readOr(const nlohmann::ordered_json& object, const char* name, const std::stri
 
 // A distributed job's rank as rankJson writes it, within the ranks a job can have (kMaxWorldSize).
 RankIdentity readRank(const nlohmann::ordered_json& json, const std::string& where);
+// A holder as holderJson writes it (a report, or the answer of memseal run's heap search).
+LeakHolder readHolder(const nlohmann::ordered_json& json, const std::string& where);
 inline constexpr int kMaxWorldSize = 1 << 24;
 
 }  // namespace memseal::report

@@ -24,6 +24,7 @@ using report::field;
 using report::framesJson;
 using report::rankJson;
 using report::read;
+using report::readHolder;
 using report::readOr;
 using report::readRank;
 using report::tensorJson;
@@ -197,16 +198,6 @@ PhaseSummary readPhase(const Json& json, const std::string& where) {
   return phase;
 }
 
-LeakHolder readHolder(const Json& json, const std::string& where) {
-  LeakHolder holder;
-  holder.finding = read<int>(json, "finding", where);
-  holder.description = read<std::string>(json, "description", where);
-  holder.kind = readOr<std::string>(json, "kind", where, "unnamed");
-  holder.tensors = readOr<std::uint32_t>(json, "tensors", where, 0);
-  holder.via_graph = readOr<bool>(json, "via_graph", where, false);
-  return holder;
-}
-
 DeviceMemorySummary readDevice(const Json& json, const std::string& where) {
   DeviceMemorySummary device;
   device.device = read<std::string>(json, "device", where);
@@ -294,13 +285,7 @@ std::string LeakReport::toJson() const {
   // Only where a Python program's heap was searched; the Python module adds its own keys beside.
   if (!holders.empty()) {
     Json holders_json = Json::array();
-    for (const LeakHolder& holder : holders) {
-      holders_json.push_back({{"finding", holder.finding},
-                              {"description", holder.description},
-                              {"kind", holder.kind},
-                              {"tensors", holder.tensors},
-                              {"via_graph", holder.via_graph}});
-    }
+    for (const LeakHolder& holder : holders) holders_json.push_back(report::holderJson(holder));
     json["python"] = {{"holders", holders_json}};
   }
   return json.dump(2) + "\n";
@@ -371,15 +356,18 @@ StepSample readStepSample(const Json& item, const std::string& where) {
   return sample;
 }
 
-// An optional array of the report (absent or null: empty), each item read by `read_item`.
+// An optional array of the report (absent or null: empty), each item read by `read_item`; `path`
+// names the array in messages ("python.holders"; the key itself by default).
 template <typename Item, typename ReadItem>
-std::vector<Item> readOptionalArray(const Json& json, const char* key, ReadItem read_item) {
+std::vector<Item> readOptionalArray(const Json& json, const char* key, ReadItem read_item,
+                                    const std::string& path = "") {
   std::vector<Item> items;
   if (!json.contains(key) || json[key].is_null()) return items;
   const Json& array = json[key];
-  if (!array.is_array()) fail(std::string("report.") + key + " is not an array");
+  const std::string name = path.empty() ? std::string(key) : path;
+  if (!array.is_array()) fail("report." + name + " is not an array");
   for (std::size_t i = 0; i < array.size(); ++i) {
-    items.push_back(read_item(array[i], std::string(key) + "[" + std::to_string(i) + "]"));
+    items.push_back(read_item(array[i], name + "[" + std::to_string(i) + "]"));
   }
   return items;
 }
@@ -432,14 +420,8 @@ LeakReport LeakReport::fromJson(const std::string& text) {
   }
   if (json.contains("python") && !json["python"].is_null()) {
     if (!json["python"].is_object()) fail("report.python is not an object");
-    const Json& python = json["python"];
-    if (python.contains("holders") && !python["holders"].is_null()) {
-      if (!python["holders"].is_array()) fail("report.python.holders is not an array");
-      for (std::size_t i = 0; i < python["holders"].size(); ++i) {
-        report.holders.push_back(
-            readHolder(python["holders"][i], "python.holders[" + std::to_string(i) + "]"));
-      }
-    }
+    report.holders =
+        readOptionalArray<LeakHolder>(json["python"], "holders", readHolder, "python.holders");
     for (const LeakHolder& holder : report.holders) {
       if (holder.finding >= static_cast<int>(report.findings.size()) || holder.finding < -1) {
         fail("python.holders names finding " + std::to_string(holder.finding) + " of " +

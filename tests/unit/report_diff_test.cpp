@@ -178,6 +178,17 @@ TEST(ReportDiff, ALeakCauseIsNewGoneOrChangedByCauseNotByFindingNumber) {
   EXPECT_EQ(same.causes[0].change, "same");
 }
 
+TEST(ReportDiff, ACauseIsKeptByWhatTheNewerReportNamesBesideALineAboutTheSearch) {
+  LeakFinding kept =
+      diffFinding(LeakCategory::kTensorsRetained, "aten::mm", "/w/train.py", 55, 4096);
+  LeakReport newer = check({kept}, 4096);
+  newer.holders = {{0, "list `outputs` (global of train.py)", "global", 8, false},
+                   {-1, "the holder search failed: MemoryError: ", "unnamed", 0, false}};
+  ReportDiff diff = diffReports(check({}).toJson(), newer.toJson());
+  ASSERT_EQ(diff.causes.size(), 1u);
+  EXPECT_EQ(diff.causes[0].holder, "list `outputs` (global of train.py)");
+}
+
 // A baseline made in one checkout, a run in another (CI's fresh clone): the same program, the
 // same causes.
 TEST(ReportDiff, OneProgramCheckedOutInTwoFoldersIsComparedCauseByCause) {
