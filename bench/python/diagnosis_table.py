@@ -4,7 +4,7 @@ suite and the examples (one mistake each) and each healthy loop that only looks 
 verdict, the first finding's category, how many findings, and what the report names as holding it.
 Each loop runs in its own process under `python -m memseal check` (the default detector), or with
 `--front-end run` as a program of its own (tests/python/run_case.py: its step(i) in a loop of
-`--iterations`) under `memseal run` (its defaults; `--program-steps` adds that flag), where the
+`--iterations`) under `memseal run` (its defaults; `--op-loops` adds that flag), where the
 table also says what memseal took as the step and how many steps the report judged.
 
     ~/.cache/memseal/venv-torch-2.11.0/bin/python bench/python/diagnosis_table.py
@@ -58,7 +58,7 @@ def run(path, steps, env, args):
                        "--json", report_path, "--quiet"]
         else:
             command = [sys.executable, "-m", "memseal", "run", "--json", report_path,
-                       *(["--program-steps"] if args.program_steps else []), "--",
+                       *(["--op-loops"] if args.op_loops else []), "--",
                        sys.executable, RUN_CASE, path, "--steps", str(args.iterations)]
         result = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True,
                                 timeout=900)
@@ -80,7 +80,7 @@ def step_source(report):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--front-end", choices=("check", "run"), default="check")
-    parser.add_argument("--program-steps", action="store_true", help="memseal run --program-steps")
+    parser.add_argument("--op-loops", action="store_true", help="memseal run --op-loops")
     parser.add_argument("--iterations", type=int, default=600, help="the loop's length under run")
     args = parser.parse_args()
     by_run = args.front_end == "run"

@@ -63,8 +63,11 @@ def _live_named_locals(skip_files, read_frames):
             if frame.f_locals is not frame.f_globals and not any(
                 code.co_filename.startswith(p) for p in skip_files
             ):
-                where = f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
-                found.extend((name, value, where) for name, value in frame.f_locals.items())
+                file = os.path.basename(code.co_filename)
+                found.extend(
+                    (name, value,
+                     f"{code.co_name} ({file}:{_update_line(code, name) or frame.f_lineno})")
+                    for name, value in frame.f_locals.items())
                 if code.co_flags & _CO_OPTIMIZED:
                     read_frames.append(frame)
             frame = frame.f_back
@@ -73,6 +76,36 @@ def _live_named_locals(skip_files, read_frames):
 
 # A function's frame (its locals live in the frame, and f_locals is a copy of them).
 _CO_OPTIMIZED = 0x1
+
+# How a loop keeps what each iteration made in a local: `total += loss`, `losses.append(loss)`,
+# `cache[key] = output`, `total = total + loss` (in that order of preference).
+_UPDATES = (
+    r"\b{name}\s*(?:\+|-|\*|/|//|@|\||&)=",
+    r"\b{name}\s*\.\s*(?:append|extend|insert|add|update|setdefault|appendleft|extendleft)\s*\(",
+    r"\b{name}\s*\[[^\]]*\]\s*=(?!=)",
+    r"\b{name}\s*=(?!=).*\b{name}\b",
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _update_line(code, name):
+    """The line of `code`'s own source (not its nested functions') where the local `name` is kept
+    updated, as a person would point at it; None when no line does it (a local only assigned)."""
+    try:
+        numbers = sorted({line for _, _, line in code.co_lines() if line is not None})
+    except (AttributeError, TypeError):
+        return None
+    if not numbers:
+        return None
+    import linecache
+
+    lines = [(number, linecache.getline(code.co_filename, number)) for number in numbers]
+    for pattern in _UPDATES:
+        compiled = re.compile(pattern.format(name=re.escape(name)))
+        for number, text in lines:
+            if compiled.search(text.split("#", 1)[0]):
+                return number
+    return None
 
 
 def _release_locals(frames):

@@ -52,7 +52,8 @@ struct RunOptions {
   std::optional<std::string> step_on;
   std::uint32_t warmup = 5;
   bool follow_fork = false;
-  bool program_steps = false;
+  bool op_loops = false;       // Python programs too: steps from a loop found in the ops
+  bool program_steps = false;  // the default, accepted as a flag for older command lines
   bool fail_on_leak = false;
   std::string job_folder;  // a distributed job's reports; empty: defaultJobFolder
   TrackerFlags tracker;
@@ -160,7 +161,7 @@ struct Launch {
   setenv(inject::kEnvDirectory, launch.session.c_str(), 1);
   setenv(inject::kEnvRootPid, std::to_string(getpid()).c_str(), 1);
   setenv(inject::kEnvFollowFork, options.follow_fork ? "1" : "0", 1);
-  setenv(inject::kEnvProgramSteps, options.program_steps ? "1" : "0", 1);
+  setenv(inject::kEnvProgramSteps, options.op_loops ? "0" : "1", 1);
   setenv(inject::kEnvStep, launch.step_rule.c_str(), 1);
   setenv(inject::kEnvWarmup, std::to_string(options.warmup).c_str(), 1);
   if (!options.output_path.empty()) setenv(inject::kEnvOutput, options.output_path.c_str(), 1);
@@ -462,10 +463,13 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_option("--job-dir", options->job_folder,
                       "A distributed job's reports (each rank's and the merged one) go here "
                       "(default: memseal-RUN_ID, or memseal-job-PID, in the current folder)");
-  command->add_flag("--program-steps", options->program_steps,
-                    "Python programs: a step is the program's own (an optimizer's step, a "
-                    "DataLoader's batch, the outermost module's call), seen through PyTorch's "
-                    "hooks, instead of a loop found in its ops (experimental)");
+  command->add_flag("--op-loops", options->op_loops,
+                    "Python programs: a step is an iteration of a loop found in the program's ops, "
+                    "as in a C++ program, instead of the program's own step (an optimizer's "
+                    "step, a DataLoader's batch, the outermost module's call, seen through "
+                    "PyTorch's hooks)");
+  // The program's own steps were once asked for with this flag; they are the default now.
+  command->add_flag("--program-steps", options->program_steps)->group("");
   command->add_flag("--follow-fork", options->follow_fork,
                     "Trace the program's children too (forked and exec'd); each gets a report");
   command->add_flag("--fail-on-leak", options->fail_on_leak,

@@ -5,6 +5,9 @@
 #include "detect/evidence.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "detect/growth_criterion.h"
 #include "detect/resident_memory.h"
@@ -33,6 +36,9 @@ constexpr double kNativeBytesPerGraphNode = 1536;
 // and freed blocks). A smaller native leak beside a tensor leak is found once that leak is fixed.
 constexpr double kUntrackedShareOfExplained = 1.0;
 constexpr std::size_t kMaxGrowthContributors = 8;
+// A phase with fewer samples in the run's series than this is not judged on its own (below it,
+// steadyTensorGrowthPerStep calls nothing steady).
+constexpr std::size_t kMinPhaseSamplesForGrowth = 8;
 
 // Where a group's judgement starts: after warm-up; after its last build-up was freed, at its first
 // survivor since (the next build-up of a reset total starts there, and the boundary that saw the
@@ -96,12 +102,36 @@ struct CensusTotals {
   std::int64_t count = 0;
 };
 
+// Tracked tensor memory of the whole run, growing steadily (steadyTensorGrowthPerStep). Where the
+// steps changed phase, each phase's boundaries see its own working set (an evaluation pass's hold
+// the last training step's gradients, which a training step's boundary after zero_grad() does
+// not), and a run that ends in the phase with more at its boundaries rises without growing: the
+// growth must show within the steps of a phase too, in one of those with enough of them to judge.
+double wholeTensorGrowthPerStep(const EvidenceInputs& inputs, const RunSeries& series) {
+  double growth = steadyTensorGrowthPerStep(series.steps, series.live);
+  if (growth <= 0 || inputs.phases == nullptr || !inputs.phases->several()) return growth;
+  std::map<std::uint32_t, std::pair<std::vector<std::uint32_t>, std::vector<std::int64_t>>>
+      by_phase;
+  for (std::size_t i = 0; i < series.steps.size() && i < series.live.size(); ++i) {
+    auto& points = by_phase[inputs.phases->phaseOf(series.steps[i])];
+    points.first.push_back(series.steps[i]);
+    points.second.push_back(series.live[i]);
+  }
+  bool judged = false;
+  for (const auto& [phase, points] : by_phase) {
+    if (points.first.size() < kMinPhaseSamplesForGrowth) continue;
+    judged = true;
+    if (steadyTensorGrowthPerStep(points.first, points.second) > 0) return growth;
+  }
+  return judged ? 0 : growth;
+}
+
 // Tensor storage: groups whose survivors keep coming; while tracked memory as a whole grows
 // steadily, also groups that retain on some steps only. Each group is judged over the steps of
 // its own phases, from the step after its last build-up was freed.
 CensusTotals judgeStorage(const EvidenceInputs& inputs, const RunSeries& series,
                           std::int64_t turnover_bytes, LeakEvidence& evidence) {
-  double tensor_growth = steadyTensorGrowthPerStep(series.steps, series.live);
+  double tensor_growth = wholeTensorGrowthPerStep(inputs, series);
   evidence.census = analyze::takeSurvivorCensus(evidence.first_step, evidence.last_step);
   // Growth of the whole that caches turning over can hold all of is their filling, not a leak: a
   // leak beside a full cache grows the whole beyond what the cache holds.

@@ -37,12 +37,17 @@ bool FrameworkSteps::stepLocked(const ClockDecision& decision, std::size_t endin
   std::lock_guard<std::mutex> lock(boundary_.stepMutex());
   // A change of phase is always a step: what ran before it is the old phase's.
   bool coalesce = decision.new_phase.empty() && steps_taken_ > 0;
-  if (coalesce && now - last_step_ < step_cost_.minGap()) return false;
+  bool began_at_last_tick = last_tick_taken_;
+  last_tick_taken_ = !coalesce || now - last_step_ >= step_cost_.minGap();
+  if (!last_tick_taken_) return false;
+  // The step ended now is the new phase's when it began where the clock last ended one and holds
+  // only the new clock's first signals; after a coalesced end it holds the old phase's work too.
+  bool back = decision.ended_step_is_new_phase && began_at_last_tick;
   last_step_ = now;
   ++steps_taken_;
-  ++phase_steps_[ending_use];
+  ++phase_steps_[back ? *clock_.currentUse() : ending_use];
   detector_.step();
-  if (!decision.new_phase.empty()) detector_.phase(decision.new_phase);
+  if (!decision.new_phase.empty()) detector_.phase(decision.new_phase, back ? 1 : 0);
   step_cost_.add(Clock::now() - now);
   return true;
 }

@@ -56,6 +56,7 @@ class FrameworkSteps {
   // Under the boundary's step lock.
   std::uint64_t steps_taken_ = 0;
   Clock::time_point last_step_{};
+  bool last_tick_taken_ = false;  // the clock's last end of a step was taken (not coalesced)
   StepCost step_cost_;
 };
 

@@ -16,7 +16,7 @@ bool readConfig(RunConfig& config) {
   const char* follow = std::getenv(kEnvFollowFork);
   config.follow_fork = follow != nullptr && std::strcmp(follow, "1") == 0;
   const char* program_steps = std::getenv(kEnvProgramSteps);
-  config.program_steps = program_steps != nullptr && std::strcmp(program_steps, "1") == 0;
+  config.program_steps = program_steps == nullptr || std::strcmp(program_steps, "0") != 0;
   if (const char* warmup = std::getenv(kEnvWarmup)) {
     config.warmup = static_cast<std::uint32_t>(std::strtoul(warmup, nullptr, 10));
   }

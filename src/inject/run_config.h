@@ -14,7 +14,7 @@ struct RunConfig {
   std::string directory;
   std::string output;  // text report on SIGUSR1; empty: stderr
   bool follow_fork = false;
-  bool program_steps = false;  // a Python program's own steps (FrameworkSteps)
+  bool program_steps = true;  // a Python program's own steps (FrameworkSteps), unless --op-loops
   std::uint32_t warmup = 5;
   std::size_t memory_viz_events = 0;  // 0: no memory_viz trace
   StepRule rule;

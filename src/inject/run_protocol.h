@@ -10,7 +10,8 @@ constexpr const char* kEnvRuntime = "MEMSEAL_RUN_RUNTIME";         // path of li
 constexpr const char* kEnvDirectory = "MEMSEAL_RUN_DIR";           // where reports are written
 constexpr const char* kEnvRootPid = "MEMSEAL_RUN_ROOT_PID";        // the program's own pid
 constexpr const char* kEnvFollowFork = "MEMSEAL_RUN_FOLLOW_FORK";  // "1": children report too
-// "1": a Python program's steps are its own (--program-steps: framework_steps.h)
+// "0": a Python program's steps are loops found in its ops (--op-loops); else its own
+// (framework_steps.h)
 constexpr const char* kEnvProgramSteps = "MEMSEAL_RUN_PROGRAM_STEPS";
 constexpr const char* kEnvStep = "MEMSEAL_RUN_STEP";  // "auto", "interval:NANOSECONDS", "on:NAME"
 constexpr const char* kEnvWarmup = "MEMSEAL_RUN_WARMUP";  // warm-up steps, decimal

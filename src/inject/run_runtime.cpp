@@ -570,8 +570,7 @@ int activate() {
   if (!ops_chosen) runtime->boundary->watchOpsAutomaticallyWhileCounting();
   runtime->framework_steps = std::make_unique<FrameworkSteps>(
       *runtime->boundary, *runtime->detector, [raw] { snapshotAfterStep(*raw); });
-  // The program's own steps, when asked for (--program-steps) and no other rule was chosen
-  // (--step-on, --interval).
+  // The program's own steps, unless --op-loops, --step-on or --interval chose another rule.
   runtime->watch_steps_pending.store(python_frames && runtime->config.program_steps &&
                                      runtime->config.rule.kind == StepRule::Kind::kAuto);
   g_runtime = runtime.release();

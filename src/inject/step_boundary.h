@@ -69,8 +69,8 @@ class StepBoundary {
   // No more steps (a forked child: the parent's steps are not its own).
   void stopSteps() { phase_.store(Phase::kStopped); }
   // Another source ends the steps from now on (a Python program's own signals: FrameworkSteps):
-  // no more steps here, the op callback removed, counting stopped, and the detector's ops watched
-  // as for steps of whole iterations. What was found before stays in description().
+  // no more steps here, the op callback removed, counting stopped, and every step's ops watched
+  // (unless the user chose which). What was found before stays in description().
   void handOver();
   std::uint64_t stepsTaken() {
     std::lock_guard<std::mutex> lock(step_mutex_);

@@ -62,12 +62,31 @@ class PythonProgram(unittest.TestCase):
         code, err, report = python("--leak", "none")
         self.assertEqual(code, 0, err)
         self.assertEqual(report["verdict"], "no_leak", err)
+        # The program's own steps: training's are its optimizer's, the evaluation passes' the
+        # model's calls in eval mode; each a phase begun once per epoch.
+        phases = {p["name"]: p for p in report["phases"]}
+        training = phases.get("optimizer steps (Adam)")
+        evaluation = phases.get("calls (MLP in eval mode)")
+        self.assertIsNotNone(training, err)
+        self.assertIsNotNone(evaluation, err)
+        self.assertTrue(training["backward_ran"], err)
+        self.assertEqual(training["runs"], 2, err)
+        # Evaluation's first batches are its own, and so is none of training's backward.
+        self.assertFalse(evaluation["backward_ran"], err)
+        self.assertGreaterEqual(evaluation["runs"], 2, err)
+        self.assertIn("one step per call of Adam.step()", err)
+
+    def test_with_op_loops_the_loops_come_from_the_programs_ops(self):
+        code, err, report = run("--op-loops", "--", ARGS.python, script(), "--leak", "none")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(report["verdict"], "no_leak", err)
         # Training and the evaluation passes are loops of their own, each begun more than once.
         loops = [p for p in report["phases"] if p["name"].startswith("loop ")]
         self.assertGreaterEqual(len(loops), 2, err)
         self.assertTrue(any(p["backward_ran"] and p["runs"] >= 2 for p in loops), err)
         self.assertTrue(any(not p["backward_ran"] for p in loops), err)
-        self.assertIn("one step per call of", err)
+        self.assertIn("found after", err)  # the loop's note: the ops it took to find it
+        self.assertNotIn("seen through PyTorch's hooks", err)
 
     def test_a_total_kept_in_trains_locals_is_found_though_returning_frees_it(self):
         code, err, report = python("--leak", "total-local", "--exit-code", "3")

@@ -3,7 +3,7 @@ runs: `python -m memseal check CASE.py` (its step(i), called by memseal) and `me
 run_case.py CASE.py` (the same step(i) in the program's own loop, which memseal must find). For a
 loop both can see, both must give the same verdict, the same first category and the same holder:
 the variable, container, buffer or hook that keeps the leak (counts aside: the runs differ in
-length). Each front end with its own defaults: `run` its op-loop steps, and --program-steps."""
+length). Each front end with its own defaults: `run` the program's own steps, and --op-loops."""
 
 import json
 import os
@@ -62,7 +62,7 @@ def _front_end(command, json_path, environment):
         return _summary(json.load(report)), output
 
 
-@pytest.mark.parametrize("flags", [(), ("--program-steps",)], ids=["op-loops", "program-steps"])
+@pytest.mark.parametrize("flags", [(), ("--op-loops",)], ids=["program-steps", "op-loops"])
 @pytest.mark.parametrize("case, environment, category", TABLE,
                          ids=[f"{case[:-3]}{'-' + '-'.join(env.values()) if env else ''}"
                               for case, env, _ in TABLE])
