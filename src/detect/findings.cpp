@@ -277,11 +277,45 @@ std::string causeLine(const AllocationSite& site) {
   return "";
 }
 
+bool isGraphFinding(const LeakFinding& finding) {
+  return graphCategory(finding.category) || finding.category == LeakCategory::kCreateGraphCycle;
+}
+
+namespace {
+
+// Tensor storage kept in fewer than half the steps it was judged over: growth spread thinly
+// (no single site retains in most steps), or a site that keeps now and then.
+bool keptInFewSteps(const LeakFinding& finding) {
+  return finding.retained == "tensor storage" && finding.steps_observed > 0 &&
+         std::uint64_t{finding.steps_with_survivors} * 2 < finding.steps_observed;
+}
+
+}  // namespace
+
 bool reportedBefore(const LeakFinding& a, const LeakFinding& b) {
   bool a_untracked = a.category == LeakCategory::kUntrackedGrowth;
   bool b_untracked = b.category == LeakCategory::kUntrackedGrowth;
   if (a_untracked != b_untracked) return b_untracked;
   return a.bytes_per_step > b.bytes_per_step;
+}
+
+void orderFindings(std::vector<LeakFinding>& findings) {
+  std::stable_sort(findings.begin(), findings.end(), reportedBefore);
+  auto last_graph = std::find_if(findings.rbegin(), findings.rend(), isGraphFinding);
+  if (last_graph == findings.rend()) return;
+  // Tensors kept now and then beside a graph kept every step are most likely what the graph saved
+  // for its backward (one input an iteration where steps are cut finer than the program's
+  // iterations), which its walk may not reach on a long chain: after the graphs, whatever their
+  // bytes (a graph's are the resident memory it costs, which can read 0 on a short run).
+  auto graphs_end = last_graph.base();
+  std::vector<LeakFinding> ordered;
+  std::vector<LeakFinding> after_graphs;
+  for (auto it = findings.begin(); it != graphs_end; ++it) {
+    (keptInFewSteps(*it) ? after_graphs : ordered).push_back(std::move(*it));
+  }
+  for (LeakFinding& finding : after_graphs) ordered.push_back(std::move(finding));
+  for (auto it = graphs_end; it != findings.end(); ++it) ordered.push_back(std::move(*it));
+  findings.swap(ordered);
 }
 
 std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
@@ -378,6 +412,21 @@ BuiltFinding unexplainedGrowthFinding(const LeakEvidence& evidence) {
   return built;
 }
 
+// Tracked growth that no single site explains, held mostly in tensors the retained graphs saved for
+// their backward: the graphs' cost, not a cause of its own. (Steps cut finer than the program's
+// iterations see a kept graph's saved input once every few steps, in no site most steps.)
+bool growthHeldByGraphs(const LeakEvidence& evidence, const analyze::RetainedGraphs& graphs) {
+  std::map<analyze::SurvivorKey, GroupSurvivors> contributors =
+      groupSurvivors(evidence.growth_contributors, evidence.first_step, evidence.last_step);
+  std::int64_t held = 0;
+  std::int64_t total = 0;
+  for (const StorageEvidence& storage : evidence.growth_contributors) {
+    total += storage.group.bytes;
+    if (heldByGraphs(contributors[storage.key], graphs)) held += storage.group.bytes;
+  }
+  return total > 0 && held * 2 >= total;
+}
+
 BuiltFinding untrackedGrowthFinding(const LeakEvidence& evidence) {
   LeakFinding finding;
   finding.category = LeakCategory::kUntrackedGrowth;
@@ -400,17 +449,18 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
   for (const auto& [site, graph] : evidence.graph_roots) {
     candidates.push_back(graphCandidate(site, graph, evidence));
   }
+  bool graphs_found = !candidates.empty();
   for (Candidate& candidate : storageCandidates(evidence, candidates, graphs)) {
     candidates.push_back(std::move(candidate));
   }
   std::vector<BuiltFinding> findings = findingsByCause(std::move(candidates), evidence);
   nameCreateGraphCycle(findings, graphs.leaves_with_grad_history);
-  if (evidence.unexplained_tensor_growth > 0 && !evidence.growth_contributors.empty()) {
+  if (evidence.unexplained_tensor_growth > 0 && !evidence.growth_contributors.empty() &&
+      !(graphs_found && growthHeldByGraphs(evidence, graphs))) {
     findings.push_back(unexplainedGrowthFinding(evidence));
   }
   bool graph_retained = std::any_of(findings.begin(), findings.end(), [](const BuiltFinding& b) {
-    return graphCategory(b.finding.category) ||
-           b.finding.category == LeakCategory::kCreateGraphCycle;
+    return isGraphFinding(b.finding);
   });
   for (BuiltFinding& built : findings) {
     LeakFinding& finding = built.finding;
@@ -421,7 +471,6 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
     }
   }
   if (evidence.untracked_growth > 0) findings.push_back(untrackedGrowthFinding(evidence));
-  // Largest first; resident growth last, as the weakest evidence (it names no site).
   std::stable_sort(findings.begin(), findings.end(),
                    [](const BuiltFinding& a, const BuiltFinding& b) {
                      return reportedBefore(a.finding, b.finding);

@@ -14,6 +14,11 @@ namespace memseal::detect {
 // The order of a report's findings: largest first; resident growth last, as the weakest evidence
 // (it names no site).
 bool reportedBefore(const LeakFinding& a, const LeakFinding& b);
+// A retained graph's finding (autograd-graph-retained, grad-enabled inference, create_graph cycle).
+bool isGraphFinding(const LeakFinding& finding);
+// A report's findings in reportedBefore's order, except that tensors kept in fewer than half their
+// steps come after a retained graph's finding (most likely inputs the graph saved).
+void orderFindings(std::vector<LeakFinding>& findings);
 // The line of the user's code that made a site: its first frame that is not libtorch's, the
 // runtime's or memseal's (file:line, else the function); empty when no stack names one.
 std::string causeLine(const AllocationSite& site);

@@ -17,13 +17,14 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output, std::int8_
   std::uint32_t step = memseal::currentStep();
   if (step < first_step_) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (steps_.empty() || steps_.back().step != step) {
-    if (!steps_.empty()) rememberAsEarlier(steps_.back());
-    steps_.emplace_back();
-    steps_.back().step = step;
-    thin();
+  if (steps_used_ == 0 || steps_[steps_used_ - 1].step != step) {
+    if (steps_used_ != 0) rememberAsEarlier(steps_[steps_used_ - 1]);
+    if (steps_used_ == steps_.size()) thin();
+    steps_[steps_used_] = StepSamples{};
+    steps_[steps_used_].step = step;
+    ++steps_used_;
   }
-  StepSamples& samples = steps_.back();
+  StepSamples& samples = steps_[steps_used_ - 1];
   ++samples.made;
   most_made_ = std::max(most_made_, samples.made);
   if (samples.last_node == node.get()) return;  // an op returning its input's node again
@@ -63,14 +64,16 @@ void GraphNodeSampler::rememberAsEarlier(const StepSamples& samples) {
 }
 
 void GraphNodeSampler::thin() {
-  // Bounded memory: past kMaxSteps steps, drop every other step of the older half.
-  if (steps_.size() <= kMaxSteps) return;
-  std::deque<StepSamples> kept;
-  std::size_t half = steps_.size() / 2;
-  for (std::size_t i = 0; i < steps_.size(); ++i) {
-    if (i >= half || i % 2 == 0) kept.push_back(std::move(steps_[i]));
+  // Bounded memory: with every slot used, drop every other step of the older half, in place.
+  std::size_t half = steps_used_ / 2;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < steps_used_; ++i) {
+    if (i < half && i % 2 != 0) continue;
+    if (kept != i) steps_[kept] = std::move(steps_[i]);
+    ++kept;
   }
-  steps_.swap(kept);
+  for (std::size_t i = kept; i < steps_used_; ++i) steps_[i] = StepSamples{};
+  steps_used_ = kept;
 }
 
 std::vector<GraphNodeSampler::AliveStep> GraphNodeSampler::aliveSteps(std::uint32_t first,
@@ -78,7 +81,8 @@ std::vector<GraphNodeSampler::AliveStep> GraphNodeSampler::aliveSteps(std::uint3
                                                                       NodeEvidence& evidence,
                                                                       StepOfNode& step_of) {
   std::vector<AliveStep> alive_steps;
-  for (StepSamples& samples : steps_) {
+  for (std::size_t used = 0; used < steps_used_; ++used) {
+    StepSamples& samples = steps_[used];
     if (samples.step < first || samples.step > last) continue;
     evidence.sampled_steps.push_back(samples.step);
     if (samples.dead) continue;

@@ -437,7 +437,7 @@ struct LeakDetector::State {
       held_detected = std::min(held_detected.value_or(cause.detected_at), cause.detected_at);
     }
     detect::dropGrowthOfGraphsBroughtBack(evidence, report.findings);
-    std::stable_sort(report.findings.begin(), report.findings.end(), detect::reportedBefore);
+    detect::orderFindings(report.findings);
     detect::addDeviceFindings(options.warmup, report);
     report.devices = detect::summarizeDevices(options.warmup);
     report.leak = !report.findings.empty();

@@ -1,0 +1,60 @@
+// The order of a report's findings: largest first, resident growth last, and tensors kept in few
+// of their steps after a graph kept every step (most likely inputs that graph saved).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "detect/findings.h"
+
+namespace memseal::detect {
+namespace {
+
+LeakFinding finding(LeakCategory category, const char* retained, double bytes_per_step,
+                    std::uint32_t steps_with_survivors, std::uint32_t steps_observed) {
+  LeakFinding built;
+  built.category = category;
+  built.retained = retained;
+  built.bytes_per_step = bytes_per_step;
+  built.steps_with_survivors = steps_with_survivors;
+  built.steps_observed = steps_observed;
+  return built;
+}
+
+std::vector<double> bytesInOrder(const std::vector<LeakFinding>& findings) {
+  std::vector<double> bytes;
+  for (const LeakFinding& f : findings) bytes.push_back(f.bytes_per_step);
+  return bytes;
+}
+
+TEST(FindingOrder, TensorsKeptInFewStepsComeAfterAGraphKeptEveryStep) {
+  std::vector<LeakFinding> findings = {
+      finding(LeakCategory::kUntrackedGrowth, "resident memory", 5000, 500, 500),
+      finding(LeakCategory::kTensorsRetained, "tensor storage", 21, 562, 11458),
+      finding(LeakCategory::kAutogradGraphRetained, "autograd graph nodes", 0, 511, 512),
+      finding(LeakCategory::kTensorsRetained, "tensor storage", 100, 500, 500),
+  };
+  orderFindings(findings);
+  EXPECT_EQ(bytesInOrder(findings), (std::vector<double>{100, 0, 21, 5000}));
+}
+
+TEST(FindingOrder, WithoutAGraphTheLargestComesFirst) {
+  std::vector<LeakFinding> findings = {
+      finding(LeakCategory::kTensorsRetained, "tensor storage", 10, 500, 500),
+      finding(LeakCategory::kTensorsRetained, "tensor storage", 21, 40, 1000),
+      finding(LeakCategory::kUntrackedGrowth, "resident memory", 5000, 500, 500),
+  };
+  orderFindings(findings);
+  EXPECT_EQ(bytesInOrder(findings), (std::vector<double>{21, 10, 5000}));
+}
+
+TEST(FindingOrder, TensorsKeptInMostStepsKeepTheirPlaceBeforeAGraph) {
+  std::vector<LeakFinding> findings = {
+      finding(LeakCategory::kGradEnabledInference, "autograd graph nodes", 4, 300, 300),
+      finding(LeakCategory::kTensorsRetained, "tensor storage", 64, 200, 300),
+  };
+  orderFindings(findings);
+  EXPECT_EQ(bytesInOrder(findings), (std::vector<double>{64, 4}));
+}
+
+}  // namespace
+}  // namespace memseal::detect
