@@ -59,10 +59,13 @@ def _live_named_locals(skip_files, read_frames):
     for frame in sys._current_frames().values():
         while frame is not None:
             code = frame.f_code
-            # A module's frame has its globals as locals: those are named as globals instead.
-            if frame.f_locals is not frame.f_globals and not any(
-                code.co_filename.startswith(p) for p in skip_files
-            ):
+            # A module's frame has its globals as locals: those are named as globals instead. The
+            # skipped frames' f_locals are never read: reading this function's own would leave on
+            # its frame a copy of its locals, `found` among them, in a cycle through `frame` that
+            # kept every value found (a list of outputs a returned function had built up) alive
+            # until the garbage collector's next full pass.
+            if not any(code.co_filename.startswith(p) for p in skip_files) and \
+                    frame.f_locals is not frame.f_globals:
                 file = os.path.basename(code.co_filename)
                 found.extend(
                     (name, value,

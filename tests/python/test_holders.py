@@ -1,7 +1,11 @@
 """One finding per mistake and the Python object that holds it, on the patterns that split a cause
 or hid its holder: a kept CNN output, a buffer written in place with grad on, hooks that keep their
 closures, partials and inputs, views in a cache, functools.lru_cache; and a bounded LRU cache that
-turns over, which is not a leak however long its entries keep being replaced."""
+turns over, which is not a leak however long its entries keep being replaced; and a search that
+leaves nothing alive behind it."""
+
+import gc
+import weakref
 
 import pytest
 import torch
@@ -151,3 +155,46 @@ def test_a_bounded_lru_cache_that_turns_over_is_not_a_leak(monkeypatch, steps):
     assert not report.leak, report.text()
     assert case.positional_table.cache_info().currsize == 100  # full, and evicting
     case.positional_table.cache_clear()
+
+
+def test_a_search_leaves_nothing_alive_once_the_searched_function_returns():
+    # A search from inside a loop (as `memseal run` searches at a step boundary) reads the running
+    # frames' locals; once the function that built its outputs up returns, they must be freed by
+    # reference counting alone (the garbage collector off: a cycle left by the search would keep
+    # them until its next full pass, and a pass's build-up would look held for the whole run).
+    from types import SimpleNamespace
+
+    from memseal import _holders, _live_sample
+
+    layer = torch.nn.Linear(16, 64)
+    first_output = []
+
+    def search(outputs):
+        finding = SimpleNamespace(
+            category="grad-enabled-inference", tensor=SimpleNamespace(grad_fn="AddmmBackward0"),
+            freed=None, site=SimpleNamespace(frames=[]),
+            parts=[SimpleNamespace(storage_addresses=[outputs[0].untyped_storage().data_ptr()],
+                                   site=SimpleNamespace(frames=[]))])
+        sample = _live_sample.live_tensors([finding])
+        try:
+            holders = _holders.holders_of([finding], sample)
+        finally:
+            sample.clear()
+        assert [h.description.split(" (")[0] for h in holders] == ["list `outputs`"]
+
+    def evaluate():
+        outputs = []
+        for batch in range(6):
+            outputs.append(layer(torch.randn(4, 16)))
+            if batch == 3:
+                search(outputs)
+        first_output.append(weakref.ref(outputs[0]))
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        evaluate()
+        assert first_output[0]() is None
+    finally:
+        if was_enabled:
+            gc.enable()
