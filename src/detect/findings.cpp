@@ -449,19 +449,18 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
   for (const auto& [site, graph] : evidence.graph_roots) {
     candidates.push_back(graphCandidate(site, graph, evidence));
   }
-  bool graphs_found = !candidates.empty();
   for (Candidate& candidate : storageCandidates(evidence, candidates, graphs)) {
     candidates.push_back(std::move(candidate));
   }
   std::vector<BuiltFinding> findings = findingsByCause(std::move(candidates), evidence);
   nameCreateGraphCycle(findings, graphs.leaves_with_grad_history);
-  if (evidence.unexplained_tensor_growth > 0 && !evidence.growth_contributors.empty() &&
-      !(graphs_found && growthHeldByGraphs(evidence, graphs))) {
-    findings.push_back(unexplainedGrowthFinding(evidence));
-  }
   bool graph_retained = std::any_of(findings.begin(), findings.end(), [](const BuiltFinding& b) {
     return isGraphFinding(b.finding);
   });
+  if (evidence.unexplained_tensor_growth > 0 && !evidence.growth_contributors.empty() &&
+      !(graph_retained && growthHeldByGraphs(evidence, graphs))) {
+    findings.push_back(unexplainedGrowthFinding(evidence));
+  }
   for (BuiltFinding& built : findings) {
     LeakFinding& finding = built.finding;
     if (graph_retained && finding.category == LeakCategory::kTensorsRetained) {
@@ -471,6 +470,7 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
     }
   }
   if (evidence.untracked_growth > 0) findings.push_back(untrackedGrowthFinding(evidence));
+  // Largest first; resident growth last, as the weakest evidence (it names no site).
   std::stable_sort(findings.begin(), findings.end(),
                    [](const BuiltFinding& a, const BuiltFinding& b) {
                      return reportedBefore(a.finding, b.finding);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "detect/findings.h"
 #include "inject/run_report_edits.h"
 #include "inject/time_scale.h"
 #include "report/json_fields.h"
@@ -33,10 +34,7 @@ bool gone(const LeakFinding& finding) { return finding.freed && !finding.freed->
 // made after the function that held it returned) leaves its cause to a later search.
 bool searchable(const LeakFinding& finding) {
   if (finding.category == LeakCategory::kUntrackedGrowth || gone(finding)) return false;
-  bool graph = finding.category == LeakCategory::kAutogradGraphRetained ||
-               finding.category == LeakCategory::kGradEnabledInference ||
-               finding.category == LeakCategory::kCreateGraphCycle;
-  if (graph && !finding.tensor.grad_fn.empty()) return true;
+  if (detect::isGraphFinding(finding) && !finding.tensor.grad_fn.empty()) return true;
   return std::any_of(finding.parts.begin(), finding.parts.end(),
                      [](const LeakPart& part) { return !part.storage_addresses.empty(); });
 }
