@@ -18,7 +18,6 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output, std::int8_
   if (step < first_step_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (steps_used_ == 0 || steps_[steps_used_ - 1].step != step) {
-    if (steps_used_ != 0) rememberAsEarlier(steps_[steps_used_ - 1]);
     if (steps_used_ == steps_.size()) thin();
     steps_[steps_used_] = StepSamples{};
     steps_[steps_used_].step = step;
@@ -30,12 +29,13 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output, std::int8_
   if (samples.last_node == node.get()) return;  // an op returning its input's node again
   samples.last_node = node.get();
   for (const torch::autograd::Edge& edge : node->next_edges()) {
-    if (edge.function && earlier_.count(edge.function.get()) != 0) {
+    if (edge.function && madeInEarlierStep(edge.function.get(), step)) {
       if (samples.link.address == nullptr) linked_steps_.fetch_add(1, std::memory_order_relaxed);
       samples.link = Sample{node, site, output, cuda_device, node.get()};
       break;
     }
   }
+  recent_nodes_[recentSlot(node.get())] = RecentNode{node.get(), step};
   if (samples.first_count < kFirstSamplesPerStep) {
     samples.first[samples.first_count++] = node;
   }
@@ -49,18 +49,16 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output, std::int8_
   if (samples.count < kSamplesPerStep) ++samples.count;
 }
 
-void GraphNodeSampler::rememberAsEarlier(const StepSamples& samples) {
-  std::vector<const torch::autograd::Node*> nodes;
-  for (int i = 0; i < samples.count; ++i) {
-    if (!samples.samples[i].node.expired()) nodes.push_back(samples.samples[i].address);
-  }
-  if (!samples.link.node.expired()) nodes.push_back(samples.link.address);
-  for (const torch::autograd::Node* node : nodes) earlier_.insert(node);
-  earlier_by_step_.push_back(std::move(nodes));
-  if (earlier_by_step_.size() > kEarlierSteps) {
-    for (const torch::autograd::Node* node : earlier_by_step_.front()) earlier_.erase(node);
-    earlier_by_step_.pop_front();
-  }
+std::size_t GraphNodeSampler::recentSlot(const torch::autograd::Node* node) {
+  // Fibonacci hashing of the address: nodes are heap objects, so the low bits say little.
+  auto bits = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(node));
+  return static_cast<std::size_t>((bits * 0x9E3779B97F4A7C15ull) >> 50) & (kRecentNodeSlots - 1);
+}
+
+bool GraphNodeSampler::madeInEarlierStep(const torch::autograd::Node* node,
+                                         std::uint32_t step) const {
+  const RecentNode& recent = recent_nodes_[recentSlot(node)];
+  return recent.address == node && recent.step < step && step - recent.step <= kEarlierSteps;
 }
 
 void GraphNodeSampler::thin() {

@@ -9,12 +9,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -70,7 +68,7 @@ class GraphNodeSampler final : public track::GradFnObserver {
     std::uint32_t site = 0;
     track::TensorSignature signature;
     std::int8_t cuda_device = -1;
-    // The node's address, compared only (see earlier_): never locked on the op's thread, where
+    // The node's address, compared only (see recent_nodes_): never locked on the op's thread, where
     // dropping the last reference would destroy a graph under the sampler's lock.
     const torch::autograd::Node* address = nullptr;
   };
@@ -107,13 +105,23 @@ class GraphNodeSampler final : public track::GradFnObserver {
   static std::pair<const Sample*, const NodeRef*> rootOf(const AliveStep& alive,
                                                          const StepOfNode& step_of);
   void thin();  // with mutex_ held and every slot used
-  // With mutex_ held: a step's sampled nodes become "earlier" nodes for the steps after it.
-  void rememberAsEarlier(const StepSamples& samples);
-  // Nodes sampled in the last kEarlierSteps steps (by address: a freed node's address may be
-  // reused, which at worst takes an ordinary node for a link).
-  static constexpr std::size_t kEarlierSteps = 8;
-  std::deque<std::vector<const torch::autograd::Node*>> earlier_by_step_;
-  std::unordered_set<const torch::autograd::Node*> earlier_;
+  // Every node made in the last kEarlierSteps steps, by address, in a direct-mapped table made with
+  // the sampler: a node whose inputs include one of them links its step to an earlier one. All
+  // nodes, not the samples only: the add of `total_loss += loss` comes anywhere in a step (a GAN's
+  // generator update makes dozens of nodes after it), and a link is seen only where the node it
+  // follows is known. A slot another node took since forgets that node (the next step's link
+  // finds the chain again); a freed node's address reused by a node no op reported may at worst
+  // take an ordinary node for a link, which matters only if it stays alive.
+  struct RecentNode {
+    const torch::autograd::Node* address = nullptr;
+    std::uint32_t step = 0;
+  };
+  static constexpr std::size_t kRecentNodeSlots = std::size_t{1} << 14;
+  static constexpr std::uint32_t kEarlierSteps = 8;
+  static std::size_t recentSlot(const torch::autograd::Node* node);
+  // With mutex_ held: whether `node` was made in one of the kEarlierSteps steps before `step`.
+  bool madeInEarlierStep(const torch::autograd::Node* node, std::uint32_t step) const;
+  std::vector<RecentNode> recent_nodes_ = std::vector<RecentNode>(kRecentNodeSlots);
 
   std::uint32_t first_step_;
   std::int64_t most_made_ = 0;  // the most nodes made in one step so far

@@ -62,5 +62,37 @@ TEST(GraphNodeSampler, AStepWhoseGraphDiedHasNoAliveSamples) {
   EXPECT_EQ(evidence.groups_by_root_site.at(1).steps, (std::vector<std::uint32_t>{2}));
 }
 
+TEST(GraphNodeSampler, ARunningTotalLinksItsStepsWhateverComesAfterItInTheStep) {
+  // `total = total + loss`, then many more nodes in the same step that die with it (a GAN's
+  // generator update after the discriminator's kept error): the add is none of the step's newest
+  // samples, and still names every step's kept graph.
+  GraphNodeSampler sampler(0);
+  at::Tensor weight = at::ones({2}).requires_grad_();
+  at::Tensor total;
+  constexpr std::uint32_t kSteps = 6;
+  constexpr std::uint32_t kTotalSite = 7;
+  for (std::uint32_t step = 0; step < kSteps; ++step) {
+    setStep(step);
+    at::Tensor loss = weight.mul(2).sum();
+    sampler.onGradFn(track::TensorSignature{}, -1, loss.grad_fn(), 1);
+    total = total.defined() ? total.add(loss) : loss.mul(1);
+    sampler.onGradFn(track::TensorSignature{}, -1, total.grad_fn(), kTotalSite);
+    std::vector<at::Tensor> step_only;  // alive until the step ends, as its graph is
+    for (int later = 0; later < 40; ++later) {
+      step_only.push_back(weight.mul(3));
+      sampler.onGradFn(track::TensorSignature{}, -1, step_only.back().grad_fn(), 2);
+    }
+  }
+  setStep(kSteps);
+  NodeEvidence evidence = sampler.evidence(0, kSteps - 1);
+  setStep(0);
+  EXPECT_EQ(sampler.linkedSteps(), kSteps - 1);
+  ASSERT_EQ(evidence.groups_by_root_site.count(kTotalSite), 1u);
+  // Step 0's total links to nothing before it; every later one does.
+  EXPECT_EQ(evidence.groups_by_root_site.at(kTotalSite).steps,
+            (std::vector<std::uint32_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(evidence.groups_by_root_site.size(), 1u);
+}
+
 }  // namespace
 }  // namespace memseal::detect
