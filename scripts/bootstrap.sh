@@ -53,3 +53,11 @@ if ! "$MEMSEAL_VENV/bin/python" -c 'import scikit_build_core, pytest, xdist, IPy
       "scikit-build-core>=0.10" "pytest>=8" "pytest-xdist>=3" "ipython>=8" "ipykernel>=6" \
       "nbclient>=0.10" "nbformat>=5" "pillow>=10"
 fi
+# The frameworks whose own Trainers the tests run unmodified under `memseal run` (tiny models built
+# from configs, synthetic data: nothing is downloaded when they run). Pinned, with torch, so that
+# installing them never moves torch off its pinned version.
+if ! "$MEMSEAL_VENV/bin/python" -c 'import transformers, accelerate, lightning' 2>/dev/null; then
+  echo "memseal: installing transformers, accelerate and lightning into $MEMSEAL_VENV" >&2
+  "$MEMSEAL_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+      "torch==$MEMSEAL_TORCH_VERSION" "transformers==5.24.0" "accelerate==1.16.0" "lightning==2.6.6"
+fi

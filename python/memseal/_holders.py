@@ -321,6 +321,18 @@ def _step_up(obj, referrer, owners, here, path):
     return None
 
 
+def _owns_dict(owner, attributes, obj):
+    """Whether `attributes` is the __dict__ of `owner`, which holds `obj` there. A class shows its
+    dict only through a read-only proxy, never the dict itself: it owns the dict it refers to that
+    has `obj` under a key where its proxy has `obj` too (a class attribute, `Trainer.kept`)."""
+    if getattr(owner, "__dict__", None) is attributes:
+        return True
+    if not isinstance(owner, type):
+        return False
+    proxy = owner.__dict__
+    return any(value is obj and proxy.get(key) is obj for key, value in list(dict.items(attributes)))
+
+
 def _slots_of(cls):
     """The __slots__ names of `cls` and its bases."""
     names = []
@@ -367,7 +379,7 @@ def _path_to_root(tensor, roots):
                     if isinstance(referrer, dict):
                         for owner in gc.get_referrers(referrer):
                             try:
-                                if getattr(owner, "__dict__", None) is referrer:
+                                if _owns_dict(owner, referrer, obj):
                                     owners[id(referrer)] = owner
                             except Exception:  # noqa: BLE001 (a property that raises)
                                 continue
@@ -378,7 +390,8 @@ def _path_to_root(tensor, roots):
                     label, holder = step
                     registry[id(holder)] = holder
                     container = type(referrer).__name__
-                    next_frontier.append((id(holder), path + ((label, container, type(holder).__name__),)))
+                    holder_type = "class" if isinstance(holder, type) else type(holder).__name__
+                    next_frontier.append((id(holder), path + ((label, container, holder_type),)))
                 del referrers, owners, obj
                 step = None
                 if local is not None:
@@ -458,7 +471,9 @@ def _describe(path, root):
     owner = next((o for label, _, o in path if label.startswith(".")), None)
     text = f"{container} `{expression}`" if named == container else \
         f"{container} in {named} `{expression}`"
-    if owner is not None:
+    if owner == "class":
+        text += ", a class attribute"
+    elif owner is not None:
         text += f" of {owner}"
     return (kind, f"{text} ({where})")
 

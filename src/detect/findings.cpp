@@ -413,8 +413,10 @@ BuiltFinding unexplainedGrowthFinding(const LeakEvidence& evidence) {
 }
 
 // Tracked growth that no single site explains, held mostly in tensors the retained graphs saved for
-// their backward: the graphs' cost, not a cause of its own. (Steps cut finer than the program's
-// iterations see a kept graph's saved input once every few steps, in no site most steps.)
+// their backward, or in tensors with autograd history of their own (outputs kept with their graphs,
+// attributed to more than one site): the retained graphs' cause, not one of its own. (Steps cut
+// finer than the program's iterations see a kept graph's saved input once every few steps, in no
+// site most steps.)
 bool growthHeldByGraphs(const LeakEvidence& evidence, const analyze::RetainedGraphs& graphs) {
   std::map<analyze::SurvivorKey, GroupSurvivors> contributors =
       groupSurvivors(evidence.growth_contributors, evidence.first_step, evidence.last_step);
@@ -422,7 +424,9 @@ bool growthHeldByGraphs(const LeakEvidence& evidence, const analyze::RetainedGra
   std::int64_t total = 0;
   for (const StorageEvidence& storage : evidence.growth_contributors) {
     total += storage.group.bytes;
-    if (heldByGraphs(contributors[storage.key], graphs)) held += storage.group.bytes;
+    if (storage.key.grad_fn_name != 0 || heldByGraphs(contributors[storage.key], graphs)) {
+      held += storage.group.bytes;
+    }
   }
   return total > 0 && held * 2 >= total;
 }
@@ -480,17 +484,29 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
 
 void dropGrowthOfGraphsBroughtBack(const LeakEvidence& evidence,
                                    std::vector<LeakFinding>& findings) {
-  bool judged_alone = evidence.storage.empty() && evidence.graph_roots.empty() &&
-                      evidence.unexplained_tensor_growth <= 0;
-  bool graphs_back = std::any_of(findings.begin(), findings.end(), [](const LeakFinding& f) {
-    return f.retained == "autograd graph nodes";
+  if (!evidence.storage.empty() || !evidence.graph_roots.empty()) return;
+  // A graph finding of either kind: graphs the sampler saw kept, or tensors with autograd history
+  // (a list of losses) whose graphs are what grows.
+  auto kept_most_steps = std::find_if(findings.begin(), findings.end(), [](const LeakFinding& f) {
+    return isGraphFinding(f) && !keptInFewSteps(f);
   });
-  if (!judged_alone || !graphs_back) return;
+  if (kept_most_steps == findings.end()) return;
+  const TensorInfo kept = kept_most_steps->tensor;
+  bool judged_alone = evidence.unexplained_tensor_growth <= 0;
   double cost = graphNodesCostPerStep(evidence.nodes_per_step);
   findings.erase(std::remove_if(findings.begin(), findings.end(),
                                 [&](const LeakFinding& f) {
-                                  return f.category == LeakCategory::kUntrackedGrowth &&
-                                         !untrackedBeyondOtherFindings(f.bytes_per_step, cost);
+                                  if (f.category == LeakCategory::kUntrackedGrowth) {
+                                    return judged_alone &&
+                                           !untrackedBeyondOtherFindings(f.bytes_per_step, cost);
+                                  }
+                                  // Growth spread over sites in tensors like the kept ones (an
+                                  // output's storage seen made by two ops): judged while those were
+                                  // gone, it is theirs.
+                                  return isGraphFinding(f) && keptInFewSteps(f) &&
+                                         !kept.grad_fn.empty() &&
+                                         f.tensor.grad_fn == kept.grad_fn &&
+                                         f.tensor.dtype == kept.dtype;
                                 }),
                  findings.end());
 }

@@ -31,7 +31,9 @@ std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence);
 // running total returned) come back into a report as findings from their history, after resident
 // memory was judged with no other finding beside it (`evidence`): the growth those graphs cost is
 // theirs, as it would have been judged while they were alive, not a second, native leak. Removes
-// such untracked-growth findings from `findings`.
+// such untracked-growth findings from `findings`, and the tracked growth in no single site whose
+// tensors are like the ones brought back (same dtype and grad_fn): the same outputs, judged while
+// they were gone.
 void dropGrowthOfGraphsBroughtBack(const LeakEvidence& evidence,
                                    std::vector<LeakFinding>& findings);
 

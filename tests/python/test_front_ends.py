@@ -24,6 +24,7 @@ TABLE = [
     ("lru_cache.py", {"MEMSEAL_TEST_LRU_MAXSIZE": "100"}, None),
     ("losses_list.py", {}, "autograd-graph-retained"),
     ("memory_slots.py", {}, "autograd-graph-retained"),
+    ("gan_error_total.py", {}, "autograd-graph-retained"),
     ("kept_cnn.py", {}, "grad-enabled-inference"),
     ("kept_resnet.py", {}, "grad-enabled-inference"),
     ("kv_buffer.py", {}, "grad-enabled-inference"),

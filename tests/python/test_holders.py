@@ -113,6 +113,28 @@ def test_an_attribute_of_an_object_without_a_dict_yet_is_named():
     keeper.kept.clear()
 
 
+class LossKeeper:
+    kept = []
+
+
+def test_a_class_attribute_is_named_through_the_class():
+    # A class shows its attributes only through a read-only proxy: the dict that holds the list is
+    # never the class's __dict__ (a Trainer subclass keeping its losses in a class-level list).
+    model = torch.nn.Linear(8, 1)
+
+    def step(i):
+        loss = model(torch.randn(4, 8)).sum()
+        loss.backward()
+        LossKeeper.kept.append(loss)
+
+    report = memseal.check(step, steps=30, warmup=5, on_leak="none")
+    assert report.categories == ["autograd-graph-retained"], report.text()
+    assert holders(report) == [
+        "list `LossKeeper.kept`, a class attribute (global of test_holders.py)"
+    ], report.text()
+    LossKeeper.kept.clear()
+
+
 def test_inputs_stored_per_module_by_a_hook_are_one_finding_with_the_dict_as_holder():
     case = load_case("hook_inputs.py")
     report = check(case)

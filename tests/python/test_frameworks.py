@@ -1,0 +1,77 @@
+"""Programs written for a framework's own Trainer, run unmodified under `memseal run`: Hugging Face
+transformers (a tiny GPT-2 from a config) and Lightning. The step is the framework's optimizer
+step, found through PyTorch's hooks; a healthy run is silent; a leak added in one line is one
+finding, at the user's own line, with the user's container named as its holder. Skipped where the
+framework is not installed (scripts/bootstrap.sh installs both)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+
+
+def _run(tmp_path, program, *arguments):
+    report_path = tmp_path / "run.json"
+    command = [sys.executable, "-m", "memseal", "run", "--json", str(report_path), "--",
+               sys.executable, os.path.join(PROGRAMS, program), *arguments]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    with open(report_path) as report:
+        return json.load(report), output
+
+
+def _user_line(finding, program):
+    return next((f"{os.path.basename(frame['file'])}:{frame['line']}" for frame in finding["frames"]
+                 if not frame["internal"] and os.path.basename(frame["file"] or "") == program),
+                None)
+
+
+def _holders(report):
+    return [h["description"] for h in (report.get("python") or {}).get("holders", [])
+            if h["finding"] == 0]
+
+
+def _needs(module):
+    return pytest.mark.skipif(importlib.util.find_spec(module) is None,
+                              reason=f"{module} is not installed")
+
+
+@_needs("transformers")
+@_needs("accelerate")
+@pytest.mark.parametrize("leak", ["none", "loss", "logits"])
+def test_a_hugging_face_trainer_run(leak, tmp_path):
+    report, output = _run(tmp_path, "hf_trainer.py", "--steps", "80", "--leak", leak)
+    assert any("AdamW.step()" in note for note in report["notes"]), output
+    if leak == "none":
+        assert report["verdict"] == "no_leak", output
+        return
+    assert [f["category"] for f in report["findings"]] == ["autograd-graph-retained"], output
+    # The line of the overridden compute_loss that made what is kept, not transformers' own.
+    assert _user_line(report["findings"][0], "hf_trainer.py") is not None, output
+    holders = _holders(report)
+    assert holders and holders[0].startswith("list `KeepingTrainer.kept`, a class attribute"), output
+
+
+@_needs("lightning")
+@pytest.mark.parametrize("leak", ["none", "loss", "epoch-outputs"])
+def test_a_lightning_trainer_run(leak, tmp_path):
+    report, output = _run(tmp_path, "lightning_trainer.py", "--batches", "60", "--epochs", "2",
+                          "--leak", leak)
+    assert any("SGD.step()" in note for note in report["notes"]), output
+    if leak == "none":
+        assert report["verdict"] == "no_leak", output
+        return
+    findings = report["findings"]
+    assert [f["category"] for f in findings] == ["autograd-graph-retained"], output
+    assert _user_line(findings[0], "lightning_trainer.py") is not None, output
+    kept = ".losses" if leak == "loss" else ".outputs"
+    holders = _holders(report)
+    assert holders and f"{kept}` of Regressor" in holders[0], output
+    # Predictions kept for an epoch and cleared at its end: held, then freed, every epoch.
+    assert bool(findings[0].get("freed")) == (leak == "epoch-outputs"), output
