@@ -37,7 +37,7 @@ bool survivorsKeepGrowing(const std::vector<std::uint32_t>& alive_steps, std::ui
                           std::uint32_t last_step) {
   if (last_step < first_step) return false;
   std::uint32_t observed = last_step - first_step + 1;
-  if (observed < 4) return false;
+  if (observed < kMinJudgedSteps) return false;
   std::uint32_t needed = std::max<std::uint32_t>(3, (observed * 3 + 3) / 4);
   if (alive_steps.size() < needed) return false;
   std::uint32_t quarter = std::max<std::uint32_t>(1, observed / 4);

@@ -8,6 +8,10 @@
 
 namespace memseal::detect {
 
+// No group is judged over fewer post-warm-up steps than this: a run that ends before has no
+// verdict (its report says so, rather than "no leak").
+inline constexpr std::uint32_t kMinJudgedSteps = 4;
+
 // `alive_steps`: the distinct post-warm-up steps (sorted) that still have survivors of one group.
 // `first_step`..`last_step`: the post-warm-up steps completed so far.
 // A group leaks when survivors come from at least 3/4 of those steps (at least 3), including steps

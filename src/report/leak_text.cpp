@@ -1,10 +1,12 @@
 // LeakReport as text for people: the verdict, then one card per finding (what grows, where it is
 // made, an example tensor, what the cause holds, and the fix).
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
 #include "common/text.h"
 #include "detect/diagnosis.h"
+#include "detect/growth_criterion.h"
 #include "memseal/leak_detector.h"
 #include "report/text_format.h"
 
@@ -130,7 +132,15 @@ std::string LeakReport::toText() const {
         << rank->local_rank << (rank->run_id.empty() ? "" : ", job " + rank->run_id) << ")\n";
   }
   if (!leak) {
-    out << "memseal: no leak in " << observed << " steps after " << warmup << " warm-up steps";
+    if (observed < detect::kMinJudgedSteps) {
+      // Nothing was judged: "no leak in 0 steps" would read as a clean bill.
+      out << "memseal: too few steps to judge: " << steps << " step" << (steps == 1 ? "" : "s")
+          << ", " << std::min(steps, warmup) << " of them warm-up; a leak is judged over at least "
+          << detect::kMinJudgedSteps
+          << " steps after the warm-up (run more steps, or fewer warm-up steps with --warmup)";
+    } else {
+      out << "memseal: no leak in " << observed << " steps after " << warmup << " warm-up steps";
+    }
     if (!per_step.empty()) {
       out << " (tensor memory " << report::bytesText(per_step.back().live_bytes)
           << " live at the end)";

@@ -1,0 +1,42 @@
+// A report's first line says what was judged: a run too short to judge is never "no leak".
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "memseal/leak_detector.h"
+
+namespace memseal {
+namespace {
+
+std::string firstLine(const LeakReport& report) {
+  std::string text = report.toText();
+  return text.substr(0, text.find('\n'));
+}
+
+TEST(LeakReportText, ARunThatEndsInItsWarmUpIsTooShortToJudge) {
+  LeakReport report;
+  report.steps = 2;
+  report.warmup = 5;
+  EXPECT_EQ(firstLine(report),
+            "memseal: too few steps to judge: 2 steps, 2 of them warm-up; a leak is judged over at "
+            "least 4 steps after the warm-up (run more steps, or fewer warm-up steps with "
+            "--warmup)");
+}
+
+TEST(LeakReportText, ThreeStepsAfterTheWarmUpAreStillTooFew) {
+  LeakReport report;
+  report.steps = 8;
+  report.warmup = 5;
+  EXPECT_EQ(firstLine(report).rfind("memseal: too few steps to judge: 8 steps, 5 of them", 0), 0u)
+      << firstLine(report);
+}
+
+TEST(LeakReportText, EnoughStepsWithoutALeakSayNoLeak) {
+  LeakReport report;
+  report.steps = 9;
+  report.warmup = 5;
+  EXPECT_EQ(firstLine(report), "memseal: no leak in 4 steps after 5 warm-up steps");
+}
+
+}  // namespace
+}  // namespace memseal
