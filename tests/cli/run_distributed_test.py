@@ -64,6 +64,10 @@ class Job(unittest.TestCase):
         self.assertRegex(finding["site"], r"ddp_train\.py:\d+$")
         self.assertIn("rank 0 only", err)
         self.assertIn("divergent", err)
+        # The list rank 0 keeps its losses in, named by rank 0's heap search, in the merged view.
+        self.assertTrue(finding["holders"][0].startswith("list `logged_losses` (local of main"),
+                        finding["holders"])
+        self.assertRegex(err, r"kept by +list `logged_losses` \(local of main \(ddp_train\.py:\d+\)\)")
         self.assertEqual(report["ranks"][1]["status"], "no_leak")
         with open(os.path.join(self.folder, "job", "merged.html")) as file:
             page = file.read()
@@ -83,6 +87,8 @@ class Job(unittest.TestCase):
         self.assertEqual(report["world_size"], 4)
         self.assertEqual(len(report["findings"]), 1, err)
         self.assertEqual(report["findings"][0]["ranks"], [0, 1, 2, 3])
+        self.assertTrue(report["findings"][0]["holders"][0].startswith("tensor `total_loss`"),
+                        report["findings"][0]["holders"])
         self.assertIn("all 4 ranks", err)
 
     def test_uneven_batches_show_the_spread_of_the_peaks(self):
