@@ -34,6 +34,7 @@ LOOPS = [
     ("kept_resnet.py", "grad-enabled-inference", 30, {}),
     ("kv_buffer.py", "grad-enabled-inference", 30, {}),
     ("memory_slots.py", "autograd-graph-retained", 30, {}),
+    ("gan_error_total.py", "autograd-graph-retained", 30, {}),
     ("hook_closure.py", "tensors-retained", 30, {}),
     ("partial_hook.py", "tensors-retained", 30, {}),
     ("hook_inputs.py", "tensors-retained", 30, {}),

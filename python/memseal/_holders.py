@@ -46,6 +46,21 @@ def _module_dicts():
     }
 
 
+def _notebook_namespace():
+    """The variables of the IPython shell or notebook kernel this runs in, or None outside one."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    try:
+        shell = get_ipython() if get_ipython is not None else None
+    except Exception:  # noqa: BLE001 (an IPython half torn down)
+        return None
+    namespace = getattr(shell, "user_ns", None)
+    return namespace if isinstance(namespace, dict) else None
+
+
+_NOTEBOOK = "a variable of the notebook"
+
+
 def _where(module):
     path = getattr(module, "__file__", None)
     return os.path.basename(path) if path else module.__name__
@@ -210,8 +225,15 @@ class _Roots:
         named_locals = _live_named_locals([self.here, *libraries], self.read_frames)
         self.locals = _live_locals(named_locals)
         self.ignored = ignored  # ids of the analysis' own containers
+        # A notebook's variables are named as the notebook's, not as globals of the module IPython
+        # keeps them in (__main__, or a stand-in module of a test shell).
+        self.notebook = _notebook_namespace()
         named = []
+        if self.notebook is not None:
+            named.extend((name, value, _NOTEBOOK) for name, value in list(self.notebook.items()))
         for module in self.modules.values():
+            if self.notebook is not None and vars(module) is self.notebook:
+                continue
             path = getattr(module, "__file__", None)
             if module.__name__ != "__main__" and (
                     not path or os.path.abspath(path).startswith(libraries)):
@@ -225,6 +247,10 @@ class _Roots:
 
     def named(self, obj, referrer):
         """(kind, name, where) when `referrer` names `obj` as a root, else None."""
+        if self.notebook is not None and referrer is self.notebook:
+            for name, value in list(dict.items(referrer)):
+                if value is obj:
+                    return ("global", name, _NOTEBOOK)
         module = self.modules.get(id(referrer))
         # Identity, not the id alone: an object in sys.modules whose __dict__ is made anew on each
         # access leaves an id that a later object may reuse.

@@ -11,6 +11,7 @@ terminal. A cell body that raises shows its traceback, as any cell does, and no 
 """
 
 import argparse
+import linecache
 import shlex
 
 from IPython.core.error import UsageError
@@ -59,16 +60,25 @@ class MemsealMagics(Magics):
             raise UsageError(f"%%memseal_check: --steps ({args.steps}) must exceed --warmup "
                              f"({args.warmup}) + 3, to tell growth from noise")
         source = self.shell.transform_cell(cell)
-        # A file name that IPython's line cache knows, so that tracebacks and memseal's Python
-        # lines show the cell's own lines.
-        filename = self.shell.compile.cache(source)
-        code = compile(source, filename, "exec")
+        code = compile(source, self._cell_name(source), "exec")
         namespace = self.shell.user_ns
 
         def step(_):
             exec(code, namespace)  # noqa: S102 (the user's own cell)
 
         return memseal.check(step, steps=args.steps, warmup=args.warmup, on_leak="none")
+
+    def _cell_name(self, source):
+        """The file name the cell's code is compiled under: `Cell In[N]`, as IPython's own
+        tracebacks call a cell, put in the line cache (so tracebacks and memseal's Python lines show
+        the cell's own lines) and in IPython's map of cell names to execution counts."""
+        number = self.shell.execution_count
+        name = f"Cell In[{number}]"
+        linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+        filename_map = getattr(self.shell.compile, "_filename_map", None)
+        if isinstance(filename_map, dict):
+            filename_map[name] = number
+        return name
 
     @line_magic
     def memseal_watch(self, line):

@@ -2,6 +2,8 @@
 %%memseal_check and %memseal_watch (IPython's own test shell), and a notebook run by a real
 kernel (nbclient)."""
 
+import linecache
+
 import pytest
 import torch
 
@@ -85,6 +87,20 @@ def test_memseal_check_runs_the_cell_as_the_loop_body(shell):
     healthy = shell.run_cell_magic("memseal_check", "--steps 30 --warmup 5", HEALTHY_CELL)
     assert not healthy.leak
     assert isinstance(shell.user_ns["total"], float)
+
+
+def test_memseal_check_names_the_cell_and_the_notebooks_variable(shell):
+    number = shell.execution_count
+    report = shell.run_cell_magic("memseal_check", "--steps 30 --warmup 5", LEAKY_CELL)
+    # The cell as IPython's tracebacks call it, not a temporary file, and the line of the add.
+    cell_lines = [linecache.getline(frame.file, frame.line).strip()
+                  for frame in report.findings[0].site.frames
+                  if frame.file == f"Cell In[{number}]"]
+    assert cell_lines == ["total = total + loss"], report.text()
+    # The variable the notebook keeps it in, not the module IPython keeps the notebook's in.
+    holders = [h.description for h in report.holders if h.finding == 0]
+    assert len(holders) == 1 and holders[0].startswith(
+        "tensor `total` (a variable of the notebook), whose grad_fn"), report.text()
 
 
 def test_memseal_check_shows_the_cells_traceback_and_no_report(shell):
