@@ -14,7 +14,8 @@
 //                for a metric after the loop: freed when evaluate() returns;
 //   metrics      healthy: evaluate() keeps each batch's predictions (no history) for the accuracy.
 // --epochs, --train-batches, --eval-batches, --log-interval and --batch-size shape the run;
-// --exit-code sets the exit status.
+// --inner-steps N runs the hidden layer N times over its own output inside each forward pass (a
+// loop inside the step, as a recurrent model's time steps are); --exit-code sets the exit status.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -39,18 +40,23 @@ struct Options {
   int eval_batches = 20;
   int log_interval = 20;
   int batch_size = 20;
+  int inner_steps = 0;
   int exit_code = 0;
 };
 
 struct MlpImpl : torch::nn::Module {
-  explicit MlpImpl(int64_t hidden)
+  MlpImpl(int64_t hidden, int inner_steps)
       : first(register_module("first", torch::nn::Linear(kFeatures, hidden))),
         second(register_module("second", torch::nn::Linear(hidden, hidden))),
-        head(register_module("head", torch::nn::Linear(hidden, kClasses))) {}
+        head(register_module("head", torch::nn::Linear(hidden, kClasses))),
+        inner_steps(inner_steps) {}
   torch::Tensor forward(const torch::Tensor& x) {
-    return torch::log_softmax(head(torch::relu(second(torch::relu(first(x))))), 1);
+    torch::Tensor hidden = torch::relu(second(torch::relu(first(x))));
+    for (int step = 0; step < inner_steps; ++step) hidden = torch::tanh(second(hidden));
+    return torch::log_softmax(head(hidden), 1);
   }
   torch::nn::Linear first, second, head;
+  int inner_steps;
 };
 TORCH_MODULE(Mlp);
 
@@ -185,6 +191,8 @@ int parse(int argc, char** argv, Options& options) {
       options.log_interval = std::max(1, number);
     } else if (flag == "--batch-size") {
       options.batch_size = std::max(1, number);
+    } else if (flag == "--inner-steps") {
+      options.inner_steps = std::max(0, number);
     } else if (flag == "--exit-code") {
       options.exit_code = number;
     } else {
@@ -209,7 +217,7 @@ int main(int argc, char** argv) {
   std::vector<Batch> train_data = makeBatches(options, options.train_batches, teacher);
   std::vector<Batch> val_data = makeBatches(options, options.eval_batches, teacher);
   std::vector<Batch> test_data = makeBatches(options, options.eval_batches, teacher);
-  Mlp model(128);
+  Mlp model(128, options.inner_steps);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
   torch::optim::StepLR scheduler(optimizer, /*step_size=*/1, /*gamma=*/0.7);
 

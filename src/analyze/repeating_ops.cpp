@@ -129,7 +129,11 @@ std::optional<LoopShape> loopStartingAt(const std::uint32_t* ops, std::size_t si
 }  // namespace
 
 std::optional<LoopShape> findLoop(const std::vector<std::uint32_t>& sequence,
-                                  std::size_t min_repeats) {
+                                  std::size_t min_repeats,
+                                  const std::vector<std::uint32_t>& not_anchors) {
+  auto may_anchor = [&](std::uint32_t op) {
+    return std::find(not_anchors.begin(), not_anchors.end(), op) == not_anchors.end();
+  };
   if (min_repeats == 0) return std::nullopt;
   const std::size_t skip = sequence.size() / 8;
   const std::size_t size = sequence.size() - skip;
@@ -146,7 +150,7 @@ std::optional<LoopShape> findLoop(const std::vector<std::uint32_t>& sequence,
   // iteration that most of the ops repeat still wins (a block of iterations ending in a log line
   // is exactly periodic too).
   std::optional<LoopShape> best;
-  if (auto exact = findRepeatingOp(sequence, min_repeats)) {
+  if (auto exact = findRepeatingOp(sequence, min_repeats); exact && may_anchor(exact->op)) {
     if (auto shape = loopStartingAt(ops, size, exact->op, hashes, min_repeats)) {
       if (shape->period == exact->period) best = shape;
     }
@@ -161,7 +165,9 @@ std::optional<LoopShape> findLoop(const std::vector<std::uint32_t>& sequence,
   std::vector<std::uint32_t> anchors;
   for (std::uint32_t op : first_seen) {
     std::size_t count = calls[op];
-    if (count < min_repeats + 1 || per_count[count]++ >= kAnchorsPerCount) continue;
+    if (count < min_repeats + 1 || !may_anchor(op) || per_count[count]++ >= kAnchorsPerCount) {
+      continue;
+    }
     anchors.push_back(op);
     if (anchors.size() == kMaxAnchors) break;
   }

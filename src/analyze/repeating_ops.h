@@ -53,8 +53,10 @@ struct LoopShape {
 // log line holds every op, but the iteration is one of its N). An op that splits the sequence into
 // identical short runs, with a longer one at even spacing that adds a quarter or more of a run's
 // ops, marks a layer inside the iteration, not the iteration: a log line every N iterations adds
-// a little, the rest of a model's forward pass (its embedding and head) adds more. Empty when no
-// op qualifies.
-std::optional<LoopShape> findLoop(const std::vector<std::uint32_t>& ops, std::size_t min_repeats);
+// a little, the rest of a model's forward pass (its embedding and head) adds more. Ops in
+// `not_anchors` never start an iteration (the ops of a loop known to lie inside a longer one: they
+// run several times in each of its iterations). Empty when no op qualifies.
+std::optional<LoopShape> findLoop(const std::vector<std::uint32_t>& ops, std::size_t min_repeats,
+                                  const std::vector<std::uint32_t>& not_anchors = {});
 
 }  // namespace memseal::analyze

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -96,10 +97,14 @@ class StepBoundary {
     std::string name;  // the detector's phase: "loop 1 (aten::embedding)"
     std::uint32_t anchor = 0;
     std::size_t period = 0;
-    std::uint64_t signature = 0;  // of its usual iteration (analyze::foldOp)
-    std::uint64_t thread = 0;     // the thread it runs on
-    std::size_t found_after = 0;  // ops seen when it was found
+    std::uint64_t signature = 0;     // of its usual iteration (analyze::foldOp)
+    std::uint64_t thread = 0;        // the thread it runs on
+    std::size_t found_after = 0;     // ops seen when it was found
+    std::uint64_t content = 0;       // of its usual iteration's ops in any order (LoopShape)
+    std::vector<std::uint32_t> ops;  // of one usual iteration, as found
     std::uint32_t runs = 0;
+    int short_runs_in_a_row = 0;  // runs of few iterations, with no other loop between them
+    bool inner = false;           // inside a longer iteration: never a step again
     // Recognising it again while learning: the ops since its anchor's last call.
     std::uint64_t pending_hash = 0;
     std::size_t pending_length = 0;
@@ -239,10 +244,13 @@ class StepBoundary {
   std::vector<std::uint32_t> verify_ops_;
   std::size_t verify_until_ = 0;
   std::size_t verify_period_ = 0;
-  std::uint32_t relearned_ = 0;  // loops that ended and were followed by learning
-  std::string anchor_;           // the op a step ends at (kOps); read without learn_mutex_
-  std::mutex anchor_mutex_;      // guards anchor_ against a decision on another thread
-  std::string decision_;         // why time windows, in words
+  std::uint32_t relearned_ = 0;                // loops that ended and were followed by learning
+  std::size_t iterations_this_run_ = 0;        // of the loop entered now
+  std::vector<std::uint32_t> inner_loop_ops_;  // never the anchor of a loop found from now on
+  std::size_t last_left_loop_ = std::numeric_limits<std::size_t>::max();
+  std::string anchor_;       // the op a step ends at (kOps); read without learn_mutex_
+  std::mutex anchor_mutex_;  // guards anchor_ against a decision on another thread
+  std::string decision_;     // why time windows, in words
 
   // Counted steps. Written on the loop's thread only, except counting_ and the totals.
   struct IterationAllocations {

@@ -30,6 +30,28 @@ std::uint32_t StepBoundary::opId(const char* name) {
   return id;
 }
 
+namespace {
+
+// The ops of the loop's usual iterations in `ops`: those from a call of `anchor` to the next that
+// are `period` ops long (an iteration that runs on into what follows the loop is longer).
+std::vector<std::uint32_t> usualIterationOps(const std::vector<std::uint32_t>& ops,
+                                             std::uint32_t anchor, std::size_t period) {
+  std::vector<std::uint32_t> found;
+  std::size_t start = ops.size();
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i] != anchor) continue;
+    if (start < i && i - start == period) {
+      for (std::size_t j = start; j < i; ++j) {
+        if (std::find(found.begin(), found.end(), ops[j]) == found.end()) found.push_back(ops[j]);
+      }
+    }
+    start = i;
+  }
+  return found;
+}
+
+}  // namespace
+
 void StepBoundary::resetLearning() {
   ops_by_thread_.clear();
   live_by_thread_.clear();
@@ -62,7 +84,7 @@ bool StepBoundary::learn(const char* name) {
 bool StepBoundary::recogniseKnownLoop(std::uint32_t id) {
   for (std::size_t index = 0; index < loops_.size(); ++index) {
     Loop& loop = loops_[index];
-    if (loop.thread != threadNumber()) continue;
+    if (loop.thread != threadNumber() || loop.inner) continue;
     if (id == loop.anchor) {
       bool matched = loop.pending_started && loop.pending_length == loop.period &&
                      loop.pending_hash == loop.signature;
@@ -86,7 +108,7 @@ bool StepBoundary::recogniseKnownLoop(std::uint32_t id) {
 
 bool StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, std::uint64_t thread,
                                         bool time_is_up) {
-  std::optional<analyze::LoopShape> found = analyze::findLoop(ops, kMinRepeats);
+  std::optional<analyze::LoopShape> found = analyze::findLoop(ops, kMinRepeats, inner_loop_ops_);
   bool agreed =
       found && std::any_of(candidates_.begin(), candidates_.end(),
                            [&](const std::pair<std::size_t, std::uint64_t>& seen) {
@@ -111,6 +133,8 @@ bool StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, s
     loop.anchor = found->anchor;
     loop.period = found->period;
     loop.signature = found->signature;
+    loop.content = found->content;
+    loop.ops = usualIterationOps(ops, found->anchor, found->period);
     loop.thread = thread;
     loop.found_after = ops.size();
     loop.name = "loop " + std::to_string(loops_.size() + 1) + " (" + op_names_[found->anchor] + ")";
@@ -172,6 +196,7 @@ void StepBoundary::startAtLeastLiveMemory(analyze::LoopShape& loop,
 void StepBoundary::enterLoop(std::size_t index) {
   Loop& loop = loops_[index];
   loop.runs += 1;
+  iterations_this_run_ = 0;
   loop.pending_started = false;
   loop.matched_in_a_row = 0;
   segment_started_ = false;
@@ -212,7 +237,8 @@ bool StepBoundary::checkLoopStillRepeats(const char* name) {
     if ((size & (size - 1)) == 0) {
       // Judged again on more iterations: a loop of layers inside the iteration gives way to the
       // iteration (same phase, another anchor).
-      std::optional<analyze::LoopShape> found = analyze::findLoop(verify_ops_, kMinRepeats);
+      std::optional<analyze::LoopShape> found =
+          analyze::findLoop(verify_ops_, kMinRepeats, inner_loop_ops_);
       if (found && found->anchor == kOtherOps) found.reset();
       if (found && found->period != loop.period && found->period == verify_period_) {
         trace("re-judged " + loop.name + ": period " + std::to_string(found->period) + " at " +
@@ -230,6 +256,7 @@ bool StepBoundary::checkLoopStillRepeats(const char* name) {
   }
   ++ops_since_anchor_;
   if (id == loop.anchor) {
+    ++iterations_this_run_;
     if (segment_started_) {
       bool matched = segment_length_ == loop.period && segment_hash_ == loop.signature;
       if (!matched && !mismatching_)
@@ -268,6 +295,22 @@ void StepBoundary::leaveLoop() {
         std::to_string(recent_judged_) + " recent iterations matched");
   verify_ops_ = {};
   ++relearned_;
+  Loop& left = loops_[current_];
+  bool short_run = iterations_this_run_ < kInnerLoopIterations;
+  left.short_runs_in_a_row =
+      !short_run ? 0 : (last_left_loop_ == current_ ? left.short_runs_in_a_row + 1 : 1);
+  last_left_loop_ = current_;
+  if (left.short_runs_in_a_row >= kInnerLoopRuns && !left.inner) {
+    // Its ops run several times in each iteration of the loop around it: none of them starts that
+    // iteration, so none is taken as an anchor again.
+    left.inner = true;
+    for (std::uint32_t op : left.ops) {
+      if (std::find(inner_loop_ops_.begin(), inner_loop_ops_.end(), op) == inner_loop_ops_.end()) {
+        inner_loop_ops_.push_back(op);
+      }
+    }
+    trace(left.name + " runs inside a longer iteration: looking for that one");
+  }
   // The loop's last iteration ends here, in its phase; what follows is outside loops until the
   // next one is found.
   // What ran since its last anchor (its last iteration, and what came after) is outside loops.

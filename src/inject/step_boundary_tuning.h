@@ -48,6 +48,12 @@ inline constexpr std::size_t kAbsentSlack = 16;
 inline constexpr std::size_t kRememberedCandidates = 8;
 // A loop found before runs again after this many of its iterations in a row.
 inline constexpr int kRecognisedAfter = 2;
+// A loop that ends after fewer than kInnerLoopIterations iterations, and runs again with no other
+// loop in between, kInnerLoopRuns times in a row lies inside a longer iteration (a recurrent
+// model's time steps, a layer's blocks, the backward pass's nodes of those): the step is that
+// iteration, looked for in longer stretches of ops from then on.
+inline constexpr std::size_t kInnerLoopIterations = 32;
+inline constexpr int kInnerLoopRuns = 3;
 // Counted steps (StepBoundary::startCounting): iterations alike in allocations before counting
 // starts, steps between two checks against the anchor, anchors a check needs, and the step
 // boundaries a check waits for the anchor before it takes the loop as gone. Counting pays off in

@@ -177,6 +177,27 @@ class CppProgram(unittest.TestCase):
         self.assertEqual(report["verdict"], "no_leak", err)
         self.assertTrue(re.search(r"loop \d", err), err)
 
+    def test_a_loop_inside_the_step_is_not_taken_for_the_step(self):
+        # --inner-steps runs a layer 12 times over its own output in each forward pass: a short
+        # loop in the forward pass and another in the backward pass, inside each iteration.
+        for leak, verdict in (("none", "no_leak"), ("total-local", "leak")):
+            code, err, report = run("--", ARGS.phases_program, "--leak", leak, "--inner-steps",
+                                    "12", "--train-batches", "150", "--eval-batches", "40")
+            self.assertEqual(code, 0, err)
+            self.assertEqual(report["verdict"], verdict, err)
+            if leak == "total-local":
+                self.assertEqual(report["findings"][0]["category"], "autograd-graph-retained",
+                                 err)
+                line = line_of(self.source(), "// leak: total-local")
+                self.assertRegex(err, rf"phases\.cpp:{line}\b")
+            # The training loop's steps are its 300 iterations (2 epochs of 150), less those it
+            # took to find it: not the 12 layers of each one.
+            training = max((p for p in report["phases"] if p["backward_ran"]),
+                           key=lambda p: p["steps"])
+            self.assertGreaterEqual(training["steps"], 200, err)
+            self.assertLessEqual(training["steps"], 300, err)
+            self.assertEqual(training["runs"], 2, err)
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()

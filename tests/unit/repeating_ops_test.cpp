@@ -39,6 +39,23 @@ TEST(RepeatingOps, TakesTheWholeIterationWhenALayerRepeatsInsideIt) {
   EXPECT_EQ(found->op, 3u);
 }
 
+TEST(RepeatingOps, OpsKnownToLoopInsideTheIterationNeverStartIt) {
+  // A forward pass whose layer runs 12 times over its own output (ops 20, 21, 22) between a few
+  // ops that run once: the layer's loop holds most of the ops; known to lie inside the step, its
+  // ops are no anchor, and the iteration around it is found.
+  std::vector<std::uint32_t> body = {1, 2, 3};
+  for (int step = 0; step < 12; ++step) body.insert(body.end(), {20, 21, 22});
+  body.insert(body.end(), {4, 5, 6, 7});
+  std::vector<std::uint32_t> ops = loop({9}, body, 20);
+  auto found = findLoop(ops, 8, {20, 21, 22});
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->period, body.size());
+  EXPECT_TRUE(found->anchor < 20) << found->anchor;
+  // The inner loop alone is no loop once its ops may not start one.
+  auto inner = findLoop(loop({}, {20, 21, 22}, 40), 8, {20, 21, 22});
+  EXPECT_FALSE(inner.has_value());
+}
+
 TEST(RepeatingOps, RefusesOpsThatDoNotRepeatExactly) {
   // A decoding loop: one step per generated token, a different number per request.
   std::vector<std::uint32_t> ops;
