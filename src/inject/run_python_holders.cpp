@@ -26,12 +26,15 @@ bool finalizing() {
 
 PyObject* findFunction() {
   if (g_find != nullptr || g_unavailable) return g_find;
+  using memseal::inject::embedded::kHolderRoots;
   using memseal::inject::embedded::kHolders;
   using memseal::inject::embedded::kHolderSearch;
   using memseal::inject::embedded::kLiveSample;
   PyObject* globals = memseal::inject::runEmbeddedModule(
       kHolderSearch, "/<memseal run>/holder_search.py", "memseal_run_holder_search",
-      {{"LIVE_SAMPLE_SOURCE", kLiveSample}, {"HOLDERS_SOURCE", kHolders}});
+      {{"LIVE_SAMPLE_SOURCE", kLiveSample},
+       {"HOLDER_ROOTS_SOURCE", kHolderRoots},
+       {"HOLDERS_SOURCE", kHolders}});
   if (globals != nullptr) {
     g_find = PyDict_GetItemString(globals, "find");  // borrowed, kept alive below
     Py_XINCREF(g_find);

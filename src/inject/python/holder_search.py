@@ -1,9 +1,10 @@
 """What holds a leak's tensors in a Python program traced by `memseal run`.
 
 Run inside the traced program (embedded into libmemseal_run_python.so with the Python module's own
-holder search, python/memseal/_live_sample.py and _holders.py, whose texts the plugin puts in this
-module's globals as LIVE_SAMPLE_SOURCE and HOLDERS_SOURCE before running it): the program's
-environment needs no memseal package, and `memseal run` names holders as `memseal check` does.
+holder search, python/memseal/_live_sample.py, _holder_roots.py and _holders.py, whose texts the
+plugin puts in this module's globals as LIVE_SAMPLE_SOURCE, HOLDER_ROOTS_SOURCE and HOLDERS_SOURCE
+before running it): the program's environment needs no memseal package, and `memseal run` names
+holders as `memseal check` does.
 
 find(request) takes the report's findings as JSON (what the heap search reads of them: category,
 graph root, whether what was freed is building up again, storage addresses and Python frames) and
@@ -29,7 +30,9 @@ def _load_search():
     package.__path__ = []
     sys.modules[_PACKAGE] = package
     try:
-        for name, source in (("_live_sample", LIVE_SAMPLE_SOURCE), ("_holders", HOLDERS_SOURCE)):  # noqa: F821
+        for name, source in (("_live_sample", LIVE_SAMPLE_SOURCE),  # noqa: F821
+                             ("_holder_roots", HOLDER_ROOTS_SOURCE),  # noqa: F821
+                             ("_holders", HOLDERS_SOURCE)):  # noqa: F821
             module = types.ModuleType(f"{_PACKAGE}.{name}")
             module.__file__ = f"{_FOLDER}{name}.py"
             module.__package__ = _PACKAGE
@@ -37,7 +40,8 @@ def _load_search():
             exec(compile(source, module.__file__, "exec"), vars(module))  # noqa: S102
             loaded[name] = module
     finally:
-        for name in (_PACKAGE, f"{_PACKAGE}._live_sample", f"{_PACKAGE}._holders"):
+        for name in (_PACKAGE, f"{_PACKAGE}._live_sample", f"{_PACKAGE}._holder_roots",
+                     f"{_PACKAGE}._holders"):
             sys.modules.pop(name, None)
     return loaded["_live_sample"].live_tensors, loaded["_holders"].holders_of
 
