@@ -100,7 +100,6 @@ class StepBoundary {
     std::uint64_t signature = 0;     // of its usual iteration (analyze::foldOp)
     std::uint64_t thread = 0;        // the thread it runs on
     std::size_t found_after = 0;     // ops seen when it was found
-    std::uint64_t content = 0;       // of its usual iteration's ops in any order (LoopShape)
     std::vector<std::uint32_t> ops;  // of one usual iteration, as found
     std::uint32_t runs = 0;
     int short_runs_in_a_row = 0;  // runs of few iterations, with no other loop between them

@@ -133,7 +133,6 @@ bool StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, s
     loop.anchor = found->anchor;
     loop.period = found->period;
     loop.signature = found->signature;
-    loop.content = found->content;
     loop.ops = usualIterationOps(ops, found->anchor, found->period);
     loop.thread = thread;
     loop.found_after = ops.size();
