@@ -58,6 +58,21 @@ def test_a_hugging_face_trainer_run(leak, tmp_path):
     assert holders and holders[0].startswith("list `KeepingTrainer.kept`, a class attribute"), output
 
 
+@_needs("transformers")
+@_needs("accelerate")
+def test_a_hugging_face_trainer_evaluating_every_few_steps_has_a_phase_of_each(tmp_path):
+    # eval_strategy="steps": 100 evaluation batches after every 40 optimizer steps, twice.
+    report, output = _run(tmp_path, "hf_trainer.py", "--steps", "80", "--eval-every", "40")
+    assert report["verdict"] == "no_leak", output
+    phases = {phase["name"]: phase for phase in report["phases"]}
+    training = phases["optimizer steps (AdamW)"]
+    assert training["runs"] == 2 and training["backward_ran"], output
+    assert 75 <= training["steps"] <= 80, output
+    evaluation = phases["batches (DataLoader over Subset)"]
+    assert evaluation["runs"] == 2 and not evaluation["backward_ran"], output
+    assert 150 <= evaluation["steps"] <= 200, output
+
+
 @_needs("lightning")
 @pytest.mark.parametrize("leak", ["none", "loss", "epoch-outputs"])
 def test_a_lightning_trainer_run(leak, tmp_path):

@@ -1,6 +1,7 @@
 """A tiny GPT-2 (built from a config) trained by Hugging Face's Trainer on synthetic tokens: nothing
 is downloaded. --leak keeps each step's loss, or its logits, in a list from an overridden
-compute_loss, the way a user adds one line to a Trainer subclass."""
+compute_loss, the way a user adds one line to a Trainer subclass. --eval-every N evaluates every N
+steps, as the Trainer's eval_strategy="steps" does."""
 import argparse
 import tempfile
 
@@ -10,6 +11,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 parser = argparse.ArgumentParser()
 parser.add_argument("--leak", choices=("none", "loss", "logits"), default="none")
 parser.add_argument("--steps", type=int, default=80)
+parser.add_argument("--eval-every", type=int, default=0,
+                    help="evaluate on 100 batches every N optimizer steps (0: never)")
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -39,7 +42,10 @@ class KeepingTrainer(Trainer):
 
 
 with tempfile.TemporaryDirectory() as folder:
+    evaluation = ({"eval_strategy": "steps", "eval_steps": args.eval_every,
+                   "per_device_eval_batch_size": 4} if args.eval_every else {})
     training = TrainingArguments(output_dir=folder, max_steps=args.steps, per_device_train_batch_size=4,
                                  logging_steps=1000, save_strategy="no", report_to=[], use_cpu=True,
-                                 dataloader_num_workers=0, disable_tqdm=True)
-    KeepingTrainer(model=model, args=training, train_dataset=Tokens()).train()
+                                 dataloader_num_workers=0, disable_tqdm=True, **evaluation)
+    evaluated = torch.utils.data.Subset(Tokens(), range(400)) if args.eval_every else None
+    KeepingTrainer(model=model, args=training, train_dataset=Tokens(), eval_dataset=evaluated).train()
