@@ -71,7 +71,7 @@ def program_steps(report):
     found = []
     for note in report["notes"]:
         match = re.match(r"memseal run: one step per call of (.*?), seen through PyTorch's hooks"
-                         r"(?:; phase '[^']*'|; phase \"[^\"]*\")? \((\d+) steps\)",
+                         r"(?:; phase \"[^\"]*\")? \((\d+) steps\)",
                          note.replace("\n", " "))
         if match:
             found.append(f"{match.group(1)}: {match.group(2)} steps")

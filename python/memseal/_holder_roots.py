@@ -35,6 +35,11 @@ def _notebook_namespace():
 _NOTEBOOK = "a variable of the notebook"
 
 
+def _key_of(namespace, obj):
+    """The first name under which `namespace` (a dict) holds `obj` itself, or None."""
+    return next((name for name, value in list(dict.items(namespace)) if value is obj), None)
+
+
 def _where(module):
     path = getattr(module, "__file__", None)
     return os.path.basename(path) if path else module.__name__
@@ -222,17 +227,17 @@ class _Roots:
     def named(self, obj, referrer):
         """(kind, name, where) when `referrer` names `obj` as a root, else None."""
         if self.notebook is not None and referrer is self.notebook:
-            for name, value in list(dict.items(referrer)):
-                if value is obj:
-                    return ("global", name, _NOTEBOOK)
+            name = _key_of(referrer, obj)
+            if name is not None:
+                return ("global", name, _NOTEBOOK)
         module = self.modules.get(id(referrer))
         # Identity, not the id alone: an object in sys.modules whose __dict__ is made anew on each
         # access leaves an id that a later object may reuse.
         if module is not None and isinstance(referrer, dict) and \
                 getattr(module, "__dict__", None) is referrer:
-            for name, value in dict.items(referrer):
-                if value is obj:
-                    return ("global", name, f"global of {_where(module)}")
+            name = _key_of(referrer, obj)
+            if name is not None:
+                return ("global", name, f"global of {_where(module)}")
         slot = self.module_slots.get(id(referrer))
         if slot is not None and isinstance(referrer, dict) and \
                 vars(slot[4]).get(slot[5]) is referrer:

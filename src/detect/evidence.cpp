@@ -237,11 +237,11 @@ void judgeResident(const RunSeries& series, const RunSeries& readings, const Cen
   // Retained graphs cost their nodes, whether the sampler saw them kept or a growing group of
   // tensors with autograd history keeps them (a list of losses: the tensors are a few bytes, the
   // graphs behind them are the growth).
-  auto with_history = [](const StorageEvidence& s) { return s.key.grad_fn_name != 0; };
-  bool graphs_kept = !evidence.graph_roots.empty() ||
-                     std::any_of(evidence.storage.begin(), evidence.storage.end(), with_history) ||
-                     std::any_of(evidence.growth_contributors.begin(),
-                                 evidence.growth_contributors.end(), with_history);
+  bool graphs_kept =
+      !evidence.graph_roots.empty() ||
+      std::any_of(evidence.storage.begin(), evidence.storage.end(), withAutogradHistory) ||
+      std::any_of(evidence.growth_contributors.begin(), evidence.growth_contributors.end(),
+                  withAutogradHistory);
   if (graphs_kept) overhead += graphNodesCostPerStep(evidence.nodes_per_step);
   auto residualOf = [&](std::uint32_t step, std::int64_t resident, std::int64_t live) {
     return resident - live - static_cast<std::int64_t>(overhead * (step - evidence.first_step));

@@ -23,6 +23,11 @@ struct StorageEvidence {
   bool backward_ran = false;       // in those phases
 };
 
+// Its tensors carry autograd history: kept, they keep the graphs behind them.
+inline bool withAutogradHistory(const StorageEvidence& storage) {
+  return storage.key.grad_fn_name != 0;
+}
+
 struct GraphEvidence {
   NodeGroup group;
   std::uint32_t judged_steps = 0;  // the watched steps of its phases it was judged over

@@ -424,7 +424,7 @@ bool growthHeldByGraphs(const LeakEvidence& evidence, const analyze::RetainedGra
   std::int64_t total = 0;
   for (const StorageEvidence& storage : evidence.growth_contributors) {
     total += storage.group.bytes;
-    if (storage.key.grad_fn_name != 0 || heldByGraphs(contributors[storage.key], graphs)) {
+    if (withAutogradHistory(storage) || heldByGraphs(contributors[storage.key], graphs)) {
       held += storage.group.bytes;
     }
   }

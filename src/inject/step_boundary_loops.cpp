@@ -32,6 +32,10 @@ std::uint32_t StepBoundary::opId(const char* name) {
 
 namespace {
 
+void addOnce(std::vector<std::uint32_t>& ops, std::uint32_t op) {
+  if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+}
+
 // The ops of the loop's usual iterations in `ops`: those from a call of `anchor` to the next that
 // are `period` ops long (an iteration that runs on into what follows the loop is longer).
 std::vector<std::uint32_t> usualIterationOps(const std::vector<std::uint32_t>& ops,
@@ -41,9 +45,7 @@ std::vector<std::uint32_t> usualIterationOps(const std::vector<std::uint32_t>& o
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (ops[i] != anchor) continue;
     if (start < i && i - start == period) {
-      for (std::size_t j = start; j < i; ++j) {
-        if (std::find(found.begin(), found.end(), ops[j]) == found.end()) found.push_back(ops[j]);
-      }
+      for (std::size_t j = start; j < i; ++j) addOnce(found, ops[j]);
     }
     start = i;
   }
@@ -303,11 +305,7 @@ void StepBoundary::leaveLoop() {
     // Its ops run several times in each iteration of the loop around it: none of them starts that
     // iteration, so none is taken as an anchor again.
     left.inner = true;
-    for (std::uint32_t op : left.ops) {
-      if (std::find(inner_loop_ops_.begin(), inner_loop_ops_.end(), op) == inner_loop_ops_.end()) {
-        inner_loop_ops_.push_back(op);
-      }
-    }
+    for (std::uint32_t op : left.ops) addOnce(inner_loop_ops_, op);
     trace(left.name + " runs inside a longer iteration: looking for that one");
   }
   // The loop's last iteration ends here, in its phase; what follows is outside loops until the
