@@ -76,7 +76,7 @@ def test_a_hugging_face_trainer_evaluating_every_few_steps_has_a_phase_of_each(t
 @_needs("lightning")
 @pytest.mark.parametrize("leak", ["none", "loss", "epoch-outputs"])
 def test_a_lightning_trainer_run(leak, tmp_path):
-    report, output = _run(tmp_path, "lightning_trainer.py", "--batches", "60", "--epochs", "2",
+    report, output = _run(tmp_path, "lightning_trainer.py", "--batches", "150", "--epochs", "2",
                           "--leak", leak)
     assert any("SGD.step()" in note for note in report["notes"]), output
     if leak == "none":
