@@ -228,7 +228,7 @@ struct DetectorOptions {
   // Unset options come from the environment, else the detector's defaults: stacks on, ops watched
   // automatically (every step through warm-up and the first steps after it, then one step in 32
   // while the loop repeats itself, fewer as it keeps repeating, down to one in 512, and one in 32
-  // again while tracked memory climbs: OpWatching::Mode::kAuto).
+  // again while tracked memory climbs, each with the step after it: OpWatching::Mode::kAuto).
   TrackerOptions tracker;
   // Autograd nodes that survive steps. Needs ops watched and tensor metadata: where the options
   // turn those off, graph nodes are not watched and the report says so.

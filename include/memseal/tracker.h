@@ -36,7 +36,8 @@ struct MEMSEAL_API OpWatching {
     kOff,        // never: sites are told apart by stack and scope only, no tensor metadata
     kEveryStep,  // every op of every step
     kOneStepIn,  // the steps that are multiples of `every`
-    kAuto,       // every step until the allocation sequence is stable, then one step in `every`,
+    kAuto,       // every step until the allocation sequence is stable, then one step in `every`
+                 // (with the step after it),
                  // in 2x`every` then 4x`every` as watched steps keep matching; back to every
                  // step for a while when a step stops matching (backing off)
   };

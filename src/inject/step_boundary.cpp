@@ -221,11 +221,11 @@ void StepBoundary::handOver() {
     handed_over_ = true;
     counting_.store(false, std::memory_order_release);
     if (ops_follow_counting_.load()) {
-      // Every step's ops, as while the loop finder follows them: graphs are seen on watched steps
-      // only, and a running total kept for an epoch of 80 steps was missed with one step in 32
-      // watched (OpWatching::automatic).
+      // The program's steps are one iteration each, so the allocations of unwatched steps are
+      // replayed against the last watched one, as under the API's default: watching every step's
+      // ops cost a training loop of small ops half its time again.
       track::setReplayIterationLength(0);
-      detector_.watchOps(OpWatching::everyStep());
+      detector_.watchOps(OpWatching::automatic());
     }
   }
   // A thread still counting finds the phase stopped at its next boundary and counts no more.

@@ -38,6 +38,7 @@ struct Schedule {
   std::uint32_t stretch = 1;                // the interval is `every` times this
   std::uint32_t watched_since_stretch = 0;  // watched steps past the full phase at this stretch
   std::uint32_t unwatched_op_name = 0;
+  bool watch_next = false;  // the step after a watched one past the full phase is watched too
   // Read by the hot path: g_session.steps_vary.
   std::atomic<std::uint64_t> watched_step{0};  // (step << 1) | watched, for the step now running
   std::atomic<bool> diverged{false};           // a replay stopped matching since the last step
@@ -76,6 +77,7 @@ void configureOpSchedule(const OpWatching& watching, std::uint32_t start_step) {
   g_schedule.full_until = start_step + kAutoFullSteps;
   g_schedule.last_step = start_step;
   g_schedule.backoff = kAutoFirstBackoff;
+  g_schedule.watch_next = false;
   restartStretch();
   g_schedule.diverged.store(false, std::memory_order_relaxed);
   bool varies =
@@ -125,7 +127,17 @@ bool opScheduleWatches(std::uint32_t step) {
         watched = true;
         break;
       }
+      // Watched steps come in pairs: a node of the autograd graph whose input is a node of the
+      // step before (a running total's `+=`) is seen only with both steps watched
+      // (detect/graph_nodes.h), and a total kept for an epoch has few watched steps in it.
+      if (g_schedule.watch_next && step == g_schedule.last_step + 1) {
+        g_schedule.watch_next = false;
+        watched = true;
+        break;
+      }
+      g_schedule.watch_next = false;
       watched = (step - g_schedule.full_until) % (watching.every * g_schedule.stretch) == 0;
+      g_schedule.watch_next = watched;
       if (watched && ++g_schedule.watched_since_stretch >= kAutoWatchedBeforeStretch &&
           g_schedule.stretch < kAutoMaxStretch) {
         g_schedule.stretch *= 2;

@@ -1,5 +1,5 @@
 """Programs written for a framework's own Trainer, run unmodified under `memseal run`: Hugging Face
-transformers (a tiny GPT-2 from a config) and Lightning. The step is the framework's optimizer
+transformers (a tiny GPT-2 from a config), Lightning, and a loop of the user's own on Accelerate. The step is the framework's optimizer
 step, found through PyTorch's hooks; a healthy run is silent; a leak added in one line is one
 finding, at the user's own line, with the user's container named as its holder. Skipped where the
 framework is not installed (scripts/bootstrap.sh installs both)."""
@@ -37,6 +37,11 @@ def _holders(report):
             if h["finding"] == 0]
 
 
+def _line_of(program, code):
+    with open(os.path.join(PROGRAMS, program), encoding="utf-8") as source:
+        return next(n for n, line in enumerate(source, 1) if code in line)
+
+
 def _needs(module):
     return pytest.mark.skipif(importlib.util.find_spec(module) is None,
                               reason=f"{module} is not installed")
@@ -71,6 +76,37 @@ def test_a_hugging_face_trainer_evaluating_every_few_steps_has_a_phase_of_each(t
     evaluation = phases["batches (DataLoader over Subset)"]
     assert evaluation["runs"] == 2 and not evaluation["backward_ran"], output
     assert 150 <= evaluation["steps"] <= 200, output
+
+
+@_needs("transformers")
+@_needs("accelerate")
+def test_a_hugging_face_trainer_predicting_after_training_has_a_phase_of_each(tmp_path):
+    report, output = _run(tmp_path, "hf_trainer.py", "--steps", "60", "--predict", "60")
+    assert report["verdict"] == "no_leak", output
+    phases = {phase["name"]: phase for phase in report["phases"]}
+    assert phases["optimizer steps (AdamW)"]["backward_ran"], output
+    prediction = phases["batches (DataLoader over Subset)"]
+    assert prediction["runs"] == 1 and not prediction["backward_ran"], output
+
+
+@_needs("accelerate")
+@pytest.mark.parametrize("leak", ["none", "total"])
+def test_an_accelerate_loop_without_a_trainer(leak, tmp_path):
+    report, output = _run(tmp_path, "accelerate_loop.py", "--epochs", "2", "--batches", "100",
+                          "--leak", leak)
+    # The optimizer Accelerate wraps is the program's own, and its steps are training's.
+    training = next(p for p in report["phases"] if p["name"] == "optimizer steps (AdamW)")
+    assert training["runs"] == 2 and training["backward_ran"], output
+    if leak == "none":
+        assert report["verdict"] == "no_leak", output
+        return
+    findings = report["findings"]
+    assert [f["category"] for f in findings] == ["autograd-graph-retained"], output
+    line = _line_of("accelerate_loop.py", "# leak: total")
+    assert _user_line(findings[0], "accelerate_loop.py") == f"accelerate_loop.py:{line}", output
+    assert any(h.startswith("tensor `total_loss`") for h in _holders(report)), output
+    # The total starts again from 0.0 each epoch: held, then freed, once per epoch.
+    assert findings[0]["freed"]["times"] == 2, output
 
 
 @_needs("lightning")

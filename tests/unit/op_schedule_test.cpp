@@ -1,6 +1,7 @@
 // The steps whose ops are watched with OpWatching::automatic (track/op_sampling.h): every step at
-// first, then one in `every`, fewer while the loop keeps repeating, and back to every step when a
-// replay stops matching or the detector asks for a closer look.
+// first, then one in `every` (each with the step after it, so a graph node linked to the step
+// before is seen), fewer while the loop keeps repeating, and back to every step when a replay stops
+// matching or the detector asks for a closer look.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -31,8 +32,9 @@ class OpSchedule : public ::testing::Test {
 TEST_F(OpSchedule, ALoopThatKeepsRepeatingIsWatchedLessOftenUpToSixteenTimesItsInterval) {
   track::configureOpSchedule(OpWatching::automatic(4), 0);
   // Every step until step 8; then the interval (counted from step 8) doubles with each watched
-  // step: 8, 16, 24, 40, 72, then one in 64 from there on.
-  std::vector<std::uint32_t> expected = {0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 40, 72, 136, 200, 264};
+  // step: 8, 16, 24, 40, 72, then one in 64 from there on, each with the step after it.
+  std::vector<std::uint32_t> expected = {0,  1,  2,  3,  4,  5,  6,   7,   8,   9,   16,  17,
+                                         24, 25, 40, 41, 72, 73, 136, 137, 200, 201, 264, 265};
   EXPECT_EQ(watchedSteps(0, 300), expected);
 }
 
@@ -41,7 +43,7 @@ TEST_F(OpSchedule, AReplayThatStopsMatchingBringsBackEveryStepThenTheFirstInterv
   watchedSteps(0, 60);  // stretched to one in 64 by now
   track::noteReplayDiverged();
   // The next 8 steps are watched (the first back-off), then one in 4 again, stretching anew.
-  std::vector<std::uint32_t> expected = {61, 62, 63, 64, 65, 66, 67, 68, 69, 77, 85};
+  std::vector<std::uint32_t> expected = {61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 77, 78, 85, 86};
   EXPECT_EQ(watchedSteps(61, 90), expected);
 }
 
@@ -49,15 +51,15 @@ TEST_F(OpSchedule, AskingForEveryStepEndsTheStretchToo) {
   track::configureOpSchedule(OpWatching::automatic(4), 0);
   watchedSteps(0, 60);
   track::extendOpScheduleFullPhase(66);
-  std::vector<std::uint32_t> expected = {61, 62, 63, 64, 65, 66, 74};
+  std::vector<std::uint32_t> expected = {61, 62, 63, 64, 65, 66, 67, 74, 75};
   EXPECT_EQ(watchedSteps(61, 75), expected);
 }
 
 TEST_F(OpSchedule, AskingForTheFirstIntervalWatchesSoonWithoutWatchingEveryStep) {
   track::configureOpSchedule(OpWatching::automatic(4), 0);
-  watchedSteps(0, 200);  // one in 64: 136, 200
+  watchedSteps(0, 200);  // one in 64: 136, 200 (and 201, its pair)
   track::restartOpScheduleStretch();
-  std::vector<std::uint32_t> expected = {204, 208, 216, 232, 264};
+  std::vector<std::uint32_t> expected = {201, 204, 205, 208, 209, 216, 217, 232, 233, 264, 265};
   EXPECT_EQ(watchedSteps(201, 300), expected);
 }
 

@@ -1,7 +1,8 @@
 """A tiny GPT-2 (built from a config) trained by Hugging Face's Trainer on synthetic tokens: nothing
 is downloaded. --leak keeps each step's loss, or its logits, in a list from an overridden
 compute_loss, the way a user adds one line to a Trainer subclass. --eval-every N evaluates every N
-steps, as the Trainer's eval_strategy="steps" does."""
+steps, as the Trainer's eval_strategy="steps" does; --predict N runs Trainer.predict on N batches
+after training."""
 import argparse
 import tempfile
 
@@ -13,6 +14,7 @@ parser.add_argument("--leak", choices=("none", "loss", "logits"), default="none"
 parser.add_argument("--steps", type=int, default=80)
 parser.add_argument("--eval-every", type=int, default=0,
                     help="evaluate on 100 batches every N optimizer steps (0: never)")
+parser.add_argument("--predict", type=int, default=0, help="batches to predict after training")
 args = parser.parse_args()
 
 torch.manual_seed(0)
@@ -48,4 +50,9 @@ with tempfile.TemporaryDirectory() as folder:
                                  logging_steps=1000, save_strategy="no", report_to=[], use_cpu=True,
                                  dataloader_num_workers=0, disable_tqdm=True, **evaluation)
     evaluated = torch.utils.data.Subset(Tokens(), range(400)) if args.eval_every else None
-    KeepingTrainer(model=model, args=training, train_dataset=Tokens(), eval_dataset=evaluated).train()
+    trainer = KeepingTrainer(model=model, args=training, train_dataset=Tokens(),
+                             eval_dataset=evaluated)
+    trainer.train()
+    if args.predict:
+        predicted = trainer.predict(torch.utils.data.Subset(Tokens(), range(4 * args.predict)))
+        print(f"predicted {len(predicted.label_ids)} sequences")
