@@ -33,6 +33,7 @@
 
 #include "common/text.h"
 #include "detect/retention_history.h"
+#include "inject/build_up_probe.h"
 #include "inject/fork_child_watch.h"
 #include "inject/framework_steps.h"
 #include "inject/python_lock.h"
@@ -104,6 +105,7 @@ struct Runtime {
   bool interim_said_leak = false;       // the verdict of the last interim report written
   std::int64_t peak_snapshot_live = 0;  // tracked tensor bytes, the most at any snapshot
   bool snapshotting = false;
+  BuildUpProbe build_up_probe{scaledByTimeScale(std::chrono::seconds(1))};
 };
 
 Runtime* g_runtime = nullptr;
@@ -178,25 +180,28 @@ constexpr std::size_t kInterimSteps = 256;  // per-step samples an interim repor
 
 // A report to fall back on at exit, when main() has returned (or Python has finalised) and what
 // the loop kept is freed. Right after a step ends, 100 ms or more apart (a twentieth of the time in
-// reports at most), on the thread that ended the step, after the step lock is released
-// (currentReport takes the GIL first). And once more as Python begins to finalise (kNow).
+// reports at most) unless a build-up is in progress (build_up_probe.h: its holders are searched at
+// once), on the thread that ended the step, after the step lock is released (currentReport takes
+// the GIL first). And once more as Python begins to finalise (kNow).
 void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point now = Clock::now();
   if (runtime.fork_watch || runtime.inert.load()) return;
+  std::int64_t live = track::cpuCounters().liveBytes();
+  bool after_step = when == SnapshotWhen::kAfterThePause;
+  bool building_up = false;
   {
     std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
-    bool pausing = when == SnapshotWhen::kAfterThePause && now < runtime.next_snapshot;
-    if (pausing || runtime.snapshotting) return;
+    building_up = after_step && runtime.build_up_probe.reportNow(live, now);
+    if ((after_step && now < runtime.next_snapshot && !building_up) || runtime.snapshotting) return;
     runtime.snapshotting = true;
   }
-  std::int64_t live = track::cpuCounters().liveBytes();
   std::uint64_t steps = stepsTaken(runtime);
   LeakReport report = currentReport(runtime);
   std::int64_t live_after = track::cpuCounters().liveBytes();
   std::uint64_t steps_after = stepsTaken(runtime);
   runtime.holders.attach(
-      report, when == SnapshotWhen::kNow ? RunHolders::When::kNow : RunHolders::When::kWhenDue);
+      report, after_step && !building_up ? RunHolders::When::kWhenDue : RunHolders::When::kNow);
   Clock::time_point done = Clock::now();
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
   runtime.snapshotting = false;

@@ -121,6 +121,12 @@ class PythonProgram(unittest.TestCase):
         self.assertIsNotNone(freed, err)
         phase = next(p for p in report["phases"] if p["name"] == freed["phase"])
         self.assertFalse(phase["backward_ran"], err)
+        # A pass of about twenty steps, which frees what it kept as evaluate() returns: its holder
+        # is found while the pass still holds it (a report at the build-up, not 100 ms later).
+        holders = [h["description"] for h in report["python"]["holders"] if h["finding"] == 0]
+        kept = line_of(script(), "outputs.append(output)  # leak: val-grad")
+        self.assertTrue(holders and holders[0].startswith("list `outputs`"), err)
+        self.assertIn(f"phases.py:{kept}", holders[0])
 
     def test_predictions_gathered_without_history_are_a_note_not_a_leak(self):
         # Validation passes of 60 batches: `memseal run` makes one step of iterations that come
