@@ -4,8 +4,8 @@ verdict, the first finding's category, line and holder, what gave the steps (the
 optimizer, loader or model calls, seen through PyTorch's hooks; else the loops memseal found in
 its ops, with the ops it needed to find each, and the steps and runs each gave), and for a leak its
 phase freed, how many steps of the first build-up passed before it was judged growing. With
---frameworks, the Hugging Face and Lightning Trainer programs of tests/python/programs/ too (where
-those packages are installed).
+--frameworks, the Hugging Face and Lightning Trainer programs and the Accelerate loop of
+tests/python/programs/ too (where those packages are installed).
 
     bench/whole_programs.py --memseal build/release/memseal \\
         --python ~/.cache/memseal/venv-torch-2.11.0/bin/python --program build/release/examples/phases \\
@@ -112,7 +112,9 @@ def main():
                 ("hf_trainer.py", "transformers", ["--steps", "100"],
                  (("none", "no leak"), ("loss", graph), ("logits", graph))),
                 ("lightning_trainer.py", "lightning", ["--batches", "60", "--epochs", "2"],
-                 (("none", "no leak"), ("loss", graph), ("epoch-outputs", graph)))):
+                 (("none", "no leak"), ("loss", graph), ("epoch-outputs", graph))),
+                ("accelerate_loop.py", "accelerate", ["--batches", "100", "--epochs", "2"],
+                 (("none", "no leak"), ("total", graph)))):
             if importlib.util.find_spec(module) is None:
                 print(f"({program} left out: {module} is not installed)")
                 continue

@@ -6,7 +6,8 @@
 // the holder search (run_holders.h) needs it still held. Tracked tensor memory that rose at every
 // step end of the last few is such a build-up, or a loop's warm-up: both are rare enough that an
 // early report at each costs little, and each rise gets two (the first may come too soon for a
-// verdict), no closer together than the probe's shortest gap.
+// verdict), no closer together than the probe's shortest gap. Such a report serves the search
+// only: taken mid-build-up, it is no verdict to fall back on at exit.
 #pragma once
 
 #include <chrono>

@@ -54,17 +54,9 @@ namespace memseal::inject {
 namespace {
 
 enum class ProcessKind { kRoot, kExec, kFork };
-
 const char* kindName(ProcessKind kind) {
-  switch (kind) {
-    case ProcessKind::kRoot:
-      return "root";
-    case ProcessKind::kExec:
-      return "exec";
-    case ProcessKind::kFork:
-      return "fork";
-  }
-  return "root";
+  constexpr const char* kNames[] = {"root", "exec", "fork"};  // in ProcessKind's order
+  return kNames[static_cast<int>(kind)];
 }
 
 // Steps a snapshot's leak verdict must have held to be given at exit in place of a report that
@@ -105,6 +97,7 @@ struct Runtime {
   bool interim_said_leak = false;       // the verdict of the last interim report written
   std::int64_t peak_snapshot_live = 0;  // tracked tensor bytes, the most at any snapshot
   bool snapshotting = false;
+  bool python_program = false;  // Python frames were found: its holders can be searched for
   BuildUpProbe build_up_probe{scaledByTimeScale(std::chrono::seconds(1))};
 };
 
@@ -192,7 +185,8 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   bool building_up = false;
   {
     std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
-    building_up = after_step && runtime.build_up_probe.reportNow(live, now);
+    building_up =
+        after_step && runtime.python_program && runtime.build_up_probe.reportNow(live, now);
     if ((after_step && now < runtime.next_snapshot && !building_up) || runtime.snapshotting) return;
     runtime.snapshotting = true;
   }
@@ -207,6 +201,9 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   runtime.snapshotting = false;
   Clock::duration shortest = scaledByTimeScale(std::chrono::milliseconds(100));
   runtime.next_snapshot = done + std::max<Clock::duration>(shortest, 20 * (done - now));
+  // Taken for the holders of a build-up not yet judged: at exit it is no report to fall back on
+  // (the program's last pass, still gathering as it ended, would read as a leak).
+  if (building_up) return;
   runtime.peak_snapshot_live = std::max(runtime.peak_snapshot_live, live);
   // While the program tears down (its tensor memory mostly freed), its loop is over: keep the
   // report taken while it ran.
@@ -551,6 +548,7 @@ int activate() {
   // asks for native stacks, only the Python frames are taken.
   const char* stacks = std::getenv(TrackerOptions::environmentVariable("stacks").c_str());
   bool python_frames = startPythonFrames(&onPythonExit);
+  runtime->python_program = python_frames;
   if (python_frames && (stacks == nullptr || *stacks == '\0')) {
     options.tracker.stacks = StackMode::kPython;
   }
