@@ -90,11 +90,14 @@ std::vector<LeakHolder> holdersFromSearch(const std::string& answer) {
 
 RunHolders::RunHolders(Search search) : search_(std::move(search)) {}
 
-std::vector<std::string> RunHolders::unsearchedCauses(const LeakReport& report) const {
+std::vector<std::string> RunHolders::unsearchedCauses(const LeakReport& report, When when) const {
   std::vector<std::string> causes;
   for (const LeakFinding& finding : report.findings) {
     std::string cause = holderCause(finding);
-    if (searchable(finding) && searched_.count(cause) == 0) causes.push_back(std::move(cause));
+    bool again = when != When::kEarly && early_.count(cause) != 0;
+    if (searchable(finding) && (searched_.count(cause) == 0 || again)) {
+      causes.push_back(std::move(cause));
+    }
   }
   return causes;
 }
@@ -105,8 +108,9 @@ void RunHolders::attach(LeakReport& report, When when) {
   std::vector<std::string> causes;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    bool due = when == When::kNow || (when == When::kWhenDue && Clock::now() >= next_search_);
-    if (due) causes = unsearchedCauses(report);
+    bool due = when == When::kNow || when == When::kEarly ||
+               (when == When::kWhenDue && Clock::now() >= next_search_);
+    if (due) causes = unsearchedCauses(report, when);
   }
   if (!causes.empty()) {
     Clock::time_point start = Clock::now();
@@ -116,8 +120,8 @@ void RunHolders::attach(LeakReport& report, When when) {
     next_search_ = done + std::max<Clock::duration>(scaledByTimeScale(std::chrono::seconds(1)),
                                                     20 * (done - start));
     if (answer) {
-      searched_.insert(causes.begin(), causes.end());
       about_search_.clear();
+      std::map<std::string, std::vector<LeakHolder>> fresh;
       for (LeakHolder& holder : holdersFromSearch(*answer)) {
         if (holder.finding < 0 || holder.finding >= static_cast<int>(report.findings.size())) {
           holder.finding = -1;  // a line about the search; no finding of this report is its
@@ -125,10 +129,17 @@ void RunHolders::attach(LeakReport& report, When when) {
           continue;
         }
         std::string cause = holderCause(report.findings[static_cast<std::size_t>(holder.finding)]);
-        // A cause's holders come from one search: the first that looked for it.
         if (std::find(causes.begin(), causes.end(), cause) != causes.end()) {
-          found_[cause].push_back(std::move(holder));
+          fresh[cause].push_back(std::move(holder));
         }
+      }
+      // A cause's holders come from the first search that looked for it, or from the one search
+      // after an early one that finds it still held.
+      for (const std::string& cause : causes) {
+        bool again = early_.erase(cause) != 0;
+        if (!again && when == When::kEarly) early_.insert(cause);
+        if (!again || !fresh[cause].empty()) found_[cause] = std::move(fresh[cause]);
+        searched_.insert(cause);
       }
     }
   }

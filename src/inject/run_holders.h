@@ -5,8 +5,9 @@
 // The search walks the program's heap, so it runs once per cause: when a report has a finding
 // whose cause (category, op and the Python line that made it) no search has looked for yet, and no
 // sooner than twenty times the last search's duration after it (a twentieth of the program's time
-// at most). Every later report of the run takes the holders found for its causes, at its own
-// finding indices.
+// at most); a cause first looked for early, at a build-up in progress, is looked for once more.
+// Every later report of the run takes the holders found for its causes, at its own finding
+// indices.
 #pragma once
 
 #include <chrono>
@@ -39,6 +40,11 @@ class RunHolders {
     kWhenDue,  // a report at a step boundary: searches when a cause is new and the time allows
     kNow,      // the program's own code has ended (Python's atexit): searches for any new cause
     kNever,    // Python has finalised: only what earlier searches found
+    // A build-up in progress (build_up_probe.h): searches for any new cause now, before it is
+    // freed. It may be too soon to tell the holder from what the step is using (a local of the
+    // forward pass), so the next search looks for such a cause again while it is still held, and
+    // what that one finds replaces what this one found.
+    kEarly,
   };
   // Puts into `report` the holders of its findings that searches found, searching first as `when`
   // says. Takes the GIL through `search`: call it holding no lock that a thread with the GIL may
@@ -46,11 +52,12 @@ class RunHolders {
   void attach(LeakReport& report, When when);
 
  private:
-  std::vector<std::string> unsearchedCauses(const LeakReport& report) const;
+  std::vector<std::string> unsearchedCauses(const LeakReport& report, When when) const;
 
   Search search_;
   std::mutex mutex_;
-  std::set<std::string> searched_;                        // causes a search has looked for
+  std::set<std::string> searched_;  // causes a search has looked for
+  std::set<std::string> early_;     // causes only a kEarly search has looked for, to look for again
   std::map<std::string, std::vector<LeakHolder>> found_;  // by cause; `finding` unused
   std::vector<LeakHolder> about_search_;                  // lines of finding -1 (a failed search)
   std::chrono::steady_clock::time_point next_search_{};

@@ -1,8 +1,9 @@
 """Programs written for a framework's own Trainer, run unmodified under `memseal run`: Hugging Face
-transformers (a tiny GPT-2 from a config), Lightning, and a loop of the user's own on Accelerate. The step is the framework's optimizer
-step, found through PyTorch's hooks; a healthy run is silent; a leak added in one line is one
-finding, at the user's own line, with the user's container named as its holder. Skipped where the
-framework is not installed (scripts/bootstrap.sh installs both)."""
+transformers (a tiny GPT-2 from a config), Lightning, and a loop of the user's own on Accelerate.
+The step is the framework's optimizer step, found through PyTorch's hooks; a healthy run is
+silent; a leak added in one line is one finding, at the user's own line, with the user's container
+named as its holder. Skipped where the framework is not installed (scripts/bootstrap.sh installs
+them)."""
 
 import importlib.util
 import json
@@ -24,6 +25,13 @@ def _run(tmp_path, program, *arguments):
     assert result.returncode == 0, output
     with open(report_path) as report:
         return json.load(report), output
+
+
+def _healthy_phases(tmp_path, program, *arguments):
+    """The phases of a run that must be healthy, by name, and its output."""
+    report, output = _run(tmp_path, program, *arguments)
+    assert report["verdict"] == "no_leak", output
+    return {phase["name"]: phase for phase in report["phases"]}, output
 
 
 def _user_line(finding, program):
@@ -67,9 +75,8 @@ def test_a_hugging_face_trainer_run(leak, tmp_path):
 @_needs("accelerate")
 def test_a_hugging_face_trainer_evaluating_every_few_steps_has_a_phase_of_each(tmp_path):
     # eval_strategy="steps": 100 evaluation batches after every 40 optimizer steps, twice.
-    report, output = _run(tmp_path, "hf_trainer.py", "--steps", "80", "--eval-every", "40")
-    assert report["verdict"] == "no_leak", output
-    phases = {phase["name"]: phase for phase in report["phases"]}
+    phases, output = _healthy_phases(tmp_path, "hf_trainer.py", "--steps", "80",
+                                     "--eval-every", "40")
     training = phases["optimizer steps (AdamW)"]
     assert training["runs"] == 2 and training["backward_ran"], output
     assert 75 <= training["steps"] <= 80, output
@@ -81,9 +88,8 @@ def test_a_hugging_face_trainer_evaluating_every_few_steps_has_a_phase_of_each(t
 @_needs("transformers")
 @_needs("accelerate")
 def test_a_hugging_face_trainer_predicting_after_training_has_a_phase_of_each(tmp_path):
-    report, output = _run(tmp_path, "hf_trainer.py", "--steps", "60", "--predict", "60")
-    assert report["verdict"] == "no_leak", output
-    phases = {phase["name"]: phase for phase in report["phases"]}
+    phases, output = _healthy_phases(tmp_path, "hf_trainer.py", "--steps", "60",
+                                     "--predict", "60")
     assert phases["optimizer steps (AdamW)"]["backward_ran"], output
     prediction = phases["batches (DataLoader over Subset)"]
     assert prediction["runs"] == 1 and not prediction["backward_ran"], output
