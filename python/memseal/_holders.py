@@ -377,6 +377,9 @@ def _holders_from(findings, sample, roots):
             cache = _lru_cache_holder(findings[index], sample.lru_caches, roots)
             if cache is not None:
                 counts = {cache: sum(counts.values()) or 1}
-        for (kind, text), count in sorted(counts.items(), key=lambda item: -item[1])[:3]:
+        # The most tensors first; between holders of as many, a local of a running frame last: a
+        # search while the loop runs (memseal run) meets the step's own tensors in its locals.
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0][0] == "local"))
+        for (kind, text), count in ranked[:3]:
             holders.append(Holder(index, text.replace(_KEY, ""), kind, count, via_graph))
     return holders

@@ -202,11 +202,12 @@ TEST(RunHolders, ASearchThatFailsOrAnswersWhatCannotBeReadIsSaidNotLost) {
   EXPECT_EQ(calls, 2) << "a search Python could not run is tried again";
 }
 
-TEST(RunHolders, ACauseFirstSearchedForEarlyIsSearchedForOnceMoreAndWhatThatFindsWins) {
-  // A search that names, for the one finding asked about, whatever `answer` says now.
-  std::string answer = "tensor `x` (local of forward)";
+// A search that names, for the one finding asked about, whatever `answer` says now (nothing when
+// it is empty).
+struct AnsweringSearch {
+  std::string answer;
   int calls = 0;
-  RunHolders holders([&](const std::string&) -> std::optional<std::string> {
+  std::optional<std::string> operator()(const std::string&) {
     ++calls;
     nlohmann::json found = nlohmann::json::array();
     if (!answer.empty()) {
@@ -217,52 +218,45 @@ TEST(RunHolders, ACauseFirstSearchedForEarlyIsSearchedForOnceMoreAndWhatThatFind
                        {"via_graph", false}});
     }
     return found.dump();
-  });
+  }
+};
+
+TEST(RunHolders, ACauseFirstSearchedForEarlyIsSearchedForOnceMoreAndWhatThatFindsWins) {
+  AnsweringSearch search{"tensor `x` (local of forward)"};
+  RunHolders holders([&](const std::string& request) { return search(request); });
   LeakFinding kept = finding(LeakCategory::kGradEnabledInference, "aten::mean");
   LeakReport early = leakOf({kept});
   holders.attach(early, RunHolders::When::kEarly);
-  ASSERT_EQ(calls, 1);
+  ASSERT_EQ(search.calls, 1);
   ASSERT_EQ(early.holders.size(), 1u);
   EXPECT_EQ(early.holders[0].description, "tensor `x` (local of forward)");
   // Another early report does not search again; the next other one does, and its holders win.
   LeakReport second = leakOf({kept});
   holders.attach(second, RunHolders::When::kEarly);
-  EXPECT_EQ(calls, 1);
-  answer = "list `scores`";
+  EXPECT_EQ(search.calls, 1);
+  search.answer = "list `scores`";
   LeakReport later = leakOf({kept});
   holders.attach(later, RunHolders::When::kNow);
-  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(search.calls, 2);
   ASSERT_EQ(later.holders.size(), 1u);
   EXPECT_EQ(later.holders[0].description, "list `scores`");
   // Once looked for again, the cause is searched for no more.
   LeakReport last = leakOf({kept});
   holders.attach(last, RunHolders::When::kNow);
-  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(search.calls, 2);
 }
 
 TEST(RunHolders, ASecondLookThatFindsNothingKeepsWhatTheEarlySearchFound) {
   // What a short phase kept is freed by the time of the second look: the early holders stay.
-  std::string answer = "list `outputs` (local of evaluate)";
-  int calls = 0;
-  RunHolders holders([&](const std::string&) -> std::optional<std::string> {
-    ++calls;
-    nlohmann::json found = nlohmann::json::array();
-    if (!answer.empty()) {
-      found.push_back({{"finding", 0},
-                       {"description", answer},
-                       {"kind", "local"},
-                       {"tensors", 4},
-                       {"via_graph", false}});
-    }
-    return found.dump();
-  });
+  AnsweringSearch search{"list `outputs` (local of evaluate)"};
+  RunHolders holders([&](const std::string& request) { return search(request); });
   LeakFinding kept = finding(LeakCategory::kGradEnabledInference, "aten::_log_softmax");
   LeakReport early = leakOf({kept});
   holders.attach(early, RunHolders::When::kEarly);
-  answer.clear();
+  search.answer.clear();
   LeakReport later = leakOf({kept});
   holders.attach(later, RunHolders::When::kNow);
-  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(search.calls, 2);
   ASSERT_EQ(later.holders.size(), 1u);
   EXPECT_EQ(later.holders[0].description, "list `outputs` (local of evaluate)");
 }
