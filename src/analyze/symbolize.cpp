@@ -35,7 +35,7 @@ bool isInternalLibrary(const std::string& path) {
   static const char* const kInternal[] = {"libtorch",   "libc10",   "libgomp",    "libc.so",
                                           "libstdc++",  "libgcc_s", "libmemseal", "ld-linux",
                                           "libpthread", "libshm",   "libcaffe2",  "libm.so",
-                                          "libasan",    "libubsan", "libtsan"};
+                                          "libasan",    "libubsan", "libtsan",    "libpython"};
   std::string name = common::baseName(path);
   for (const char* prefix : kInternal) {
     if (name.rfind(prefix, 0) == 0) return true;
@@ -54,6 +54,27 @@ std::unordered_map<std::uintptr_t, StackFrame>& cache() {
   return *frames;
 }
 
+// The shared object that holds memseal's core: libmemseal.so, the Python module or the runtime of
+// `memseal run`, whichever this code was linked into. Its frames are memseal's own (the tracker's
+// hook, the detector), whatever their symbols say: hidden functions have no name for dladdr.
+const void* ownObjectBase() {
+  static const void* base = [] {
+    Dl_info info{};
+    return dladdr(reinterpret_cast<void*>(&isInternalLibrary), &info) != 0 ? info.dli_fbase
+                                                                           : nullptr;
+  }();
+  return base;
+}
+
+std::string mainProgramPath();
+
+// Whether the program is Python's interpreter (python3.11, python): its own frames (ceval.c, the
+// object and call machinery) are the interpreter's, never the user's.
+bool mainProgramIsPython() {
+  static const bool python = common::baseName(mainProgramPath()).rfind("python", 0) == 0;
+  return python;
+}
+
 Resolved resolveWithDladdr(std::uintptr_t address) {
   Resolved resolved;
   resolved.frame.address = address;
@@ -69,6 +90,13 @@ Resolved resolveWithDladdr(std::uintptr_t address) {
     resolved.file_offset = address - 1 - (map != nullptr ? map->l_addr : 0);
   }
   resolved.frame.is_internal = isInternalLibrary(resolved.frame.library);
+  // memseal's core in a shared object (in the main program only in memseal's own unit tests, whose
+  // test code stands for the user's), and the interpreter's own code.
+  bool main_program = resolved.frame.library == "(main program)";
+  if (!main_program && info.dli_fbase != nullptr && info.dli_fbase == ownObjectBase()) {
+    resolved.frame.is_internal = true;
+  }
+  if (main_program && mainProgramIsPython()) resolved.frame.is_internal = true;
   // In a Python process the native frames are the interpreter's, torch's bindings' and
   // extensions': the user's lines are the Python frames above them (track/python_frames.h).
   if (track::pythonFramesAvailable()) resolved.frame.is_internal = true;

@@ -64,6 +64,11 @@ std::string normalPath(const std::string& path) {
   return normal;
 }
 
+std::string shownOpName(const std::string& op) {
+  std::size_t hash = op.rfind('#');
+  return hash == std::string::npos || hash + 1 == op.size() ? op : op.substr(hash + 1);
+}
+
 std::string shownPath(const std::string& path) {
   std::string normal = normalPath(path);
   if (normal.empty() || normal.front() != '/') return normal;

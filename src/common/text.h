@@ -29,6 +29,9 @@ std::string normalPath(const std::string& path);
 // A source path as a report shows it: relative to the working directory when it lies under it
 // ("examples/train.cpp") and that is not the root, else normalPath(path).
 std::string shownPath(const std::string& path);
+// An op's name as a finding says what made a tensor: a profiler range named "Scope#Name"
+// (PyTorch names optimizer.step "Optimizer.step#Adam.step") by its own name, "Adam.step".
+std::string shownOpName(const std::string& op);
 // "[2, 3, 224, 224]"
 std::string shapeText(const std::vector<std::int64_t>& shape);
 std::string shapeText(const std::int64_t* shape, std::size_t rank);

@@ -14,7 +14,7 @@ namespace {
 
 std::string madeBy(const AllocationSite& site) {
   std::string op = site.outer_op.empty() ? site.op : site.outer_op;
-  return op.empty() ? std::string("an allocation") : op;
+  return op.empty() ? std::string("an allocation") : common::shownOpName(op);
 }
 
 // " of shape [16, 64]" or " of shapes [1..57, 64] (23 distinct shapes)"; empty when unknown.

@@ -292,10 +292,21 @@ bool keptInFewSteps(const LeakFinding& finding) {
 
 }  // namespace
 
+double costAtPeak(const LeakFinding& finding) {
+  double now = finding.survivor_bytes > 0
+                   ? static_cast<double>(finding.survivor_bytes)
+                   : finding.bytes_per_step * static_cast<double>(finding.steps_observed);
+  if (finding.freed) now = std::max(now, static_cast<double>(finding.freed->peak_bytes));
+  return now;
+}
+
 bool reportedBefore(const LeakFinding& a, const LeakFinding& b) {
   bool a_untracked = a.category == LeakCategory::kUntrackedGrowth;
   bool b_untracked = b.category == LeakCategory::kUntrackedGrowth;
   if (a_untracked != b_untracked) return b_untracked;
+  double a_cost = costAtPeak(a);
+  double b_cost = costAtPeak(b);
+  if (a_cost != b_cost) return a_cost > b_cost;
   return a.bytes_per_step > b.bytes_per_step;
 }
 
@@ -474,7 +485,7 @@ std::vector<BuiltFinding> buildFindingsWithGroups(const LeakEvidence& evidence) 
     }
   }
   if (evidence.untracked_growth > 0) findings.push_back(untrackedGrowthFinding(evidence));
-  // Largest first; resident growth last, as the weakest evidence (it names no site).
+  // Costliest first; resident growth last, as the weakest evidence (it names no site).
   std::stable_sort(findings.begin(), findings.end(),
                    [](const BuiltFinding& a, const BuiltFinding& b) {
                      return reportedBefore(a.finding, b.finding);

@@ -11,8 +11,13 @@
 
 namespace memseal::detect {
 
-// The order of a report's findings: largest first; resident growth last, as the weakest evidence
-// (it names no site).
+// What a finding costs at its peak: the most one of its build-ups held before it was freed, or what
+// it holds now (its retained storage; for graphs without storage, the resident memory its steps
+// grew by). A leak of 100 KiB a step kept for 5,000 steps costs more than an evaluation pass that
+// kept 1 MiB a step for 40 steps.
+double costAtPeak(const LeakFinding& finding);
+// The order of a report's findings: costliest at its peak first; resident growth last, as the
+// weakest evidence (it names no site).
 bool reportedBefore(const LeakFinding& a, const LeakFinding& b);
 // A retained graph's finding (autograd-graph-retained, grad-enabled inference, create_graph cycle).
 bool isGraphFinding(const LeakFinding& finding);

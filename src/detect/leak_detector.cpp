@@ -20,15 +20,21 @@
 #include "detect/evidence.h"
 #include "detect/findings.h"
 #include "detect/graph_nodes.h"
+#include "detect/held_causes.h"
 #include "detect/resident_memory.h"
 #include "detect/retention_history.h"
 #include "detect/step_phases.h"
+#include "track/collected_frees.h"
 #include "track/device_events.h"
 #include "track/grad_fn_observer.h"
 #include "track/python_frames.h"
 #include "track/session.h"
 
 namespace memseal {
+
+using detect::addHeldCause;
+using detect::causeKey;
+using detect::HeldCause;
 
 namespace {
 
@@ -37,60 +43,12 @@ namespace {
 constexpr std::uint32_t kWatchedStepsAfterWarmup = 10;
 constexpr std::size_t kMaxStepSamples = 16384;
 
-// The same mistake seen again: its category and the line of the user's code that made it (what a
-// build-up's finding names first, its graph's root or its largest part, may differ from one
-// build-up to the next), else its op.
-std::string causeKey(const LeakFinding& finding) {
-  std::string line = detect::causeLine(finding.site);
-  return std::string(categoryId(finding.category)) + "|" +
-         (line.empty() ? finding.site.op + "|" + finding.site.outer_op : line);
-}
-
 // The sample of `step`, or of the nearest step before it that has one (samples are thinned).
 const StepSample* sampleAtOrBefore(const std::vector<StepSample>& samples, std::uint32_t step) {
   auto after =
       std::upper_bound(samples.begin(), samples.end(), step,
                        [](std::uint32_t s, const StepSample& sample) { return s < sample.step; });
   return after == samples.begin() ? nullptr : &*(after - 1);
-}
-
-// A cause whose build-ups were freed together, once or more.
-struct HeldCause {
-  std::string key;
-  LeakFinding finding;  // as built while it was held, with `freed` set
-  // How many of its build-ups lasted each number of steps: the period is their median, since the
-  // first (cut by warm-up) and the last (cut by the program's end) are shorter than the rest.
-  std::map<std::uint32_t, std::uint32_t> build_up_lengths;
-  std::uint32_t detected_at = 0;
-  bool freed_before = false;  // its groups had a build-up freed before this one
-};
-
-std::string phaseText(const std::string& phase) {
-  return phase.empty() ? std::string() : " of phase \"" + phase + "\"";
-}
-
-// A note for tensors without autograd history that a phase gathered and freed together: memory it
-// holds on purpose, not a leak, but its peak is where memory went.
-std::string heldTensorsNote(const LeakFinding& finding) {
-  const HeldUntilFreed& freed = *finding.freed;
-  std::string line;
-  for (const StackFrame& frame : finding.site.frames) {
-    if (frame.is_internal || frame.file.empty()) continue;
-    line = " at " + common::shownPath(frame.file) + ":" + std::to_string(frame.line);
-    break;
-  }
-  std::string op = finding.site.outer_op.empty() ? finding.site.op : finding.site.outer_op;
-  std::string times =
-      freed.times == 1
-          ? "once, over " + std::to_string(freed.last_step - freed.first_step + 1) + " steps"
-          : std::to_string(freed.times) + " times, every ~" +
-                std::to_string(static_cast<long long>(freed.steps_per_time + 0.5)) + " steps";
-  return std::string(detect::kHeldNotLeakNote) + ": tensors without autograd history made by " +
-         op + line + " built up across steps (steps " + std::to_string(freed.first_step) + "-" +
-         std::to_string(freed.last_step) + phaseText(freed.phase) + ") and were freed together " +
-         times + ", at most " + common::bytesText(freed.peak_bytes) +
-         ": memory a phase gathers on purpose (predictions for a metric, a cache cleared when "
-         "full) costs that much at its peak";
 }
 
 TrackerOptions detectorDefaults() {
@@ -153,7 +111,7 @@ struct LeakDetector::State {
   std::map<detect::GroupId, std::shared_ptr<const detect::BuiltFinding>> built;
   std::map<detect::GroupId, std::uint32_t> built_at_steps;
   bool findings_due = false;  // a refresh that had to wait (see refreshBuiltFindings)
-  std::vector<HeldCause> held;
+  std::vector<detect::HeldCause> held;
   bool watch_every_step = false;    // ops of every step, since graphs built up and were freed
   bool every_step_watched = false;  // the options watch every step's ops
 
@@ -349,35 +307,15 @@ struct LeakDetector::State {
       // Its memory is gone: where it was says nothing about what holds memory now.
       for (LeakPart& part : cause.finding.parts) part.storage_addresses.clear();
       cause.key = causeKey(cause.finding);
+      cause.by_collector = std::all_of(parts.begin(), parts.end(), [](const detect::Collapse* p) {
+        return detect::freedByCollector(*p, track::collectedFrees(detect::collectorQuery(*p)));
+      });
       for (const detect::Collapse* part : parts) {
         cause.freed_before = cause.freed_before || history.segmentStart(part->id) > 0;
       }
       causes.push_back(std::move(cause));
     }
     return causes;
-  }
-
-  static void addHeld(std::vector<HeldCause>& into, HeldCause cause) {
-    for (HeldCause& known : into) {
-      if (known.key != cause.key) continue;
-      HeldUntilFreed& freed = *known.finding.freed;
-      const HeldUntilFreed& next = *cause.finding.freed;
-      bool larger = next.peak_bytes > freed.peak_bytes;
-      HeldUntilFreed merged = freed;
-      merged.last_step = std::max(freed.last_step, next.last_step);
-      merged.freed_at_step = std::max(freed.freed_at_step, next.freed_at_step);
-      merged.times += next.times;
-      merged.peak_bytes = std::max(freed.peak_bytes, next.peak_bytes);
-      for (const auto& [length, count] : cause.build_up_lengths)
-        known.build_up_lengths[length] += count;
-      merged.steps_per_time = detect::medianLength(known.build_up_lengths);
-      // The largest build-up tells what it held; the dates cover all of them.
-      if (larger) known.finding = cause.finding;
-      known.finding.freed = merged;
-      known.detected_at = std::min(known.detected_at, cause.detected_at);
-      return;
-    }
-    into.push_back(std::move(cause));
   }
 
   void forgetGroupsNotBuildingUp() {
@@ -412,8 +350,9 @@ struct LeakDetector::State {
       bool known = std::any_of(report.findings.begin(), report.findings.end(),
                                [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
       if (known) continue;
-      if (!phases.inFirstRunOfItsPhase(cause.finding.freed->first_step) || cause.freed_before) {
-        addHeld(all_held, std::move(cause));
+      if (!phases.inFirstRunOfItsPhase(cause.finding.freed->first_step) || cause.freed_before ||
+          cause.by_collector) {
+        addHeldCause(all_held, std::move(cause));
         continue;
       }
       cause.finding.freed.reset();
@@ -421,8 +360,23 @@ struct LeakDetector::State {
     }
     std::optional<std::uint32_t> held_detected;
     for (const HeldCause& cause : all_held) {
+      if (cause.by_collector) {
+        // Garbage, and a build-up of it still held is garbage waiting for the collector; unless
+        // the program freed some of the cause's build-ups itself.
+        if (std::any_of(all_held.begin(), all_held.end(), [&](const HeldCause& other) {
+              return other.key == cause.key && !other.by_collector;
+            })) {
+          continue;
+        }
+        auto current = std::find_if(report.findings.begin(), report.findings.end(),
+                                    [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
+        bool again = current != report.findings.end();
+        if (again) report.findings.erase(current);
+        report.notes.push_back(detect::collectedNote(cause, again));
+        continue;
+      }
       if (cause.finding.category == LeakCategory::kTensorsRetained) {
-        report.notes.push_back(heldTensorsNote(cause.finding));
+        report.notes.push_back(detect::heldTensorsNote(cause.finding));
         continue;
       }
       auto current = std::find_if(report.findings.begin(), report.findings.end(),
@@ -546,7 +500,7 @@ void LeakDetector::step() {
     // are watched (graph nodes are seen on watched steps).
     if (collapse.id.graph) state.watch_every_step = true;
   }
-  for (HeldCause& cause : state.heldCauses(collapses)) State::addHeld(state.held, std::move(cause));
+  for (HeldCause& cause : state.heldCauses(collapses)) addHeldCause(state.held, std::move(cause));
   state.forgetGroupsNotBuildingUp();
   state.refreshBuiltFindings(evidence);
   // Graphs of two or more watched steps alive: watch every step for a while, so a build-up (or

@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -131,10 +132,50 @@ void setPythonFrameProvider(const PythonFrameProvider* provider) {
 }
 }  // namespace memseal::track
 
+namespace {
+
+using CollectionHandler = void (*)(bool);
+CollectionHandler g_collection = nullptr;  // the runtime's
+
+// gc.callbacks' hook: (phase, info), phase "start" or "stop".
+PyObject* reportCollection(PyObject*, PyObject* args) {
+  const char* phase = nullptr;
+  PyObject* info = nullptr;
+  if (!PyArg_ParseTuple(args, "sO", &phase, &info)) return nullptr;
+  if (g_collection != nullptr) g_collection(std::strcmp(phase, "start") == 0);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef g_collection_method = {"memseal_run_collection", &reportCollection, METH_VARARGS,
+                                   "memseal run: a collection of the cyclic garbage collector "
+                                   "starts or stops"};
+
+// With the GIL held: appends the collection hook to gc.callbacks, so frees during a collection
+// are the collector's (track/collected_frees.h). Said on stderr where it cannot be.
+void watchCollections(CollectionHandler collection) {
+  g_collection = collection;
+  PyObject* gc = PyImport_ImportModule("gc");
+  PyObject* callbacks = gc != nullptr ? PyObject_GetAttrString(gc, "callbacks") : nullptr;
+  PyObject* hook = PyCFunction_New(&g_collection_method, nullptr);
+  bool added = callbacks != nullptr && hook != nullptr && PyList_Append(callbacks, hook) == 0;
+  if (!added) {
+    PyErr_Clear();
+    std::fprintf(stderr,
+                 "memseal run: collections of Python's garbage collector cannot be watched; "
+                 "tensors it frees are judged as if the program freed them\n");
+  }
+  Py_XDECREF(hook);
+  Py_XDECREF(callbacks);
+  Py_XDECREF(gc);
+}
+
+}  // namespace
+
 // Returns 0 when Python frames are on; 1 when this interpreter is not the one this was built for
-// or is not running. `at_python_exit` runs from Python's atexit, before the interpreter finalises.
+// or is not running. `at_python_exit` runs from Python's atexit, before the interpreter finalises;
+// `collection` is told when a collection of the cyclic garbage collector starts (true) and stops.
 extern "C" __attribute__((visibility("default"))) int memseal_run_python_start(
-    ProviderSetter set_provider, ExitCallback at_python_exit) {
+    ProviderSetter set_provider, ExitCallback at_python_exit, CollectionHandler collection) {
   char built_for[16];
   std::snprintf(built_for, sizeof(built_for), "%d.%d", PY_MAJOR_VERSION, PY_MINOR_VERSION);
   const char* running = Py_GetVersion();
@@ -148,6 +189,7 @@ extern "C" __attribute__((visibility("default"))) int memseal_run_python_start(
   memseal::python::setInternalPaths(internalPaths());
   g_at_python_exit = at_python_exit;
   registerAtPythonExit();
+  watchCollections(collection);
   PyGILState_Release(gil);
   memseal::python::enablePythonFrames(true);
   return 0;

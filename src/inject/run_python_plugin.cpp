@@ -8,6 +8,7 @@
 
 #include "inject/python_lock.h"
 #include "inject/run_protocol.h"
+#include "track/collected_frees.h"
 #include "track/python_frames.h"
 
 namespace memseal::inject {
@@ -22,6 +23,8 @@ FindHolders g_find_holders = nullptr;  // the plugin's memseal_run_python_find_h
 void setPythonFrameProvider(const track::PythonFrameProvider* provider) {
   track::setPythonFrameProvider(provider);
 }
+
+void onCollection(bool running) { track::setCollectionRunning(running); }
 
 }  // namespace
 
@@ -38,9 +41,9 @@ bool startPythonFrames(void (*at_python_exit)()) {
               << "); stacks show native frames only\n";
     return false;
   }
-  using Start = int (*)(void (*)(const track::PythonFrameProvider*), void (*)());
+  using Start = int (*)(void (*)(const track::PythonFrameProvider*), void (*)(), void (*)(bool));
   auto start = reinterpret_cast<Start>(dlsym(handle, "memseal_run_python_start"));
-  if (start == nullptr || start(&setPythonFrameProvider, at_python_exit) != 0) {
+  if (start == nullptr || start(&setPythonFrameProvider, at_python_exit, &onCollection) != 0) {
     std::cerr << "memseal run: Python frames are not available for this Python (memseal was built "
                  "for another version); stacks show native frames only\n";
     return false;

@@ -8,8 +8,9 @@
 
 namespace memseal::inject {
 
-// Loads the plugin and turns on Python frames for every captured stack; `at_python_exit` runs from
-// Python's atexit, before the interpreter finalises. True when Python frames are on (what cannot
+// Loads the plugin and turns on Python frames for every captured stack, and tells the tracker when
+// Python's garbage collector runs (track/collected_frees.h); `at_python_exit` runs from Python's
+// atexit, before the interpreter finalises. True when Python frames are on (what cannot
 // be had is said on stderr).
 bool startPythonFrames(void (*at_python_exit)());
 

@@ -27,6 +27,7 @@
 #include "python/explain_bindings.h"
 #include "python/python_frame_provider.h"
 #include "python/tracker_options.h"
+#include "track/collected_frees.h"
 #include "track/tensor_reference.h"
 
 namespace py = pybind11;
@@ -224,6 +225,15 @@ PYBIND11_MODULE(_memseal, m) {
   m.attr("__version__") = version();
   m.attr("CHECK_REPORT_SCHEMA") = kCheckReportSchema;
   m.attr("CHECK_REPORT_VERSION") = kCheckReportVersion;
+  // Frees during a collection of the cyclic garbage collector are its own: a build-up of tensors
+  // in reference cycles that it frees is garbage, not a leak (track/collected_frees.h).
+  m.def(
+      "_collection_phase",
+      [](const std::string& phase, const py::object&) {
+        track::setCollectionRunning(phase == "start");
+      },
+      "gc.callbacks' hook: tells the tracker when a collection runs on this thread");
+  py::module_::import("gc").attr("callbacks").attr("append")(m.attr("_collection_phase"));
 
   py::class_<StackFrame>(m, "StackFrame")
       .def_readonly("function", &StackFrame::function)

@@ -12,6 +12,7 @@
 
 #include "common/branch_hints.h"
 #include "track/arena_region.h"
+#include "track/collected_frees.h"
 #include "track/counted_steps.h"
 #include "track/event_trace.h"
 #include "track/live_table.h"
@@ -265,6 +266,8 @@ MEMSEAL_HOT void trackedFree(void* data) {
   c10::TensorImpl* tensor = nullptr;
   std::int64_t bytes = 0;
   bool this_session = false;
+  std::uint32_t site = 0;
+  std::uint32_t allocated_at_step = 0;
   std::uint32_t session = sessionId();
   bool tracked = liveAllocations().removeWith(data, [&](const LiveRecord& record) {
     original_deleter = record.original_deleter;
@@ -273,12 +276,17 @@ MEMSEAL_HOT void trackedFree(void* data) {
     bytes = static_cast<std::int64_t>(record.bytes);
     this_session = record.session == session;
     if (this_session) traceFree(record);
+    site = record.site;
+    allocated_at_step = record.step;
   });
   if (MEMSEAL_UNLIKELY(!tracked)) {
     freeUntracked(data);
     return;
   }
-  if (MEMSEAL_LIKELY(this_session)) cpuCounters().onFree(state, bytes);
+  if (MEMSEAL_LIKELY(this_session)) {
+    cpuCounters().onFree(state, bytes);
+    if (MEMSEAL_UNLIKELY(state.in_collection)) noteCollectedFree(site, allocated_at_step, bytes);
+  }
   if (tensor != nullptr) dropWeakTensorReference(tensor);
   original_deleter(original_context);
 }

@@ -43,7 +43,9 @@ struct SequenceCursor {
 // two cache lines: between two allocations the program's own work evicts them, and each line the
 // hook touches is fetched again. The op stack and the CUDA fields follow.
 struct alignas(64) ThreadState {
-  bool in_tracker;     // set while the tracker works, so nothing it does is tracked itself
+  bool in_tracker;  // set while the tracker works, so nothing it does is tracked itself
+  // Set while Python's cyclic garbage collector runs on this thread (track/collected_frees.h).
+  bool in_collection;
   std::uint32_t slot;  // 1-based id of this thread, given on its first tracked allocation
   std::uint64_t allocation_serial;
   ArenaRegion* arena_region;  // the planned-arena region running on this thread, if any

@@ -6,6 +6,7 @@ import gc
 import importlib.util
 import inspect
 import json
+import os
 import sys
 
 import pytest
@@ -317,6 +318,57 @@ class Node:
     def __init__(self, tensor):
         self.tensor = tensor
         self.me = self  # a reference cycle: only the garbage collector frees it
+
+
+def test_native_frames_of_memseal_and_the_interpreter_are_never_the_users():
+    kept = []
+
+    def step(i):
+        kept.append(torch.randn(64, 64))
+
+    report = memseal.check(step, steps=12, warmup=3, on_leak="none", stacks="on",
+                           python_frames=False)
+    kept.clear()
+    assert report.leak, report.text()
+    frames = report.findings[0].site.frames
+    assert any("_memseal" in f.library for f in frames), [(f.function, f.library) for f in frames]
+    for frame in frames:
+        if frame.is_internal:
+            continue
+        assert "_memseal" not in frame.library and "memseal/src/" not in frame.file, report.text()
+        assert not frame.file.endswith("ceval.c"), report.text()
+        assert not os.path.basename(frame.library).startswith(("python", "libpython")), \
+            report.text()
+
+
+class KeepsItsOutput(torch.autograd.Function):
+    """Keeps its output on ctx: output -> grad_fn -> ctx -> output, a cycle every call."""
+
+    @staticmethod
+    def forward(ctx, x):
+        out = x * 2
+        ctx.out = out
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_tensors_the_garbage_collector_frees_now_and_then_are_garbage_not_a_leak():
+    # Each step leaves a cycle that the collector frees every hundred steps or so: the memory
+    # rises and falls like a running total reset by the program, but the collector frees it.
+    assert gc.isenabled()
+    model = torch.nn.Linear(64, 64)
+
+    def step(i):
+        KeepsItsOutput.apply(model(torch.randn(32, 64))).pow(2).mean().backward()
+
+    report = memseal.check(step, steps=500, warmup=5, on_leak="none")
+    assert not report.leak, report.text()
+    collected = [n for n in report.notes if "freed by Python's garbage collector" in n]
+    assert collected, report.text()
+    assert any("times, every ~" in n for n in collected), report.text()
 
 
 def test_tensors_kept_only_by_reference_cycles_are_cycle_garbage_not_a_leak():

@@ -22,6 +22,7 @@ TABLE = [
     ("healthy.py", {}, None),
     ("bounded_history.py", {}, None),
     ("lru_cache.py", {"MEMSEAL_TEST_LRU_MAXSIZE": "100"}, None),
+    ("cycle_garbage.py", {}, None),
     ("losses_list.py", {}, "autograd-graph-retained"),
     ("memory_slots.py", {}, "autograd-graph-retained"),
     ("gan_error_total.py", {}, "autograd-graph-retained"),

@@ -37,6 +37,13 @@ TEST(CommonText, BytesReadTheSameWhateverTheirType) {
             bytesText(std::numeric_limits<std::int64_t>::max()));
 }
 
+TEST(CommonText, AProfilerRangeIsShownByItsOwnNameAndAnOpAsItIs) {
+  EXPECT_EQ(common::shownOpName("Optimizer.step#Adam.step"), "Adam.step");
+  EXPECT_EQ(common::shownOpName("aten::mul"), "aten::mul");
+  EXPECT_EQ(common::shownOpName("KeepOutput"), "KeepOutput");
+  EXPECT_EQ(common::shownOpName("odd#"), "odd#");
+}
+
 TEST(CommonText, DifferencesNeverWrapAndNumbersKeepTheirDecimals) {
   EXPECT_EQ(minusOrZero(10, 3), 7u);
   EXPECT_EQ(minusOrZero(3, 10), 0u);

@@ -1,5 +1,5 @@
-// The order of a report's findings: largest first, resident growth last, and tensors kept in few
-// of their steps after a graph kept every step (most likely inputs that graph saved).
+// The order of a report's findings: costliest at its peak first, resident growth last, and tensors
+// kept in few of their steps after a graph kept every step (most likely inputs that graph saved).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -54,6 +54,26 @@ TEST(FindingOrder, TensorsKeptInMostStepsKeepTheirPlaceBeforeAGraph) {
   };
   orderFindings(findings);
   EXPECT_EQ(bytesInOrder(findings), (std::vector<double>{64, 4}));
+}
+
+TEST(FindingOrder, ALongLeakOfSmallStepsComesBeforeAShortPassThatHeldMoreEachStep) {
+  // Training keeps 100 KiB a step and holds 495 MiB now; an evaluation pass held 1 MiB a step for
+  // 40 steps and freed it when it ended.
+  LeakFinding training =
+      finding(LeakCategory::kAutogradGraphRetained, "autograd graph nodes", 100 * 1024, 5000, 5000);
+  training.survivor_bytes = 495LL << 20;
+  LeakFinding evaluation =
+      finding(LeakCategory::kGradEnabledInference, "autograd graph nodes", 1 << 20, 40, 40);
+  evaluation.freed = HeldUntilFreed{};
+  evaluation.freed->peak_bytes = 40LL << 20;
+  std::vector<LeakFinding> findings = {evaluation, training};
+  orderFindings(findings);
+  EXPECT_EQ(bytesInOrder(findings), (std::vector<double>{100 * 1024, 1 << 20}));
+  // Freed build-ups are weighed by their peak: a larger one comes first.
+  evaluation.freed->peak_bytes = 600LL << 20;
+  findings = {training, evaluation};
+  orderFindings(findings);
+  EXPECT_EQ(bytesInOrder(findings), (std::vector<double>{1 << 20, 100 * 1024}));
 }
 
 }  // namespace

@@ -1,0 +1,121 @@
+#include "detect/held_causes.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/text.h"
+#include "detect/findings.h"
+
+namespace memseal::detect {
+
+namespace {
+
+std::string phaseText(const std::string& phase) {
+  return phase.empty() ? std::string() : " of phase \"" + phase + "\"";
+}
+
+// " at FILE:LINE" of the finding's first frame of the user's code, or "".
+std::string userLineText(const LeakFinding& finding) {
+  for (const StackFrame& frame : finding.site.frames) {
+    if (frame.is_internal || frame.file.empty()) continue;
+    return " at " + common::shownPath(frame.file) + ":" + std::to_string(frame.line);
+  }
+  return "";
+}
+
+std::string madeByText(const LeakFinding& finding) {
+  return "made by " +
+         common::shownOpName(finding.site.outer_op.empty() ? finding.site.op
+                                                           : finding.site.outer_op) +
+         userLineText(finding);
+}
+
+// "once, over N steps" or "N times, every ~M steps".
+std::string timesText(const HeldUntilFreed& freed) {
+  return freed.times == 1
+             ? "once, over " + std::to_string(freed.last_step - freed.first_step + 1) + " steps"
+             : std::to_string(freed.times) + " times, every ~" +
+                   std::to_string(static_cast<long long>(freed.steps_per_time + 0.5)) + " steps";
+}
+
+}  // namespace
+
+std::string causeKey(const LeakFinding& finding) {
+  std::string line = causeLine(finding.site);
+  return std::string(categoryId(finding.category)) + "|" +
+         (line.empty() ? finding.site.op + "|" + finding.site.outer_op : line);
+}
+
+void addHeldCause(std::vector<HeldCause>& into, HeldCause cause) {
+  for (HeldCause& known : into) {
+    if (known.key != cause.key || known.by_collector != cause.by_collector) continue;
+    HeldUntilFreed& freed = *known.finding.freed;
+    const HeldUntilFreed& next = *cause.finding.freed;
+    bool larger = next.peak_bytes > freed.peak_bytes;
+    HeldUntilFreed merged = freed;
+    merged.last_step = std::max(freed.last_step, next.last_step);
+    merged.freed_at_step = std::max(freed.freed_at_step, next.freed_at_step);
+    merged.times += next.times;
+    merged.peak_bytes = std::max(freed.peak_bytes, next.peak_bytes);
+    for (const auto& [length, count] : cause.build_up_lengths)
+      known.build_up_lengths[length] += count;
+    merged.steps_per_time = medianLength(known.build_up_lengths);
+    // The largest build-up tells what it held; the dates cover all of them.
+    if (larger) known.finding = cause.finding;
+    known.finding.freed = merged;
+    known.detected_at = std::min(known.detected_at, cause.detected_at);
+    return;
+  }
+  into.push_back(std::move(cause));
+}
+
+track::CollectedFreesQuery collectorQuery(const Collapse& collapse) {
+  track::CollectedFreesQuery query;
+  if (!collapse.id.graph) query.site = collapse.id.key.site;
+  query.first_allocated = collapse.first_step;
+  query.last_allocated = collapse.last_step;
+  query.first_freed = collapse.last_step;
+  query.last_freed = collapse.freed_by;
+  return query;
+}
+
+bool freedByCollector(const Collapse& collapse, const track::CollectedFrees& collected) {
+  if (collected.allocations == 0) return false;
+  if (!collapse.id.graph && collapse.peak_bytes > 0) {
+    return collected.bytes * 2 >= collapse.peak_bytes;
+  }
+  std::uint32_t steps = collapse.last_step - collapse.first_step + 1;
+  return collected.allocation_steps >= std::max<std::uint32_t>(2, steps / 4);
+}
+
+std::string heldTensorsNote(const LeakFinding& finding) {
+  const HeldUntilFreed& freed = *finding.freed;
+  return std::string(kHeldNotLeakNote) + ": tensors without autograd history " +
+         madeByText(finding) + " built up across steps (steps " + std::to_string(freed.first_step) +
+         "-" + std::to_string(freed.last_step) + phaseText(freed.phase) +
+         ") and were freed together " + timesText(freed) + ", at most " +
+         common::bytesText(freed.peak_bytes) +
+         ": memory a phase gathers on purpose (predictions for a metric, a cache cleared when "
+         "full) costs that much at its peak";
+}
+
+std::string collectedNote(const HeldCause& cause, bool building_up_again) {
+  const LeakFinding& finding = cause.finding;
+  const HeldUntilFreed& freed = *finding.freed;
+  std::string what =
+      finding.category == LeakCategory::kTensorsRetained
+          ? "tensors"
+          : "tensors with autograd history (" + std::string(categoryId(finding.category)) + ")";
+  return std::string(kCollectedNotLeakNote) + ": " + what + " " + madeByText(finding) +
+         " built up across steps (steps " + std::to_string(freed.first_step) + "-" +
+         std::to_string(freed.last_step) + phaseText(freed.phase) +
+         ") and were freed by the collector " + timesText(freed) + ", at most " +
+         common::bytesText(freed.peak_bytes) +
+         (building_up_again ? ", building up again now" : "") +
+         ": objects that refer to each other (a tensor kept on its own autograd Function's ctx, "
+         "a module that refers back to its owner) wait for the collector; break the cycle (a "
+         "weakref.ref for the back reference, or clear the attribute after use), or call "
+         "gc.collect() where memory must come back";
+}
+
+}  // namespace memseal::detect
