@@ -104,6 +104,10 @@ struct LeakFinding {
   // untracked-growth: the resident growth per step that retained tensors and graphs explain, which
   // bytes_per_step does not include.
   double explained_bytes_per_step = 0;
+  // A finding that keeps autograd graphs alive: the process's resident memory growth per step while
+  // it built up, what its graphs' nodes cost beyond the tensor storage in bytes_per_step (a kept
+  // loss is 4 bytes of storage and a graph of nodes). 0 where not judged (no graphs, not read).
+  double resident_bytes_per_step = 0;
   std::string hint;  // the cause and its fix, in words
   // Set when what it held was freed before the report (see HeldUntilFreed); the other fields
   // then describe its largest build-up, as seen while it was held.

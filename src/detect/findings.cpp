@@ -184,6 +184,7 @@ BuiltFinding findingOf(LeakCategory category, std::vector<Candidate> parts,
     finding.survivor_bytes += part.survivor_bytes;
   }
   finding.retained = storage_parts > 0 ? "tensor storage" : "autograd graph nodes";
+  if (root != nullptr) finding.resident_bytes_per_step = context.resident_slope;
   if (storage_parts == 0) {
     finding.bytes_per_step = context.resident_slope;
     finding.count_per_step = root->part.count_per_step;

@@ -288,6 +288,7 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("shapes", &LeakFinding::shapes)
       .def_readonly("parts", &LeakFinding::parts)
       .def_readonly("explained_bytes_per_step", &LeakFinding::explained_bytes_per_step)
+      .def_readonly("resident_bytes_per_step", &LeakFinding::resident_bytes_per_step)
       .def_readonly("hint", &LeakFinding::hint)
       .def_property_readonly("freed", [](const LeakFinding& f) -> py::object {
         return f.freed ? py::cast(*f.freed) : py::object(py::none());

@@ -244,6 +244,7 @@ std::string LeakReport::toJson() const {
     Json item = {{"category", categoryId(finding.category)}};
     writeGrowthFields(item, finding);
     item["explained_bytes_per_step"] = finding.explained_bytes_per_step;
+    item["resident_bytes_per_step"] = finding.resident_bytes_per_step;
     item["parts"] = parts;
     item["hint"] = finding.hint;
     // Only for what was freed before the report, as older readers expect.
@@ -331,6 +332,7 @@ LeakFinding readFinding(const Json& item, const std::string& where, std::uint32_
   finding.category = categoryFromId(read<std::string>(item, "category", where), where);
   readGrowthFields(item, where, observed_steps, finding);
   finding.explained_bytes_per_step = readOr<double>(item, "explained_bytes_per_step", where, 0);
+  finding.resident_bytes_per_step = readOr<double>(item, "resident_bytes_per_step", where, 0);
   if (item.contains("parts")) {
     if (!item["parts"].is_array()) fail(where + ".parts is not an array");
     for (std::size_t p = 0; p < item["parts"].size(); ++p) {

@@ -23,6 +23,14 @@ std::string opText(const AllocationSite& site) {
   return text;
 }
 
+// Tensors kept with their autograd graphs: what the graphs cost beyond the storage, as the
+// process's resident growth per step (", resident memory +9.0 KiB/step"), when it is more.
+std::string graphCostText(const LeakFinding& finding) {
+  if (finding.resident_bytes_per_step <= finding.bytes_per_step) return "";
+  return ", resident memory +" +
+         report::bytesText(static_cast<std::int64_t>(finding.resident_bytes_per_step)) + "/step";
+}
+
 std::string rateText(const LeakFinding& finding) {
   char rate[256];
   std::string per_step = report::bytesText(static_cast<std::int64_t>(finding.bytes_per_step));
@@ -51,6 +59,7 @@ std::string rateText(const LeakFinding& finding) {
                   finding.count_per_step == 1.0 ? "" : "s",
                   static_cast<long long>(finding.survivors),
                   report::bytesText(finding.survivor_bytes).c_str());
+    return rate + graphCostText(finding);
   }
   return rate;
 }
@@ -116,7 +125,8 @@ void writeHolders(std::ostringstream& out, const std::vector<LeakHolder>& holder
   for (const LeakHolder& holder : holders) {
     if (holder.finding != index) continue;
     std::string text = holder.description;
-    if (holder.tensors > 1) text += ", holds " + std::to_string(holder.tensors) + " of them";
+    if (holder.tensors > 1)
+      text += ", holds " + std::to_string(holder.tensors) + " of the tensors sampled";
     out << (first ? "    kept by   " : kIndent) << report::wrap(text, 88, kIndent) << "\n";
     first = false;
   }

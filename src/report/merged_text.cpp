@@ -109,6 +109,13 @@ std::string spreadText(const MergedFinding& finding, const MergedReport& merged)
                   finding.example.count_per_step == 1.0 ? "" : "s");
     rate += count;
   }
+  // Tensors kept with their graphs: the graphs cost more than the storage (a kept loss: 4 bytes).
+  if (finding.example.resident_bytes_per_step > *high) {
+    rate += ", resident memory +" +
+            common::bytesTextFromDouble(finding.example.resident_bytes_per_step) + "/step" +
+            (finding.ranks.size() > 1 ? " (on rank " + std::to_string(finding.ranks.front()) + ")"
+                                      : "");
+  }
   return where + ", " + rate;
 }
 

@@ -75,6 +75,34 @@ TEST(MergedReport, ACauseEveryRankHasIsOneFindingOfAllRanks) {
   EXPECT_NE(text.find("at        train.py:12"), std::string::npos) << text;
 }
 
+TEST(MergedReport, LossesKeptWithTheirGraphsSayWhatTheGraphsCostInEveryView) {
+  // A kept loss is 4 bytes of storage; its graph's nodes cost the process 9 KiB a step.
+  LeakFinding kept =
+      finding(LeakCategory::kAutogradGraphRetained, "aten::mean", "/a/train.py", 30, 4);
+  kept.resident_bytes_per_step = 9 * 1024;
+  kept.survivors = 295;
+  kept.survivor_bytes = 295 * 4;
+  MergedReport merged = mergeRankReports({rank(0, 2, {kept}), rank(1, 2, {})});
+  std::string text = merged.toText();
+  EXPECT_NE(text.find("rank 0 only, +4 B/step (1 tensor/step), resident memory +9.0 KiB/step"),
+            std::string::npos)
+      << text;
+  LeakReport report = *rank(0, 1, {kept}).report;
+  std::string rank_text = report.toText();
+  EXPECT_NE(rank_text.find("+4 B/step, 1 tensor/step (295 retained, 1.2 KiB), resident memory "
+                           "+9.0 KiB/step"),
+            std::string::npos)
+      << rank_text;
+  // JSON keeps it, so `memseal report` and `memseal merge` say the same from the files.
+  LeakReport read = LeakReport::fromJson(report.toJson());
+  ASSERT_EQ(read.findings.size(), 1u);
+  EXPECT_EQ(read.findings[0].resident_bytes_per_step, 9 * 1024);
+  // Where the graphs cost no more than the storage, nothing is added.
+  kept.resident_bytes_per_step = 2;
+  EXPECT_EQ(mergeRankReports({rank(0, 1, {kept})}).toText().find("resident memory"),
+            std::string::npos);
+}
+
 TEST(MergedReport, ACauseOfOneRankIsDivergentAndTheOthersAreClean) {
   std::vector<RankReport> ranks = {
       rank(0, 3, {finding(LeakCategory::kAutogradGraphRetained, "aten::add_", "t.py", 7, 4)}),

@@ -43,6 +43,11 @@ std::string growthTiles(const ReadJson& finding) {
               graphs           ? "autograd graphs"
               : survivor_bytes ? bytesText(*survivor_bytes)
                                : "");
+  // Tensors kept with their autograd graphs: what the graphs cost beyond the storage.
+  std::optional<double> resident = numberAt(finding, "resident_bytes_per_step");
+  if (!graphs && resident && *resident > numberAt(finding, "bytes_per_step").value_or(0)) {
+    out += tile("resident memory", perStep("resident_bytes_per_step"), "with the kept graphs");
+  }
   std::optional<double> with = numberAt(finding, "steps_with_survivors");
   std::optional<double> observed = numberAt(finding, "steps_observed");
   if (with || observed) {
@@ -87,7 +92,7 @@ std::string holderHtml(const ReadJson& holder) {
   std::string kind = textAt(holder, "kind");
   if (!kind.empty()) details.push_back(escapeHtml(kind));
   if (std::optional<double> tensors = numberAt(holder, "tensors"); tensors && *tensors > 1) {
-    details.push_back("holds " + countText(*tensors) + " of them");
+    details.push_back("holds " + countText(*tensors) + " of the tensors sampled");
   }
   if (flagAt(holder, "via_graph").value_or(false)) details.push_back("through an autograd graph");
   if (!details.empty()) {
