@@ -45,6 +45,7 @@ LOOPS = [
     ("bounded_history.py", None, 200, {}),
     ("lru_cache.py", None, 300, {"MEMSEAL_TEST_LRU_MAXSIZE": "100"}),
     ("lru_cache.py", None, 600, {"MEMSEAL_TEST_LRU_MAXSIZE": "100"}),
+    ("cycle_garbage.py", None, 500, {}),
 ]
 
 

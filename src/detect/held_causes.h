@@ -17,10 +17,6 @@
 
 namespace memseal::detect {
 
-// How the report's note on a build-up the garbage collector freed begins.
-constexpr const char* kCollectedNotLeakNote =
-    "garbage in reference cycles, freed by Python's garbage collector (not a leak)";
-
 // The same mistake seen again: its category and the line of the user's code that made it (what a
 // build-up's finding names first, its graph's root or its largest part, may differ from one
 // build-up to the next), else its op.

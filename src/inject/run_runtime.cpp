@@ -267,7 +267,7 @@ LeakReport finalReport(Runtime& runtime) {
   bool phases_judged = std::any_of(now.findings.begin(), now.findings.end(),
                                    [](const LeakFinding& f) { return f.freed.has_value(); }) ||
                        std::any_of(now.notes.begin(), now.notes.end(), [](const std::string& note) {
-                         return note.rfind(detect::kHeldNotLeakNote, 0) == 0;
+                         return detect::isFreedNotLeakNote(note);
                        });
   if (phases_judged && !teardown_from) return now;
   bool kept_every_cause = now.leak;

@@ -127,6 +127,24 @@ def test_memseal_watch_makes_every_cell_a_step(shell):
     assert report.leak and report.categories == ["autograd-graph-retained"]
 
 
+def test_memseal_watch_gives_one_finding_per_cause_and_never_blames_memseal_or_python(shell):
+    # The watch groups by native stack (a cell is new code on every run): frames of memseal's own
+    # module and of the interpreter are folded, so one cause stays one finding.
+    shell.run_cell("net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), "
+                   "torch.nn.Linear(256, 10))\nouts = []")
+    shell.run_cell("%memseal_watch on --warmup 3")
+    for _ in range(40):
+        shell.run_cell("outs.append(net(torch.randn(16, 64)))")
+    report = shell.run_cell("%memseal_watch off").result
+    shell.run_cell("del net, outs")
+    assert report.leak and report.categories == ["grad-enabled-inference"], report.text()
+    for finding in report.findings:
+        for frame in finding.site.frames:
+            assert frame.is_internal or not (
+                "_memseal" in frame.library or "libpython" in frame.library
+                or frame.file.endswith(".cpp") and "/src/" in frame.file), report.text()
+
+
 def test_memseal_watch_off_without_on_is_a_usage_error(shell):
     from IPython.core.error import UsageError
 
