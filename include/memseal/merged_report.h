@@ -48,7 +48,8 @@ struct RankSummary {
   RankIdentity identity;
   std::string source;
   RankStatus status = RankStatus::kMissing;
-  std::uint32_t steps = 0;
+  std::uint32_t steps = 0;   // its report's steps, warm-up included
+  std::uint32_t warmup = 0;  // of them, warm-up
   std::size_t findings = 0;
   // The most tracked tensor memory at a step boundary, and on CUDA the most reserved by the
   // caching allocator on any device; 0 where not seen.

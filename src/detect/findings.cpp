@@ -297,6 +297,9 @@ double costAtPeak(const LeakFinding& finding) {
   double now = finding.survivor_bytes > 0
                    ? static_cast<double>(finding.survivor_bytes)
                    : finding.bytes_per_step * static_cast<double>(finding.steps_observed);
+  // Kept graphs cost resident memory beyond their few bytes of storage.
+  now =
+      std::max(now, finding.resident_bytes_per_step * static_cast<double>(finding.steps_observed));
   if (finding.freed) now = std::max(now, static_cast<double>(finding.freed->peak_bytes));
   return now;
 }
@@ -309,6 +312,22 @@ bool reportedBefore(const LeakFinding& a, const LeakFinding& b) {
   double b_cost = costAtPeak(b);
   if (a_cost != b_cost) return a_cost > b_cost;
   return a.bytes_per_step > b.bytes_per_step;
+}
+
+bool chargeHeldFreeToKeptGraphs(std::int64_t held_free_bytes, std::uint32_t steps,
+                                std::vector<LeakFinding>& findings) {
+  LeakFinding* costliest = nullptr;
+  for (LeakFinding& finding : findings) {
+    if (!isGraphFinding(finding) || finding.steps_observed == 0) continue;
+    if (finding.freed && !finding.freed->building_up) continue;  // its graphs are gone
+    if (costliest == nullptr || costAtPeak(finding) > costAtPeak(*costliest)) costliest = &finding;
+  }
+  if (costliest == nullptr) return false;
+  if (held_free_bytes > 0 && steps > 0) {
+    costliest->resident_bytes_per_step +=
+        static_cast<double>(held_free_bytes) / static_cast<double>(steps);
+  }
+  return true;
 }
 
 void orderFindings(std::vector<LeakFinding>& findings) {

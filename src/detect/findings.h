@@ -19,6 +19,13 @@ double costAtPeak(const LeakFinding& finding);
 // The order of a report's findings: costliest at its peak first; resident growth last, as the
 // weakest evidence (it names no site).
 bool reportedBefore(const LeakFinding& a, const LeakFinding& b);
+// Freed memory malloc came to hold since warm-up (`held_free_bytes`), where the report has a graph
+// kept across steps: the graphs' small objects, left between what each step freed, keep malloc
+// from reusing it (the same loop without the leak does not grow it), so it is what that leak costs.
+// Added, per step of the `steps` it grew over, to the resident memory per step of the costliest
+// finding of graphs held now; false when there is none (malloc's own fragmentation then).
+bool chargeHeldFreeToKeptGraphs(std::int64_t held_free_bytes, std::uint32_t steps,
+                                std::vector<LeakFinding>& findings);
 // A retained graph's finding (autograd-graph-retained, grad-enabled inference, create_graph cycle).
 bool isGraphFinding(const LeakFinding& finding);
 // A report's findings in reportedBefore's order, except that tensors kept in fewer than half their

@@ -46,6 +46,13 @@ std::string causeKey(const LeakFinding& finding) {
          (line.empty() ? finding.site.op + "|" + finding.site.outer_op : line);
 }
 
+bool sameCause(const LeakFinding& finding, const HeldCause& cause) {
+  if (causeKey(finding) == cause.key) return true;
+  // One site is one call stack: its key differs only when one report could not read its frames.
+  return finding.category == cause.finding.category && finding.site.id != 0 &&
+         finding.site.id == cause.finding.site.id;
+}
+
 void addHeldCause(std::vector<HeldCause>& into, HeldCause cause) {
   for (HeldCause& known : into) {
     if (known.key != cause.key || known.by_collector != cause.by_collector) continue;

@@ -33,6 +33,11 @@ struct HeldCause {
   bool by_collector = false;  // Python's garbage collector freed its build-ups
 };
 
+// Whether `finding` is `cause` seen again: the same key, or the same category and allocation site
+// (a report made after Python finalised reads no Python frame, so its key names an op where the
+// cause, recorded as the program ran, named the line).
+bool sameCause(const LeakFinding& finding, const HeldCause& cause);
+
 // Adds `cause` to `into`, merged with a cause of the same key (and the same freer) found before.
 void addHeldCause(std::vector<HeldCause>& into, HeldCause cause);
 

@@ -35,6 +35,7 @@ namespace memseal {
 using detect::addHeldCause;
 using detect::causeKey;
 using detect::HeldCause;
+using detect::sameCause;
 
 namespace {
 
@@ -336,7 +337,6 @@ struct LeakDetector::State {
     report.per_step = per_step;
     report.backward_ran = backwardRan();
     report.notes = notes;
-    if (std::string note = resident.heldFreeNote(); !note.empty()) report.notes.push_back(note);
     report.rank = rankFromEnvironment();  // a rank of a distributed job (torchrun's variables)
     detect::LeakEvidence evidence = this->evidence(/*for_report=*/true);
     report.findings = detect::buildFindings(evidence);
@@ -350,6 +350,12 @@ struct LeakDetector::State {
       bool known = std::any_of(report.findings.begin(), report.findings.end(),
                                [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
       if (known) continue;
+      // The same site, read without its Python line after Python finalised: what is left of the
+      // build-up, which the cause as recorded while it was held describes whole.
+      report.findings.erase(
+          std::remove_if(report.findings.begin(), report.findings.end(),
+                         [&](const LeakFinding& f) { return sameCause(f, cause); }),
+          report.findings.end());
       if (!phases.inFirstRunOfItsPhase(cause.finding.freed->first_step) || cause.freed_before ||
           cause.by_collector) {
         addHeldCause(all_held, std::move(cause));
@@ -369,7 +375,7 @@ struct LeakDetector::State {
           continue;
         }
         auto current = std::find_if(report.findings.begin(), report.findings.end(),
-                                    [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
+                                    [&](const LeakFinding& f) { return sameCause(f, cause); });
         bool again = current != report.findings.end();
         if (again) report.findings.erase(current);
         report.notes.push_back(detect::collectedNote(cause, again));
@@ -380,7 +386,7 @@ struct LeakDetector::State {
         continue;
       }
       auto current = std::find_if(report.findings.begin(), report.findings.end(),
-                                  [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
+                                  [&](const LeakFinding& f) { return sameCause(f, cause); });
       if (current != report.findings.end()) {
         // A sawtooth building up again: one finding, as it is now, with its earlier build-ups.
         current->freed = cause.finding.freed;
@@ -391,6 +397,13 @@ struct LeakDetector::State {
       held_detected = std::min(held_detected.value_or(cause.detected_at), cause.detected_at);
     }
     detect::dropGrowthOfGraphsBroughtBack(evidence, report.findings);
+    std::int64_t held_free = resident.heldFreeGrowth();
+    bool leak_cost = detect::chargeHeldFreeToKeptGraphs(
+        held_free >= detect::ResidentMemoryReader::kHeldFreeNoteBytes ? held_free : 0,
+        current_step - std::min(current_step, options.warmup), report.findings);
+    if (std::string note = resident.heldFreeNote(leak_cost); !note.empty()) {
+      report.notes.push_back(note);
+    }
     detect::orderFindings(report.findings);
     detect::addDeviceFindings(options.warmup, report);
     report.devices = detect::summarizeDevices(options.warmup);

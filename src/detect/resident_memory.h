@@ -2,6 +2,7 @@
 // descriptor kept open (one pread, no open or close per step), and what of it malloc holds free.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -40,7 +41,14 @@ class ResidentMemoryReader {
   // When malloc came to hold kHeldFreeNoteBytes more free since warm-up: a note for the report
   // that says so and what returns it (the process's memory grew by it, without a leak to find).
   // Empty otherwise.
-  std::string heldFreeNote() const;
+  // `kept_graphs_cost`: the report has autograd graphs kept across steps, whose small objects,
+  // left between what each step freed, keep malloc from reusing or returning it: the note says the
+  // memory is part of what that leak costs (leakyReport charges it to the finding).
+  std::string heldFreeNote(bool kept_graphs_cost) const;
+  // How much more malloc holds free than after warm-up, 0 before warm-up.
+  std::int64_t heldFreeGrowth() const {
+    return free_after_warmup_ < 0 ? 0 : std::max<std::int64_t>(0, free_last_ - free_after_warmup_);
+  }
   static constexpr std::int64_t kHeldFreeNoteBytes = std::int64_t{64} << 20;
 
  private:

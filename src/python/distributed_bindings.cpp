@@ -79,6 +79,7 @@ void bindDistributed(py::module_& m) {
       .def_property_readonly("status", [](const RankSummary& r) { return rankStatusId(r.status); })
       .def_readonly("source", &RankSummary::source)
       .def_readonly("steps", &RankSummary::steps)
+      .def_readonly("warmup", &RankSummary::warmup)
       .def_readonly("findings", &RankSummary::findings)
       .def_readonly("peak_live_bytes", &RankSummary::peak_live_bytes)
       .def_readonly("peak_reserved_bytes", &RankSummary::peak_reserved_bytes)

@@ -17,9 +17,12 @@ namespace {
 constexpr std::size_t kPartsShown = 12;
 constexpr const char* kIndent = "              ";
 
+// "aten::addmm (inside SGD.step)": a profiler range shows as what the user called.
 std::string opText(const AllocationSite& site) {
-  std::string text = site.op;
-  if (!site.outer_op.empty() && site.outer_op != site.op) text += " (inside " + site.outer_op + ")";
+  std::string text = common::shownOpName(site.op);
+  if (!site.outer_op.empty() && site.outer_op != site.op) {
+    text += " (inside " + common::shownOpName(site.outer_op) + ")";
+  }
   return text;
 }
 

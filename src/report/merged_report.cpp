@@ -55,6 +55,7 @@ RankSummary summarize(const RankReport& entry, const RankIdentity& identity) {
   const LeakReport& report = *entry.report;
   summary.status = report.leak ? RankStatus::kLeak : RankStatus::kNoLeak;
   summary.steps = report.steps;
+  summary.warmup = std::min(report.warmup, report.steps);
   summary.findings = report.findings.size();
   for (const StepSample& sample : report.per_step) {
     summary.peak_live_bytes = std::max(summary.peak_live_bytes, sample.live_bytes);

@@ -128,8 +128,10 @@ void writeRanks(std::ostringstream& out, const MergedReport& merged) {
       } else if (rank.status == RankStatus::kExplained) {
         out << explainedPeakText(rank);
       } else {
+        // Counted as the rank's own report counts them: the steps judged, after its warm-up.
         out << ", " << rank.findings << " finding" << (rank.findings == 1 ? "" : "s") << " in "
-            << rank.steps << " steps, peak " << common::bytesText(rank.peak_live_bytes);
+            << rank.steps - rank.warmup << " steps after " << rank.warmup << " warm-up steps, peak "
+            << common::bytesText(rank.peak_live_bytes);
         if (rank.peak_reserved_bytes > 0) {
           out << " (" << common::bytesText(static_cast<std::int64_t>(rank.peak_reserved_bytes))
               << " reserved on CUDA)";
@@ -272,6 +274,7 @@ std::string MergedReport::toJson() const {
                              {"status", rankStatusId(rank.status)},
                              {"source", rank.source},
                              {"steps", rank.steps},
+                             {"warmup", rank.warmup},
                              {"findings", rank.findings},
                              {"peak_live_bytes", rank.peak_live_bytes},
                              {"peak_reserved_bytes", rank.peak_reserved_bytes},

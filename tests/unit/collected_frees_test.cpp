@@ -130,5 +130,35 @@ TEST(HeldCauses, AGraphsBuildUpIsTheCollectorsWhenItFreedTensorsOfAQuarterOfItsS
   EXPECT_FALSE(detect::freedByCollector(graphs, track::CollectedFrees{512, 9, 9}));
 }
 
+LeakFinding keptAt(std::uint32_t site, const std::string& python_file) {
+  LeakFinding finding;
+  finding.category = LeakCategory::kTensorsRetained;
+  finding.site.id = site;
+  finding.site.op = "aten::empty";
+  finding.site.outer_op = "aten::rand";
+  if (!python_file.empty()) {
+    StackFrame frame;
+    frame.function = "step";
+    frame.file = python_file;
+    frame.line = 10;
+    finding.site.frames.push_back(frame);
+  }
+  return finding;
+}
+
+// A report made after Python finalised reads no Python frame: its finding of a build-up recorded
+// while the program ran (which named the line) is the same cause, by its site.
+TEST(HeldCauses, AFindingThatLostItsPythonLineIsTheCauseOfTheSameSite) {
+  detect::HeldCause cause;
+  cause.finding = keptAt(7, "train.py");
+  cause.key = detect::causeKey(cause.finding);
+  EXPECT_TRUE(detect::sameCause(keptAt(7, "train.py"), cause));
+  EXPECT_TRUE(detect::sameCause(keptAt(7, ""), cause));
+  EXPECT_FALSE(detect::sameCause(keptAt(8, ""), cause));  // another site's tensors
+  LeakFinding graphs = keptAt(7, "");
+  graphs.category = LeakCategory::kAutogradGraphRetained;
+  EXPECT_FALSE(detect::sameCause(graphs, cause));
+}
+
 }  // namespace
 }  // namespace memseal

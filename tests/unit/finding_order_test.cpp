@@ -76,5 +76,32 @@ TEST(FindingOrder, ALongLeakOfSmallStepsComesBeforeAShortPassThatHeldMoreEachSte
   EXPECT_EQ(bytesInOrder(findings), (std::vector<double>{1 << 20, 100 * 1024}));
 }
 
+// A training leak keeping each loss with its graph: 4 bytes of storage a step, while malloc came
+// to hold 1 GiB the steps freed between the kept graphs. That memory is the leak's: charged to it,
+// it comes before an evaluation pass that kept 40 MiB, and its text says what it costs.
+TEST(FindingOrder, FreedMemoryStrandedBetweenKeptGraphsIsTheirLeaksCost) {
+  LeakFinding losses = finding(LeakCategory::kAutogradGraphRetained, "tensor storage", 4, 500, 500);
+  losses.survivor_bytes = 2000;
+  LeakFinding evaluation =
+      finding(LeakCategory::kTensorsRetained, "tensor storage", 1 << 20, 40, 40);
+  evaluation.survivor_bytes = 40 << 20;
+  std::vector<LeakFinding> findings = {evaluation, losses};
+  ASSERT_TRUE(chargeHeldFreeToKeptGraphs(std::int64_t{1} << 30, 500, findings));
+  EXPECT_DOUBLE_EQ(findings[1].resident_bytes_per_step, static_cast<double>(1 << 30) / 500);
+  EXPECT_DOUBLE_EQ(findings[0].resident_bytes_per_step, 0);
+  orderFindings(findings);
+  EXPECT_EQ(findings.front().category, LeakCategory::kAutogradGraphRetained);
+}
+
+TEST(FindingOrder, WithoutAKeptGraphFreedMemoryIsChargedToNoFinding) {
+  LeakFinding kept = finding(LeakCategory::kTensorsRetained, "tensor storage", 4096, 500, 500);
+  LeakFinding reset = finding(LeakCategory::kAutogradGraphRetained, "tensor storage", 4, 50, 50);
+  reset.freed = HeldUntilFreed{};  // held for a while, then freed: its graphs are gone
+  std::vector<LeakFinding> findings = {kept, reset};
+  EXPECT_FALSE(chargeHeldFreeToKeptGraphs(std::int64_t{1} << 30, 500, findings));
+  EXPECT_DOUBLE_EQ(findings[0].resident_bytes_per_step, 0);
+  EXPECT_DOUBLE_EQ(findings[1].resident_bytes_per_step, 0);
+}
+
 }  // namespace
 }  // namespace memseal::detect

@@ -38,5 +38,23 @@ TEST(LeakReportText, EnoughStepsWithoutALeakSayNoLeak) {
   EXPECT_EQ(firstLine(report), "memseal: no leak in 4 steps after 5 warm-up steps");
 }
 
+// An op made inside an optimizer's step is shown inside what the user called, not inside the
+// profiler range's full name ("Optimizer.step#SGD.step").
+TEST(LeakReportText, AnOpInsideAProfilerRangeIsShownInsideWhatTheUserCalled) {
+  LeakReport report;
+  report.steps = 40;
+  report.warmup = 5;
+  report.leak = true;
+  LeakFinding finding;
+  finding.category = LeakCategory::kAutogradGraphRetained;
+  finding.bytes_per_step = 32;
+  finding.site.op = "aten::addmm";
+  finding.site.outer_op = "Optimizer.step#SGD.step";
+  report.findings.push_back(finding);
+  std::string text = report.toText();
+  EXPECT_NE(text.find("made by   aten::addmm (inside SGD.step)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Optimizer.step#"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace memseal

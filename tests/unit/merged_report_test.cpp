@@ -75,6 +75,22 @@ TEST(MergedReport, ACauseEveryRankHasIsOneFindingOfAllRanks) {
   EXPECT_NE(text.find("at        train.py:12"), std::string::npos) << text;
 }
 
+// A rank's line counts steps as the rank's own report does: after its warm-up.
+TEST(MergedReport, ARanksStepsAreCountedAsItsOwnReportCountsThem) {
+  std::vector<RankReport> ranks = {
+      rank(0, 2, {finding(LeakCategory::kTensorsRetained, "aten::mm", "/a/train.py", 12, 64)}),
+      rank(1, 2, {})};
+  MergedReport merged = mergeRankReports(ranks);
+  std::string own = ranks[0].report->toText();
+  EXPECT_NE(own.find("in 35 steps after 5 warm-up steps"), std::string::npos) << own;
+  std::string text = merged.toText();
+  EXPECT_NE(text.find("rank 0: LEAK, 1 finding in 35 steps after 5 warm-up steps"),
+            std::string::npos)
+      << text;
+  std::string json = merged.toJson();
+  EXPECT_NE(json.find("\"warmup\": 5"), std::string::npos) << json;
+}
+
 TEST(MergedReport, LossesKeptWithTheirGraphsSayWhatTheGraphsCostInEveryView) {
   // A kept loss is 4 bytes of storage; its graph's nodes cost the process 9 KiB a step.
   LeakFinding kept =

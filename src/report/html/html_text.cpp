@@ -114,8 +114,8 @@ std::string notesHtml(const std::vector<std::string>& notes) {
 
 // "aten::mul (inside aten::mse_loss)"
 std::string opHtml(const ReadJson& site) {
-  std::string op = textAt(site, "op");
-  std::string outer = textAt(site, "outer_op");
+  std::string op = common::shownOpName(textAt(site, "op"));
+  std::string outer = common::shownOpName(textAt(site, "outer_op"));
   if (op.empty() && outer.empty()) return muted("unknown op");
   std::string out = codeText(op.empty() ? outer : op);
   if (!op.empty() && !outer.empty() && outer != op) {

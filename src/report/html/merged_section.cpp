@@ -44,7 +44,7 @@ std::string rankGrid(const ReadJson& merged) {
   const ReadJson& findings = arrayAt(merged, "findings");
   std::string out =
       "<div class=\"table-wrap\"><table class=\"compact\"><thead><tr><th>rank</th>"
-      "<th>status</th><th>steps</th><th>peak tensor memory</th>";
+      "<th>status</th><th>steps after warm-up</th><th>peak tensor memory</th>";
   for (std::size_t i = 0; i < findings.size(); ++i) {
     out += "<th>[" + std::to_string(i + 1) + "] " + escapeHtml(textAt(findings[i], "category")) +
            "</th>";
@@ -56,7 +56,9 @@ std::string rankGrid(const ReadJson& merged) {
     out += "<tr>" + numCell(countText(numberAt(rank, "rank"))) + "<td><span class=\"pill " +
            statusClass(status) + "\">" + statusWords(status) + "</span>";
     if (status == "missing") out += " " + muted(escapeHtml(textAt(rank, "missing_reason")));
-    out += "</td>" + numCell(status == "missing" ? kDash : countText(numberAt(rank, "steps"))) +
+    // As the rank's own report counts them ("warmup" is absent from older merged reports).
+    double judged = numberOr(rank, "steps", 0) - numberOr(rank, "warmup", 0);
+    out += "</td>" + numCell(status == "missing" ? kDash : countText(judged)) +
            numCell(status == "missing" ? kDash : bytesText(numberAt(rank, "peak_live_bytes")));
     double rank_number = numberOr(rank, "rank", -1);
     for (const ReadJson& finding : findings) {
