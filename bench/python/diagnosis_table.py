@@ -35,6 +35,7 @@ LOOPS = [
     ("kv_buffer.py", "grad-enabled-inference", 30, {}),
     ("memory_slots.py", "autograd-graph-retained", 30, {}),
     ("gan_error_total.py", "autograd-graph-retained", 30, {}),
+    ("stranded_losses.py", "autograd-graph-retained", 30, {}),
     ("hook_closure.py", "tensors-retained", 30, {}),
     ("partial_hook.py", "tensors-retained", 30, {}),
     ("hook_inputs.py", "tensors-retained", 30, {}),
