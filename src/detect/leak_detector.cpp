@@ -350,18 +350,18 @@ struct LeakDetector::State {
       bool known = std::any_of(report.findings.begin(), report.findings.end(),
                                [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
       if (known) continue;
-      // The same site, read without its Python line after Python finalised: what is left of the
-      // build-up, which the cause as recorded while it was held describes whole.
-      report.findings.erase(
-          std::remove_if(report.findings.begin(), report.findings.end(),
-                         [&](const LeakFinding& f) { return sameCause(f, cause); }),
-          report.findings.end());
       if (!phases.inFirstRunOfItsPhase(cause.finding.freed->first_step) || cause.freed_before ||
           cause.by_collector) {
         addHeldCause(all_held, std::move(cause));
         continue;
       }
       cause.finding.freed.reset();
+      // The same site, read without its Python line after Python finalised: what is left of the
+      // build-up, which the cause as recorded while it was held describes whole.
+      report.findings.erase(
+          std::remove_if(report.findings.begin(), report.findings.end(),
+                         [&](const LeakFinding& f) { return sameCause(f, cause); }),
+          report.findings.end());
       report.findings.push_back(std::move(cause.finding));
     }
     std::optional<std::uint32_t> held_detected;
