@@ -230,7 +230,7 @@ void judgeGraphs(const EvidenceInputs& inputs, LeakEvidence& evidence) {
 // `series`: every boundary's sample; `readings`: those of the boundaries that read resident memory.
 void judgeResident(const RunSeries& series, const RunSeries& readings, const CensusTotals& census,
                    std::int64_t turnover_bytes, LeakEvidence& evidence) {
-  evidence.resident_slope = std::max(0.0, slopeOf(readings.steps, readings.resident));
+  evidence.resident_slope = std::max(0.0, slopeWithoutOneJump(readings.steps, readings.resident));
   // Every surviving tensor costs its native memory.
   double overhead =
       kNativeBytesPerRetainedTensor * static_cast<double>(census.count) / evidence.observed;

@@ -99,6 +99,32 @@ double slopeOf(const std::vector<std::uint32_t>& steps, const std::vector<std::i
   return denominator > 0 ? numerator / denominator : 0;
 }
 
+double slopeWithoutOneJump(const std::vector<std::uint32_t>& steps,
+                           const std::vector<std::int64_t>& values) {
+  std::size_t n = std::min(steps.size(), values.size());
+  std::size_t jump_at = 0;
+  std::int64_t largest_rise = 0;
+  std::int64_t all_rises = 0;
+  std::int64_t rises = 0;
+  for (std::size_t i = 1; i < n; ++i) {
+    std::int64_t rise = values[i] - values[i - 1];
+    if (rise <= 0) continue;
+    all_rises += rise;
+    ++rises;
+    if (rise > largest_rise) {
+      largest_rise = rise;
+      jump_at = i;
+    }
+  }
+  if (largest_rise * 2 <= all_rises) return slopeOf(steps, values);
+  // The jump's interval keeps what the other rises add on average: the steps went on beside it.
+  std::int64_t usual_rise = rises > 1 ? (all_rises - largest_rise) / (rises - 1) : 0;
+  std::vector<std::int64_t> without(values.begin(),
+                                    values.begin() + static_cast<std::ptrdiff_t>(n));
+  for (std::size_t i = jump_at; i < n; ++i) without[i] -= largest_rise - usual_rise;
+  return slopeOf(steps, without);
+}
+
 double steadyGrowthPerStep(const std::vector<std::int64_t>& samples, double min_bytes_per_step) {
   std::vector<std::uint32_t> steps(samples.size());
   for (std::size_t i = 0; i < steps.size(); ++i) steps[i] = static_cast<std::uint32_t>(i);

@@ -57,4 +57,11 @@ double unboundedGrowthPerStep(const std::vector<std::uint32_t>& steps,
 // Least-squares slope of values against their steps (which need not be evenly spaced).
 double slopeOf(const std::vector<std::uint32_t>& steps, const std::vector<std::int64_t>& values);
 
+// What a series gains per step, told apart from one event: the least-squares slope, taken without
+// its largest rise between two samples when that one rise is more than half of all it rose (a
+// data set loaded once, a notebook cell's array: memory the steps do not add again). Growth that
+// repeats rises in many small steps, or in few of like size, and keeps its slope.
+double slopeWithoutOneJump(const std::vector<std::uint32_t>& steps,
+                           const std::vector<std::int64_t>& values);
+
 }  // namespace memseal::detect

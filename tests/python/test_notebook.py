@@ -145,6 +145,23 @@ def test_memseal_watch_gives_one_finding_per_cause_and_never_blames_memseal_or_p
                 or frame.file.endswith(".cpp") and "/src/" in frame.file), report.text()
 
 
+def test_one_large_array_made_in_a_cell_mid_watch_is_not_the_leaks_cost(shell):
+    # A cell that loads a 40 MiB array while the watch runs: resident memory jumps once. The leak
+    # stays one finding, and its resident memory per step is what its steps add, not the array.
+    shell.run_cell("net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), "
+                   "torch.nn.Linear(256, 10))\nouts = []")
+    shell.run_cell("%memseal_watch on --warmup 3")
+    for i in range(60):
+        shell.run_cell("outs.append(net(torch.randn(16, 64)))")
+        if i == 30:
+            shell.run_cell("import numpy\ntable = numpy.ones(5 << 20)")  # 40 MiB, pages touched
+    report = shell.run_cell("%memseal_watch off").result
+    shell.run_cell("del net, outs, table")
+    assert report.leak and report.categories == ["grad-enabled-inference"], report.text()
+    assert len(report.findings) == 1, report.text()
+    assert report.findings[0].resident_bytes_per_step < 512 * 1024, report.text()
+
+
 def test_memseal_watch_off_without_on_is_a_usage_error(shell):
     from IPython.core.error import UsageError
 

@@ -184,6 +184,20 @@ TEST(UnboundedGrowth, OneLargeRiseIsNotGrowthThatKeepsGoing) {
   EXPECT_GT(unboundedGrowthPerStep(stepsOf(2000), leak_and_jump, 1024 * 1024), 3000.0);
 }
 
+// A leak of 4 KiB a step, and once a 40 MiB array loaded beside it (a notebook cell, a data set):
+// the leak's cost per step is its own. A leak that grows in a few large chunks keeps its slope.
+TEST(SlopeWithoutOneJump, OneLargeRiseIsNotAStepsCost) {
+  std::vector<std::int64_t> leak_and_jump = residentLine(200, 4096, 0);
+  for (std::size_t i = 120; i < leak_and_jump.size(); ++i) leak_and_jump[i] += 40 << 20;
+  EXPECT_GT(slopeOf(stepsOf(200), leak_and_jump), 100.0 * 1024);
+  EXPECT_NEAR(slopeWithoutOneJump(stepsOf(200), leak_and_jump), 4096.0, 1.0);
+  std::vector<std::int64_t> chunks(200);
+  for (std::size_t i = 0; i < chunks.size(); ++i)
+    chunks[i] = static_cast<std::int64_t>(i / 50) << 20;
+  EXPECT_NEAR(slopeWithoutOneJump(stepsOf(200), chunks), slopeOf(stepsOf(200), chunks), 1e-9);
+  EXPECT_EQ(slopeWithoutOneJump({3}, {10}), 0.0);
+}
+
 TEST(SlopeOf, UsesTheStepsNotThePositions) {
   // Thinned samples: steps 0, 2, 4, then 5, 6, 7 with one unit per step.
   EXPECT_NEAR(slopeOf({0, 2, 4, 5, 6, 7}, {0, 2, 4, 5, 6, 7}), 1.0, 1e-9);
