@@ -53,6 +53,15 @@ if ! "$MEMSEAL_VENV/bin/python" -c 'import scikit_build_core, pytest, xdist, IPy
       "scikit-build-core>=0.10" "pytest>=8" "pytest-xdist>=3" "ipython>=8" "ipykernel>=6" \
       "nbclient>=0.10" "nbformat>=5" "pillow>=10"
 fi
+# The documentation site's builder (MkDocs with the Material theme, mkdocstrings for the Python API
+# reference) and the runner of the docs' Python examples, for the test command's documentation check.
+if ! "$MEMSEAL_VENV/bin/python" -c 'import mkdocs, material, mkdocstrings, mkdocstrings_handlers.python, pytest_markdown_docs' 2>/dev/null; then
+  echo "memseal: installing mkdocs, mkdocs-material, mkdocstrings-python and pytest-markdown-docs" \
+       "into $MEMSEAL_VENV" >&2
+  "$MEMSEAL_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+      "mkdocs==1.6.1" "mkdocs-material==9.8.2" "mkdocstrings==1.0.8" "mkdocstrings-python==2.0.11" \
+      "pytest-markdown-docs==0.9.2"
+fi
 # The frameworks whose own Trainers the tests run unmodified under `memseal run` (tiny models built
 # from configs, synthetic data: nothing is downloaded when they run). Pinned, with torch, so that
 # installing them never moves torch off its pinned version.

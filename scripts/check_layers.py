@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Checks that no folder of src/ includes a folder above it (the order is the README's layout
-table): common < track < analyze < detect, scope, plan, pool, explain < report, compare < cli, inject,
-python. Folders of one level may include each other; include/memseal/ (the public headers) may be
+"""Checks that no folder of src/ includes a folder above it (the order is that of
+docs/developers/layout.md): common < track < analyze < detect, scope, plan, pool, explain < report,
+compare < cli, inject, python. Folders of one level may include each other; include/memseal/ (the public headers) may be
 included from anywhere. Exit 0 when every include keeps to the order, 1 listing those that do not.
 
     scripts/check_layers.py [SOURCE_ROOT]

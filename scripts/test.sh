@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what is missing, then builds and runs every test: the plain build, the
 # AddressSanitizer+UBSan build, the ThreadSanitizer build of the concurrency tests, then the
-# Python module (installed into the venv) and its pytest suite.
+# Python module (installed into the venv) and its pytest suite, then the documentation site.
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 root="$(cd "$here/.." && pwd)"
 "$here/bootstrap.sh"
-# No folder of src/ includes a higher layer's headers (the README's layout); no file over 600
+# No folder of src/ includes a higher layer's headers (docs/developers/layout.md); no file over 600
 # lines, no function over 80.
 status=0
 python3 "$here/check_layers.py" || status=1
@@ -53,5 +53,17 @@ elif [ "$python_status" -eq 0 ] || [ "$python_status" -eq 3 ]; then
   echo "memseal: Python tests skipped: $MEMSEAL_PYTHON lacks pytest or scikit-build-core" >&2
 else
   status=1
+fi
+# The documentation site (docs/, mkdocs.yml): built strictly (a broken link or anchor fails it), then
+# every Python example of the site and the README run against the installed package, and every
+# memseal command line they show checked against the command's own help.
+echo "=== memseal tests: documentation" >&2
+if [ "$python_status" -eq 0 ] && "$MEMSEAL_PYTHON" -c 'import mkdocs, pytest_markdown_docs' 2>/dev/null; then
+  (cd "$root" && NO_MKDOCS_2_WARNING=1 "$MEMSEAL_PYTHON" -m mkdocs build --strict --quiet \
+      --site-dir "$root/build/site") || status=1
+  (cd "$root/tests/docs" && "$MEMSEAL_PYTHON" -m pytest -q -p no:cacheprovider --markdown-docs \
+      . ../../docs ../../README.md) || status=1
+else
+  echo "memseal: documentation checks skipped: $MEMSEAL_PYTHON lacks mkdocs or pytest-markdown-docs" >&2
 fi
 exit $status

@@ -1,4 +1,4 @@
-"""Options in the one grammar every memseal entry point shares (README, "Options")."""
+"""Options in the one grammar every memseal entry point shares (docs/reference/options.md)."""
 
 import os
 import sys

@@ -1,5 +1,5 @@
 // The names of the previous release still compile, as aliases of the new ones, for one release
-// (README, "Deprecated names"): code written against them builds, with a deprecation warning.
+// (docs/reference/deprecated.md): code written against them builds, with a deprecation warning.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
