@@ -130,5 +130,8 @@ def test_a_lightning_trainer_run(leak, tmp_path):
     kept = ".losses" if leak == "loss" else ".outputs"
     holders = _holders(report)
     assert holders and f"{kept}` of Regressor" in holders[0], output
-    # Predictions kept for an epoch and cleared at its end: held, then freed, every epoch.
+    # Predictions kept for an epoch and cleared at its end: held, then freed, every epoch, in the
+    # phase of the training steps that kept them (never "outside loops").
     assert bool(findings[0].get("freed")) == (leak == "epoch-outputs"), output
+    if leak == "epoch-outputs":
+        assert findings[0]["freed"]["phase"] == "optimizer steps (SGD)", output
