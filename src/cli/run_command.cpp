@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -31,6 +32,7 @@
 #include "cli/commands.h"
 #include "cli/run_job.h"
 #include "cli/run_processes.h"
+#include "cli/run_progress.h"
 #include "cli/run_target.h"
 #include "inject/run_protocol.h"
 #include "inject/step_rule.h"
@@ -55,6 +57,7 @@ struct RunOptions {
   bool op_loops = false;       // Python programs too: steps from a loop found in the ops
   bool program_steps = false;  // the default, accepted as a flag for older command lines
   bool fail_on_leak = false;
+  bool quiet = false;      // no progress line on the terminal while the program runs
   std::string job_folder;  // a distributed job's reports; empty: defaultJobFolder
   TrackerFlags tracker;
 };
@@ -400,7 +403,10 @@ int runProgram(const RunOptions& options) {
   }
   close(exec_pipe[1]);
   forwardSignalsTo(child);
+  std::unique_ptr<ProgressLine> progress =
+      ProgressLine::startIfTerminal(launch.session, options.quiet);
   Ending ending = waitForTheProgram(child, exec_pipe[0]);
+  if (progress) progress->stop();
   if (ending.exec_error) {
     removeSessionDirectory(launch.session);
     fail("cannot start " + launch.program + ": " + std::strerror(*ending.exec_error));
@@ -474,6 +480,9 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
                     "Trace the program's children too (forked and exec'd); each gets a report");
   command->add_flag("--fail-on-leak", options->fail_on_leak,
                     "Exit 1 instead of 0 when a leak is reported");
+  command->add_flag("--quiet", options->quiet,
+                    "No progress line at the bottom of the terminal while the program runs (there "
+                    "is none when stderr is a pipe or a file)");
   options->tracker.addTo(command, "all");
   entries.push_back({command, [options, command] {
                        options->command = command->remaining();

@@ -5,13 +5,18 @@ Synchronisation is by pipes: a test that needs the program busy reads the progra
 ("served N") before it sends a signal, and reads memseal's stderr for what it waits for.
 """
 import argparse
+import fcntl
 import json
 import os
 import re
+import select
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
+import time
 import unittest
 
 ARGS = None
@@ -379,6 +384,97 @@ class Python(unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertIn("ended by counting the loop's allocations", err)
         self.assertIn("2 loops found", err)
+
+def start_in_terminal(*command):
+    """memseal run COMMAND... with stdin, stdout and stderr on a pseudo-terminal of 24 rows:
+    (process, the terminal's master side)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    process = subprocess.Popen([ARGS.memseal, "run", *command], stdin=slave, stdout=slave,
+                               stderr=slave, env=dict(os.environ, TERM="xterm"), close_fds=True)
+    os.close(slave)
+    return process, master
+
+
+def read_terminal(master, until=None, timeout=120):
+    """What the program and memseal wrote to the terminal: up to the end, or until `until(text)`."""
+    text = b""
+    deadline = time.monotonic() + timeout
+    while until is None or not until(text):
+        ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise AssertionError(f"timed out; the terminal showed {text[-2000:]!r}")
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the last process holding the terminal ended
+            break
+        if not chunk:
+            break
+        text += chunk
+    return text
+
+
+PROGRESS = re.compile(rb"\x1b\[2Kmemseal: step (\d+) \| ([^|\x1b]*)")
+RUNS_UNTIL_TOLD = """import os, sys, torch
+model = torch.nn.Linear(32, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+total = 0
+while not os.path.exists(sys.argv[1]):
+    loss = model(torch.randn(16, 32)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    total = total + loss
+print("stopped")
+"""
+
+
+class Terminal(unittest.TestCase):
+    def test_a_progress_line_is_kept_up_to_date_below_the_programs_output(self):
+        with tempfile.TemporaryDirectory() as folder:
+            script = os.path.join(folder, "train.py")
+            with open(script, "w") as file:
+                file.write(RUNS_UNTIL_TOLD)
+            stop = os.path.join(folder, "stop")
+            process, master = start_in_terminal("--", ARGS.python, script, stop)
+            try:
+                # The program runs until the line has shown a leak at two different steps.
+                def two_steps_with_the_leak(text):
+                    steps = {int(m.group(1)) for m in PROGRESS.finditer(text)
+                             if m.group(2).startswith(b"LEAK: autograd-graph-retained")}
+                    return len(steps) >= 2
+                shown = read_terminal(master, until=two_steps_with_the_leak)
+                open(stop, "w").close()
+                shown += read_terminal(master)
+            finally:
+                os.close(master)
+                process.wait(timeout=300)
+        self.assertEqual(process.returncode, 0)
+        # Drawn on the last row (24) of a scroll region of rows 1-23, the cursor saved and restored
+        # around each draw; at the end the whole height is the program's again and the line is
+        # cleared, before the report.
+        self.assertIn(b"\x1b7\x1b[1;23r\x1b[24;1H\x1b[2Kmemseal: step", shown)
+        self.assertIn(b"at train.py:10", shown)
+        end = shown.rindex(b"\x1b7\x1b[r\x1b[24;1H\x1b[2K\x1b8")
+        self.assertGreater(end, shown.rindex(b"\x1b[2Kmemseal: step"))
+        self.assertIn(b"stopped", shown)
+        self.assertIn(b"memseal: LEAK", shown[end:])
+
+    def test_quiet_turns_the_line_off_and_a_pipe_never_gets_it(self):
+        script = os.path.join(ARGS.scripts, "train.py")
+        process, master = start_in_terminal("--quiet", "--", ARGS.python, script, "--steps", "200")
+        try:
+            shown = read_terminal(master)
+        finally:
+            os.close(master)
+            process.wait(timeout=300)
+        self.assertIn(b"memseal: no leak", shown)
+        self.assertNotIn(b"\x1b7", shown)
+        code, _, err = run("--", ARGS.python, script, "--steps", "200")
+        self.assertEqual(code, 0, err)
+        self.assertIn("memseal: no leak", err)
+        self.assertNotIn("\x1b", err)
+
 
 class Children(unittest.TestCase):
     def dataloader(self, dataset, *flags):
