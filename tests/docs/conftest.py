@@ -5,7 +5,9 @@ The examples are written as a user writes them, about their own model and loop: 
 for real against the installed package, in a folder of its own (the files the examples write).
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -13,8 +15,15 @@ import torch
 
 import memseal
 
+_STARTED_IN = os.getcwd()
 _WORK_FOLDER = tempfile.mkdtemp(prefix="memseal-docs-")
 os.chdir(_WORK_FOLDER)
+
+
+@atexit.register
+def _remove_work_folder():
+    os.chdir(_STARTED_IN)
+    shutil.rmtree(_WORK_FOLDER, ignore_errors=True)
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
