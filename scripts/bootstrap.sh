@@ -27,10 +27,17 @@ if [ -n "${Torch_DIR:-}" ]; then
 fi
 
 torch_version() { "$1" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true; }
+# A caller's Python may bring any torch memseal builds against (cmake/MemsealTorch.cmake: 2.9 up
+# to, not including, 2.16); the pinned one is what this script installs.
+supported_torch() {
+  [ -n "$1" ] && [ "$(printf '%s\n' 2.9 "$1" | sort -V | head -n 1)" = 2.9 ] &&
+    [ "$(printf '%s\n' "$1" 2.16 | sort -V | head -n 1)" = "$1" ]
+}
 if [ -n "${PYTHON:-}" ]; then
   have="$(torch_version "$PYTHON")"
-  if [ "${have}" != "$MEMSEAL_TORCH_VERSION" ]; then
-    echo "memseal: PYTHON=$PYTHON has torch '${have:-none}', memseal needs $MEMSEAL_TORCH_VERSION" >&2
+  if ! supported_torch "$have"; then
+    echo "memseal: PYTHON=$PYTHON has torch '${have:-none}'; memseal builds against torch 2.9 up" \
+         "to, not including, 2.16 (unset PYTHON for the pinned $MEMSEAL_TORCH_VERSION)" >&2
     exit 2
   fi
   exit 0

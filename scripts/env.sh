@@ -1,5 +1,6 @@
 # Shared settings for memseal's scripts: where the cached toolchain lives and which torch to use.
-# Sourced, not run. Honours PYTHON (a Python that already has torch 2.11) and Torch_DIR.
+# Sourced, not run. Honours PYTHON (a Python that already has a torch memseal builds against,
+# 2.9 up to 2.15) and Torch_DIR; the pinned release is the development environment's.
 MEMSEAL_TORCH_VERSION="2.11.0"
 MEMSEAL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MEMSEAL_CACHE="${MEMSEAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/memseal}"

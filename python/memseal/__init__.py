@@ -41,17 +41,24 @@ __all__ = sorted(name for name in _EXPORTS if not name.startswith("_") and "ipyt
 
 def __getattr__(name):
     if name == "_memseal":
-        import torch  # noqa: F401  (see above)
-
+        _check_torch()  # imports torch (see above)
         return _importlib.import_module("._memseal", __name__)
     where = _EXPORTS.get(name)
     if where is None:
         raise AttributeError(f"module 'memseal' has no attribute '{name}'")
     if where == "_memseal":
-        import torch  # noqa: F401  (see above; the other modules import it themselves)
+        # The other modules load the core through `from . import _memseal`: this function too.
+        _check_torch()
     value = getattr(_importlib.import_module("." + where, __name__), name)
     globals()[name] = value
     return value
+
+
+def _check_torch():
+    # The core is tied to the torch release it was built against: another one is refused before
+    # the core is loaded (_torch_release.py; a function of another name than that module, which
+    # becomes this package's attribute once imported).
+    _importlib.import_module("._torch_release", __name__).check_installed_torch()
 
 
 def __dir__():

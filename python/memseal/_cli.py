@@ -390,22 +390,43 @@ def _exec_native_command(argv):
             "memseal command (memseal/bin/memseal); install the package with pip, or use the "
             "memseal command of a C++ build\n")
         return EXIT_USAGE
+    from ._torch_release import mismatch, requirement
+
     environment = dict(os.environ)
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if not os.path.isdir(os.path.join(package_parent, "torch", "lib")):
-        # The command finds libtorch in the torch package beside memseal's (its RUNPATH); where
-        # torch is installed elsewhere (another site-packages), the loader is told where.
-        torch_lib = _torch_library_folder()
-        if torch_lib is None:
-            sys.stderr.write(f"memseal {argv[0].lstrip('-')}: this Python has no torch (memseal "
-                             "needs torch 2.11: pip install 'torch>=2.11,<2.12')\n")
-            return EXIT_USAGE
+    beside = os.path.join(package_parent, "torch", "lib")
+    # The command finds libtorch in the torch package beside memseal's (its RUNPATH); where torch
+    # is installed elsewhere (another site-packages), the loader is told where.
+    torch_lib = beside if os.path.isdir(beside) else _torch_library_folder()
+    if torch_lib is None:
+        sys.stderr.write(f"memseal {argv[0].lstrip('-')}: this Python has no torch (memseal "
+                         f"needs it: pip install '{requirement()}')\n")
+        return EXIT_USAGE
+    # The command itself links libtorch: beside another release it would not even load.
+    why = mismatch(*_torch_package_version(os.path.dirname(torch_lib)))
+    if why is not None:
+        sys.stderr.write(f"memseal {argv[0].lstrip('-')}: {why}\n")
+        return EXIT_USAGE
+    if torch_lib != beside:
         before = environment.get("LD_LIBRARY_PATH")
         environment["LD_LIBRARY_PATH"] = torch_lib + (":" + before if before else "")
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(command, ["memseal", *argv], environment)
     return EXIT_USAGE  # not reached
+
+
+def _torch_package_version(package):
+    """(version, folder) of the torch package in `package`, read from its version.py (importing
+    torch would load a libtorch); the version is empty where it cannot be read."""
+    try:
+        with open(os.path.join(package, "version.py")) as version_file:
+            for line in version_file:
+                if line.startswith("__version__"):
+                    return line.split("=", 1)[1].strip().strip("'\""), package
+    except OSError:
+        pass
+    return "", package
 
 
 def _torch_library_folder():

@@ -40,19 +40,18 @@ bool isPythonNode(const torch::autograd::Node& node) {
 
 }  // namespace
 
-RetainedGraphs inspectRetainedGraphs(
-    const std::vector<std::shared_ptr<torch::autograd::Node>>& roots, std::size_t max_nodes,
-    bool python_nodes) {
+RetainedGraphs inspectRetainedGraphs(const std::vector<track::NodeRef>& roots,
+                                     std::size_t max_nodes, bool python_nodes) {
   RetainedGraphs graphs;
   std::unordered_set<const torch::autograd::Node*> seen;
-  std::vector<std::shared_ptr<torch::autograd::Node>> pending;
+  std::vector<track::NodeRef> pending;
   for (const auto& root : roots) {
     if (root && seen.insert(root.get()).second) pending.push_back(root);
   }
   std::unordered_map<const c10::TensorImpl*, GradHistoryLeaf> leaves;
   compiled::AutogradCompilerCall call(compiled::SizeInput::STATIC);
   while (!pending.empty() && graphs.nodes_visited < max_nodes) {
-    std::shared_ptr<torch::autograd::Node> node = std::move(pending.back());
+    track::NodeRef node = std::move(pending.back());
     pending.pop_back();
     ++graphs.nodes_visited;
     if (auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get())) {

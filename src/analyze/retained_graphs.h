@@ -13,10 +13,7 @@
 #include <vector>
 
 #include "memseal/tracker.h"
-
-namespace torch::autograd {
-struct Node;
-}
+#include "track/autograd_node.h"
 
 namespace memseal::analyze {
 
@@ -35,7 +32,7 @@ struct RetainedGraphs {
   // with their storage's size.
   std::unordered_map<const void*, std::int64_t> leaf_storage;
   // Every node walked, weakly: an address seen again later is the same node only while alive.
-  std::unordered_map<const torch::autograd::Node*, std::weak_ptr<torch::autograd::Node>> visited;
+  std::unordered_map<const torch::autograd::Node*, track::WeakNodeRef> visited;
   std::size_t nodes_visited = 0;
 };
 
@@ -43,8 +40,7 @@ struct RetainedGraphs {
 // where no backward runs through those graphs at the same time (the detector's step boundary).
 // `python_nodes`: also read what Python autograd Functions (PyNode) saved, which calls into Python
 // and needs the GIL; false where it may not be held (inside a running backward).
-RetainedGraphs inspectRetainedGraphs(
-    const std::vector<std::shared_ptr<torch::autograd::Node>>& roots, std::size_t max_nodes,
-    bool python_nodes = true);
+RetainedGraphs inspectRetainedGraphs(const std::vector<track::NodeRef>& roots,
+                                     std::size_t max_nodes, bool python_nodes = true);
 
 }  // namespace memseal::analyze

@@ -12,6 +12,11 @@
 
 #include "common/text.h"
 
+// The torch releases memseal builds against, from cmake/MemsealTorch.cmake.
+#ifndef MEMSEAL_TORCH_SUPPORTED
+#define MEMSEAL_TORCH_SUPPORTED "2.9 up to, not including, 2.16"
+#endif
+
 namespace memseal::cli {
 
 namespace {
@@ -108,13 +113,17 @@ std::string torchMismatch(const std::string& program, const std::string& built_w
   if (folder.empty()) return "";  // no Python, or no torch: nothing memseal would be loaded into
   std::string theirs = torchPackageVersion(folder);
   if (theirs.empty() || torchRelease(theirs) == torchRelease(built_with)) return "";
+  std::string python = isPythonName(program) ? program : scriptInterpreter(program);
   return "the Python it starts imports torch " + theirs + " (" + folder +
          "), but this memseal was built against torch " + built_with +
          ": its runtime cannot be loaded beside another libtorch. Run it with a Python whose torch "
          "is " +
          torchRelease(built_with) +
-         ", or install memseal into that Python's environment "
-         "(pip install memseal builds it against the torch there)";
+         ", or build memseal for that torch in that Python's environment (memseal builds against "
+         "torch " MEMSEAL_TORCH_SUPPORTED "): " +
+         python +
+         " -m pip install --force-reinstall --no-deps --no-cache-dir PATH-TO-MEMSEAL (a checkout "
+         "or its source archive; --no-build-isolation too where scikit-build-core is installed)";
 }
 
 }  // namespace memseal::cli

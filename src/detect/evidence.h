@@ -42,7 +42,7 @@ struct LeakEvidence {
   std::vector<StorageEvidence> storage;                // groups that keep growing
   std::map<std::uint32_t, GraphEvidence> graph_roots;  // root sites whose graphs keep surviving
   // The alive root nodes of those graphs (only when asked for: they are kept alive by this).
-  std::vector<std::shared_ptr<torch::autograd::Node>> alive_roots;
+  std::vector<track::NodeRef> alive_roots;
   // Tracked tensor memory grows steadily but no group explains it (survivors spread thinly over
   // sites): the groups holding most of what was retained after warm-up.
   double unexplained_tensor_growth = 0;

@@ -12,8 +12,7 @@
 namespace memseal::detect {
 
 void GraphNodeSampler::onGradFn(const track::TensorSignature& output, std::int8_t cuda_device,
-                                const std::shared_ptr<torch::autograd::Node>& node,
-                                std::uint32_t site) {
+                                const track::NodeRef& node, std::uint32_t site) {
   std::uint32_t step = memseal::currentStep();
   if (step < first_step_) return;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -101,7 +100,7 @@ std::vector<GraphNodeSampler::AliveStep> GraphNodeSampler::aliveSteps(std::uint3
       // A node that died never comes back: release the step's samples.
       samples.dead = true;
       for (Sample& sample : samples.samples) sample.node.reset();
-      for (std::weak_ptr<torch::autograd::Node>& first_node : samples.first) first_node.reset();
+      for (track::WeakNodeRef& first_node : samples.first) first_node.reset();
       samples.link.node.reset();
       samples.count = 0;
       samples.last_node = nullptr;

@@ -32,7 +32,7 @@ struct NodeEvidence {
   std::map<std::uint32_t, NodeGroup> groups_by_root_site;
   // The alive sampled nodes of each step, its root first, by the site of the step's root, when
   // asked for (they are then kept alive by this).
-  std::vector<std::pair<std::uint32_t, std::shared_ptr<torch::autograd::Node>>> roots;  // site
+  std::vector<std::pair<std::uint32_t, track::NodeRef>> roots;  // site
   std::vector<std::uint32_t> sampled_steps;  // steps in the range that had samples, sorted
   std::int64_t alive_samples = 0;
 };
@@ -43,7 +43,7 @@ class GraphNodeSampler final : public track::GradFnObserver {
   explicit GraphNodeSampler(std::uint32_t first_step) : first_step_(first_step) {}
 
   void onGradFn(const track::TensorSignature& output, std::int8_t cuda_device,
-                const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) override;
+                const track::NodeRef& node, std::uint32_t site) override;
 
   // The steps in [first, last] (all completed) grouped by the site of their newest surviving node;
   // with `keep_roots`, those nodes too.
@@ -64,7 +64,7 @@ class GraphNodeSampler final : public track::GradFnObserver {
   static constexpr std::size_t kMaxSteps = 512;
 
   struct Sample {
-    std::weak_ptr<torch::autograd::Node> node;
+    track::WeakNodeRef node;
     std::uint32_t site = 0;
     track::TensorSignature signature;
     std::int8_t cuda_device = -1;
@@ -82,7 +82,7 @@ class GraphNodeSampler final : public track::GradFnObserver {
     Sample link;
     // Its first nodes, walked from and never judged: only the references, since every step
     // keeps its samples until thinned.
-    std::weak_ptr<torch::autograd::Node> first[kFirstSamplesPerStep];
+    track::WeakNodeRef first[kFirstSamplesPerStep];
     int first_count = 0;
     std::int64_t made = 0;  // nodes made in the step, sampled or not
     bool dead = false;      // every sample died: never alive again, samples released
@@ -90,7 +90,7 @@ class GraphNodeSampler final : public track::GradFnObserver {
   };
   // A step's alive samples, held while they are looked at, old to new, and its link to an earlier
   // step's graph.
-  using NodeRef = std::shared_ptr<torch::autograd::Node>;
+  using NodeRef = track::NodeRef;
   struct AliveStep {
     StepSamples* samples = nullptr;
     std::vector<std::pair<const Sample*, NodeRef>> nodes;

@@ -16,7 +16,7 @@ constexpr std::size_t kMaxNodesWalked = 1u << 20;
 
 }  // namespace
 
-void BackwardRoles::onNodeStart(const std::shared_ptr<torch::autograd::Node>& node) {
+void BackwardRoles::onNodeStart(const track::NodeRef& node) {
   std::lock_guard<std::mutex> lock(mutex_);
   backward_ran_ = true;
   auto walked = walked_.find(node.get());
@@ -36,7 +36,7 @@ void BackwardRoles::onNodeStart(const std::shared_ptr<torch::autograd::Node>& no
   }
 }
 
-void BackwardRoles::onNodeEnd(const std::shared_ptr<torch::autograd::Node>& node) {
+void BackwardRoles::onNodeEnd(const track::NodeRef& node) {
   auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get());
   if (accumulate == nullptr || !accumulate->variable.defined()) return;
   const void* grad = analyze::cpuStorageOf(accumulate->variable.grad());

@@ -17,8 +17,8 @@ namespace memseal::explain {
 
 class BackwardRoles final : public track::BackwardObserver {
  public:
-  void onNodeStart(const std::shared_ptr<torch::autograd::Node>& node) override;
-  void onNodeEnd(const std::shared_ptr<torch::autograd::Node>& node) override;
+  void onNodeStart(const track::NodeRef& node) override;
+  void onNodeEnd(const track::NodeRef& node) override;
 
   // What was seen of a storage, and when: the number of trace events recorded by then, so the
   // analysis gives the role only to the allocation that held that address at that moment.
@@ -37,7 +37,7 @@ class BackwardRoles final : public track::BackwardObserver {
  private:
   mutable std::mutex mutex_;
   // Nodes already walked, weakly: an address that comes back once its node died is a new node.
-  std::unordered_map<const torch::autograd::Node*, std::weak_ptr<torch::autograd::Node>> walked_;
+  std::unordered_map<const torch::autograd::Node*, track::WeakNodeRef> walked_;
   SeenStorage saved_;
   SeenStorage leaves_;
   SeenStorage gradients_;

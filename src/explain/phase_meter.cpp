@@ -32,8 +32,8 @@ std::int64_t PhaseMeter::takePeak() {
   return peak;
 }
 
-void PhaseMeter::onGradFn(const track::TensorSignature&, std::int8_t,
-                          const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t) {
+void PhaseMeter::onGradFn(const track::TensorSignature&, std::int8_t, const track::NodeRef& node,
+                          std::uint32_t) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (in_backward_) return;  // a later micro-batch's forward: part of backward's stretches
   std::int64_t peak = takePeak();
@@ -44,7 +44,7 @@ void PhaseMeter::onGradFn(const track::TensorSignature&, std::int8_t,
   phases_.push_back({"forward:" + std::to_string(forward_ops_++) + ":" + node->name(), peak});
 }
 
-void PhaseMeter::onNodeStart(const std::shared_ptr<torch::autograd::Node>& node) {
+void PhaseMeter::onNodeStart(const track::NodeRef& node) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::int64_t peak = takePeak();
   if (!in_backward_) {
@@ -60,7 +60,7 @@ void PhaseMeter::onNodeStart(const std::shared_ptr<torch::autograd::Node>& node)
   }
 }
 
-void PhaseMeter::onNodeEnd(const std::shared_ptr<torch::autograd::Node>&) {
+void PhaseMeter::onNodeEnd(const track::NodeRef&) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!in_backward_) return;
   phases_.back().peak_bytes = std::max(phases_.back().peak_bytes, takePeak());

@@ -34,10 +34,10 @@ class PhaseMeter final : public track::BackwardObserver, public track::GradFnObs
   PhaseMeter(const PhaseMeter&) = delete;
   PhaseMeter& operator=(const PhaseMeter&) = delete;
 
-  void onNodeStart(const std::shared_ptr<torch::autograd::Node>& node) override;
-  void onNodeEnd(const std::shared_ptr<torch::autograd::Node>& node) override;
+  void onNodeStart(const track::NodeRef& node) override;
+  void onNodeEnd(const track::NodeRef& node) override;
   void onGradFn(const track::TensorSignature& output, std::int8_t cuda_device,
-                const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) override;
+                const track::NodeRef& node, std::uint32_t site) override;
 
   // Stops watching; the phases' peaks in order, none when backward never ran.
   std::vector<PhasePeak> finish();

@@ -222,6 +222,15 @@ PYBIND11_MODULE(_memseal, m) {
   using namespace memseal;
   using namespace memseal::python;
   m.doc() = "memseal's C++ core (use the memseal package, not this module)";
+  // Bound to the ABI of the torch release it was built against: the package refuses another before
+  // it loads this module (memseal/_torch_release.py, which says how to build memseal for it); this
+  // is for the module imported by hand.
+  std::string torch_version = py::str(py::module_::import("torch").attr("__version__"));
+  if (torch_version.substr(0, torch_version.find('+')) != MEMSEAL_TORCH_VERSION) {
+    throw py::import_error("memseal._memseal was built against torch " MEMSEAL_TORCH_VERSION
+                           ", but this Python imports torch " +
+                           torch_version + ": import memseal instead, which says how to build it");
+  }
   m.attr("__version__") = version();
   m.attr("CHECK_REPORT_SCHEMA") = kCheckReportSchema;
   m.attr("CHECK_REPORT_VERSION") = kCheckReportVersion;

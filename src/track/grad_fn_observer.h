@@ -3,13 +3,9 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 
+#include "track/autograd_node.h"
 #include "track/live_record.h"
-
-namespace torch::autograd {
-struct Node;
-}
 
 namespace memseal::track {
 
@@ -19,8 +15,8 @@ namespace memseal::track {
 class GradFnObserver {
  public:
   virtual ~GradFnObserver() = default;
-  virtual void onGradFn(const TensorSignature& output, std::int8_t cuda_device,
-                        const std::shared_ptr<torch::autograd::Node>& node, std::uint32_t site) = 0;
+  virtual void onGradFn(const TensorSignature& output, std::int8_t cuda_device, const NodeRef& node,
+                        std::uint32_t site) = 0;
 };
 
 // One observer at a time. Setting nullptr waits until no thread is inside the old one, so it can
@@ -42,8 +38,8 @@ namespace memseal::track {
 class BackwardObserver {
  public:
   virtual ~BackwardObserver() = default;
-  virtual void onNodeStart(const std::shared_ptr<torch::autograd::Node>& node) = 0;
-  virtual void onNodeEnd(const std::shared_ptr<torch::autograd::Node>& node) = 0;
+  virtual void onNodeStart(const NodeRef& node) = 0;
+  virtual void onNodeEnd(const NodeRef& node) = 0;
 };
 
 // One at a time; setting nullptr waits until no thread is inside the old one.

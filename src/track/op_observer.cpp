@@ -48,7 +48,7 @@ void notifyBackwardObserver(ThreadState& state, const at::RecordFunction& fn, bo
   if (BackwardObserver* observer = g_backward_observer.load(std::memory_order_seq_cst)) {
     TrackerWork work(state);
     try {
-      std::shared_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+      NodeRef node = torch::autograd::get_current_node();
       if (node != nullptr) {
         if (start) {
           observer->onNodeStart(node);
@@ -108,7 +108,7 @@ void onOpOutput(ThreadState& state, const at::TensorBase& tensor, const OpFrame&
     }
   }
   if (grad_site == 0) return;
-  const std::shared_ptr<torch::autograd::Node>& grad_fn = tensor.grad_fn();
+  const NodeRef& grad_fn = tensor.grad_fn();
   if (grad_fn == nullptr) return;
   // Counted before the observer is loaded, so setGradFnObserver(nullptr) can wait for us.
   g_grad_fn_observer_calls.fetch_add(1, std::memory_order_seq_cst);

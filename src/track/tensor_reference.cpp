@@ -3,8 +3,8 @@
 #include "track/tensor_reference.h"
 
 #include <ATen/core/TensorBase.h>
-#include <torch/csrc/autograd/function.h>
 
+#include "track/autograd_node.h"
 #include "track/site_table.h"
 
 namespace memseal::track {
@@ -35,7 +35,7 @@ TensorSignature signatureOf(const at::TensorBase& tensor) {
   }
   signature.scalar_type = static_cast<std::int8_t>(c10::typeMetaToScalarType(impl->dtype()));
   signature.requires_grad = impl->requires_grad();
-  const std::shared_ptr<torch::autograd::Node>& grad_fn = tensor.grad_fn();
+  const NodeRef& grad_fn = tensor.grad_fn();
   signature.is_leaf = grad_fn == nullptr;
   if (grad_fn != nullptr) signature.grad_fn_name = siteTable().gradFnNameId(*grad_fn);
   return signature;

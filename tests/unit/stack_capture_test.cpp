@@ -45,8 +45,14 @@ TEST_P(StackCapture, SameCallPathIsStoredOnceOtherPathsApart) {
   StackTable table;
   CapturedStack first, second, other;
   CapturedStack* targets[2] = {&first, &second};
-  // volatile: the loop must not be unrolled into two call sites with different return addresses.
-  for (volatile int i = 0; i < 2; ++i) captureFromA(*targets[i]);
+  // volatile: the loop must not be unrolled into two call sites with different return addresses
+  // (its increment a statement of its own: C++20, libtorch 2.12's and later, deprecates `++i` on a
+  // volatile).
+  volatile int i = 0;
+  while (i < 2) {
+    captureFromA(*targets[i]);
+    i = i + 1;
+  }
   captureFromB(other);
   ASSERT_GT(first.depth, 2);
   std::uint32_t first_id = internStack(table, first);

@@ -11,10 +11,14 @@
 // - Only this thread's allocations on the stream current when the run began go to the pool (the
 //   filter of beginAllocateToPool): other threads and streams keep the normal pools.
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/MemPool.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+
+#include "common/torch_release.h"
+#if MEMSEAL_TORCH_AT_LEAST(2, 10)
+#include <ATen/cuda/MemPool.h>
+#endif
 
 #include <cstdio>
 #include <mutex>
@@ -27,6 +31,14 @@
 namespace memseal {
 
 namespace {
+
+// A private pool of the caching allocator: at::cuda::MemPool (ATen/cuda/MemPool.h) from libtorch
+// 2.10 on, c10::cuda::MemPool (c10/cuda/CUDACachingAllocator.h) in 2.9.
+#if MEMSEAL_TORCH_AT_LEAST(2, 10)
+using CudaMemPool = at::cuda::MemPool;
+#else
+using CudaMemPool = c10::cuda::MemPool;
+#endif
 
 thread_local bool t_in_cuda_region = false;
 
@@ -54,9 +66,14 @@ std::int64_t segmentsAllocated(c10::DeviceIndex device) {
 
 std::int64_t poolReservedBytes(c10::MempoolId_t pool) {
   std::int64_t bytes = 0;
-  // No traces: only the segments, of this pool.
-  for (const auto& segment :
-       c10::cuda::CUDACachingAllocator::snapshot(pool, /*include_traces=*/false).segments) {
+  // Only the segments, of this pool (without the trace ring, from libtorch 2.11 on: the snapshot()
+  // of 2.9 and 2.10 has no include_traces argument and always copies it).
+#if MEMSEAL_TORCH_AT_LEAST(2, 11)
+  auto snapshot = c10::cuda::CUDACachingAllocator::snapshot(pool, /*include_traces=*/false);
+#else
+  auto snapshot = c10::cuda::CUDACachingAllocator::snapshot(pool);
+#endif
+  for (const auto& segment : snapshot.segments) {
     if (segment.owner_private_pool_id == pool)
       bytes += static_cast<std::int64_t>(segment.total_size);
   }
@@ -67,7 +84,7 @@ std::int64_t poolReservedBytes(c10::MempoolId_t pool) {
 
 struct CudaRegion::Impl {
   struct Key {
-    std::unique_ptr<at::cuda::MemPool> pool;
+    std::unique_ptr<CudaMemPool> pool;
     CudaRegionKeyStats stats;
     bool warned = false;
   };
@@ -115,11 +132,11 @@ void CudaRegion::run(const std::string& key, c10::function_ref<void()> region) {
   InCudaRegionGuard in_region;
   c10::DeviceIndex device = impl_->device;
   c10::cuda::CUDAGuard device_guard(device);
-  at::cuda::MemPool* pool = nullptr;
+  CudaMemPool* pool = nullptr;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     Impl::Key& entry = impl_->keys[key];
-    if (!entry.pool) entry.pool = std::make_unique<at::cuda::MemPool>();
+    if (!entry.pool) entry.pool = std::make_unique<CudaMemPool>();
     pool = entry.pool.get();
   }
   c10::MempoolId_t pool_id = pool->id();

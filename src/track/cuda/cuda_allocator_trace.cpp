@@ -10,19 +10,25 @@
 #include <mutex>
 #include <vector>
 
+#include "common/torch_release.h"
 #include "track/device_events.h"
 
 namespace memseal::track {
 
 namespace {
 
+// The trace entries and the snapshot's segments and blocks are c10::cuda::CUDACachingAllocator's
+// in libtorch 2.9 and 2.10, c10::CachingDeviceAllocator's from 2.11 on (which CUDACachingAllocator
+// names again with using-declarations): these names reach both.
+namespace cuda_allocator = c10::cuda::CUDACachingAllocator;
+
 std::atomic<bool> g_attached{false};
 // libtorch counts devices once per process: where it found none, no step boundary asks again (each
 // asking took a lock and two calls into libc10_cuda, cold at every boundary).
 std::atomic<bool> g_no_device{false};
 
-bool kindOf(c10::CachingDeviceAllocator::TraceEntry::Action action, track::DeviceEventKind& kind) {
-  using Action = c10::CachingDeviceAllocator::TraceEntry::Action;
+bool kindOf(cuda_allocator::TraceEntry::Action action, track::DeviceEventKind& kind) {
+  using Action = cuda_allocator::TraceEntry::Action;
   switch (action) {
     case Action::ALLOC:
       kind = track::DeviceEventKind::kBlockAlloc;
@@ -53,7 +59,7 @@ bool kindOf(c10::CachingDeviceAllocator::TraceEntry::Action action, track::Devic
   }
 }
 
-void onTraceEntry(const c10::CachingDeviceAllocator::TraceEntry& entry) {
+void onTraceEntry(const cuda_allocator::TraceEntry& entry) {
   track::DeviceMemoryEvent event;
   if (!kindOf(entry.action_, event.kind)) return;
   event.device = entry.device_;
@@ -65,6 +71,16 @@ void onTraceEntry(const c10::CachingDeviceAllocator::TraceEntry& entry) {
     event.address = entry.addr_;
   }
   recordDeviceEvent(event);
+}
+
+// The segments of every pool, without the allocator's trace ring (which the snapshot() of libtorch
+// 2.9 and 2.10 always copies: it has no include_traces argument yet).
+cuda_allocator::SnapshotInfo takeSnapshot() {
+#if MEMSEAL_TORCH_AT_LEAST(2, 11)
+  return cuda_allocator::snapshot({0, 0}, /*include_traces=*/false);
+#else
+  return cuda_allocator::snapshot({0, 0});
+#endif
 }
 
 }  // namespace
@@ -81,12 +97,11 @@ bool attachCudaAllocatorTrace() {
       g_no_device.store(true, std::memory_order_relaxed);
       return false;
     }
-    c10::cuda::CUDACachingAllocator::CUDAAllocator* allocator =
-        c10::cuda::CUDACachingAllocator::get();
+    cuda_allocator::CUDAAllocator* allocator = cuda_allocator::get();
     // Trackers are handed to the per-device allocators that exist: attaching before CUDA is
     // initialised would attach to none. Sessions ask again at every step boundary.
     if (allocator == nullptr || !allocator->initialized()) return false;
-    c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(&onTraceEntry);
+    cuda_allocator::attachAllocatorTraceTracker(&onTraceEntry);
     g_attached.store(true, std::memory_order_release);
     return true;
   } catch (...) {
@@ -101,10 +116,9 @@ void seedDeviceLedgerFromAllocator() {
     // Taken outside the ledger's lock: the snapshot takes each device allocator's lock, under
     // which the hook takes the ledger's. Events between the snapshot and the seeding are applied
     // first, and seeding skips what they made known.
-    c10::cuda::CUDACachingAllocator::SnapshotInfo snapshot =
-        c10::cuda::CUDACachingAllocator::snapshot({0, 0}, /*include_traces=*/false);
+    cuda_allocator::SnapshotInfo snapshot = takeSnapshot();
     seeds.reserve(snapshot.segments.size());
-    for (const c10::CachingDeviceAllocator::SegmentInfo& segment : snapshot.segments) {
+    for (const cuda_allocator::SegmentInfo& segment : snapshot.segments) {
       track::DeviceSegmentSeed seed;
       seed.device = segment.device;
       seed.address = segment.address;
@@ -112,7 +126,7 @@ void seedDeviceLedgerFromAllocator() {
       seed.stream = reinterpret_cast<std::uintptr_t>(segment.stream);
       seed.expandable = segment.is_expandable;
       std::uint64_t address = segment.address;  // blocks tile their segment in address order
-      for (const c10::CachingDeviceAllocator::BlockInfo& block : segment.blocks) {
+      for (const cuda_allocator::BlockInfo& block : segment.blocks) {
         if (block.allocated) seed.allocated_blocks.emplace_back(address, block.size);
         address += block.size;
       }
