@@ -160,7 +160,7 @@ void ProgressLine::run() {
         LeakReport report = LeakReport::fromJson(json);
         int rows = 0;
         int columns = 0;
-        if (terminalSize(&rows, &columns) && rows >= 3) {
+        if (terminalSize(&rows, &columns) && rows >= 3 && columns >= 20) {
           lock.lock();
           if (!stopping_) {
             rows_ = rows;

@@ -1,6 +1,7 @@
 #include "detect/held_causes.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "common/text.h"
@@ -51,6 +52,27 @@ bool sameCause(const LeakFinding& finding, const HeldCause& cause) {
   // One site is one call stack: its key differs only when one report could not read its frames.
   return finding.category == cause.finding.category && finding.site.id != 0 &&
          finding.site.id == cause.finding.site.id;
+}
+
+void mergeFindingsOfOneCause(std::vector<LeakFinding>& findings) {
+  std::map<std::string, std::size_t> first_of_cause;
+  std::vector<LeakFinding> merged;
+  merged.reserve(findings.size());
+  for (LeakFinding& finding : findings) {
+    if (finding.freed || finding.category == LeakCategory::kUntrackedGrowth) {
+      merged.push_back(std::move(finding));
+      continue;
+    }
+    auto [first, is_first] = first_of_cause.emplace(causeKey(finding), merged.size());
+    if (is_first) {
+      merged.push_back(std::move(finding));
+      continue;
+    }
+    LeakFinding& into = merged[first->second];
+    into.survivors += finding.survivors;
+    into.survivor_bytes += finding.survivor_bytes;
+  }
+  findings = std::move(merged);
 }
 
 void addHeldCause(std::vector<HeldCause>& into, HeldCause cause) {

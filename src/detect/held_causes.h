@@ -38,6 +38,14 @@ struct HeldCause {
 // cause, recorded as the program ran, named the line).
 bool sameCause(const LeakFinding& finding, const HeldCause& cause);
 
+// One cause, one finding. A cause judged in two phases comes out of each phase's judgement as a
+// finding of the same category and line: the steps a Python program's ops gave before its own
+// steps took over, then its own; a helper that keeps tensors, called from training and from
+// evaluation. Those still growing are one finding, the first of them (the costliest, once the
+// findings are ordered), whose survivors count the others' too. A cause held and freed keeps its
+// findings: their build-ups say when each was held.
+void mergeFindingsOfOneCause(std::vector<LeakFinding>& findings);
+
 // Adds `cause` to `into`, merged with a cause of the same key (and the same freer) found before.
 void addHeldCause(std::vector<HeldCause>& into, HeldCause cause);
 

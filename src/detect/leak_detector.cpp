@@ -405,6 +405,7 @@ struct LeakDetector::State {
       report.notes.push_back(note);
     }
     detect::orderFindings(report.findings);
+    detect::mergeFindingsOfOneCause(report.findings);
     detect::addDeviceFindings(options.warmup, report);
     report.devices = detect::summarizeDevices(options.warmup);
     report.leak = !report.findings.empty();

@@ -146,6 +146,24 @@ LeakFinding keptAt(std::uint32_t site, const std::string& python_file) {
   return finding;
 }
 
+// The same line keeping tensors in two phases (op-loop steps before a program's own, then its
+// own): one finding, holding both phases' survivors. Another line, and a cause held and freed, stay
+// findings of their own.
+TEST(HeldCauses, OneCauseJudgedInTwoPhasesIsOneFinding) {
+  std::vector<LeakFinding> findings{keptAt(7, "train.py"), keptAt(8, ""), keptAt(9, "train.py")};
+  findings[0].survivors = 30;
+  findings[2].survivors = 12;
+  LeakFinding held = keptAt(7, "train.py");
+  held.freed = HeldUntilFreed{};
+  findings.push_back(held);
+  detect::mergeFindingsOfOneCause(findings);
+  ASSERT_EQ(findings.size(), 3u);
+  EXPECT_EQ(findings[0].site.id, 7u);
+  EXPECT_EQ(findings[0].survivors, 42);
+  EXPECT_EQ(findings[1].site.id, 8u);
+  EXPECT_TRUE(findings[2].freed.has_value());
+}
+
 // A report made after Python finalised reads no Python frame: its finding of a build-up recorded
 // while the program ran (which named the line) is the same cause, by its site.
 TEST(HeldCauses, AFindingThatLostItsPythonLineIsTheCauseOfTheSameSite) {
