@@ -8,10 +8,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
+#include "cli/run_processes.h"
 #include "common/text.h"
 #include "inject/run_protocol.h"
 
@@ -154,10 +153,8 @@ void ProgressLine::run() {
     if (changed) {
       last_path = streamed.path;
       last_change = info.st_mtim;
-      std::ifstream in(streamed.path, std::ios::binary);
-      std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       try {
-        LeakReport report = LeakReport::fromJson(json);
+        LeakReport report = LeakReport::fromJson(readFile(streamed.path));
         int rows = 0;
         int columns = 0;
         if (terminalSize(&rows, &columns) && rows >= 3 && columns >= 20) {
