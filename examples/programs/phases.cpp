@@ -15,7 +15,9 @@
 //   metrics      healthy: evaluate() keeps each batch's predictions (no history) for the accuracy.
 // --epochs, --train-batches, --eval-batches, --log-interval and --batch-size shape the run;
 // --inner-steps N runs the hidden layer N times over its own output inside each forward pass (a
-// loop inside the step, as a recurrent model's time steps are); --exit-code sets the exit status.
+// loop inside the step, as a recurrent model's time steps are), and --inner-steps-from M makes
+// each pass run from M to N times, a different number each time (as sequences of several lengths
+// do); --exit-code sets the exit status.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -41,22 +43,30 @@ struct Options {
   int log_interval = 20;
   int batch_size = 20;
   int inner_steps = 0;
+  int inner_steps_from = -1;
   int exit_code = 0;
 };
 
 struct MlpImpl : torch::nn::Module {
-  MlpImpl(int64_t hidden, int inner_steps)
+  MlpImpl(int64_t hidden, int inner_steps, int inner_steps_from)
       : first(register_module("first", torch::nn::Linear(kFeatures, hidden))),
         second(register_module("second", torch::nn::Linear(hidden, hidden))),
         head(register_module("head", torch::nn::Linear(hidden, kClasses))),
-        inner_steps(inner_steps) {}
+        inner_steps(inner_steps),
+        inner_steps_from(inner_steps_from) {}
   torch::Tensor forward(const torch::Tensor& x) {
     torch::Tensor hidden = torch::relu(second(torch::relu(first(x))));
-    for (int step = 0; step < inner_steps; ++step) hidden = torch::tanh(second(hidden));
+    int steps = inner_steps;
+    if (inner_steps_from >= 0 && inner_steps_from < inner_steps) {
+      steps = inner_steps_from + (7 * passes++) % (inner_steps - inner_steps_from + 1);
+    }
+    for (int step = 0; step < steps; ++step) hidden = torch::tanh(second(hidden));
     return torch::log_softmax(head(hidden), 1);
   }
   torch::nn::Linear first, second, head;
   int inner_steps;
+  int inner_steps_from;
+  int passes = 0;
 };
 TORCH_MODULE(Mlp);
 
@@ -193,6 +203,8 @@ int parse(int argc, char** argv, Options& options) {
       options.batch_size = std::max(1, number);
     } else if (flag == "--inner-steps") {
       options.inner_steps = std::max(0, number);
+    } else if (flag == "--inner-steps-from") {
+      options.inner_steps_from = std::max(0, number);
     } else if (flag == "--exit-code") {
       options.exit_code = number;
     } else {
@@ -217,7 +229,7 @@ int main(int argc, char** argv) {
   std::vector<Batch> train_data = makeBatches(options, options.train_batches, teacher);
   std::vector<Batch> val_data = makeBatches(options, options.eval_batches, teacher);
   std::vector<Batch> test_data = makeBatches(options, options.eval_batches, teacher);
-  Mlp model(128, options.inner_steps);
+  Mlp model(128, options.inner_steps, options.inner_steps_from);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
   torch::optim::StepLR scheduler(optimizer, /*step_size=*/1, /*gamma=*/0.7);
 

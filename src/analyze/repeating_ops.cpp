@@ -184,4 +184,54 @@ std::optional<LoopShape> findLoop(const std::vector<std::uint32_t>& sequence,
   return best;
 }
 
+std::vector<std::uint32_t> opsRepeatedAVaryingNumberOfTimes(const std::vector<std::uint32_t>& ops,
+                                                            std::size_t max_period,
+                                                            std::size_t min_repeats,
+                                                            std::size_t min_counts) {
+  struct Unit {
+    std::vector<std::uint32_t> ops;
+    std::vector<std::size_t> counts;  // the distinct repeat counts of its runs
+  };
+  // Units by their ops in any order: the same unit, entered at another of its ops, is one unit.
+  std::unordered_map<std::uint64_t, Unit> units;
+  std::vector<bool> covered(ops.size(), false);  // by a run of a shorter unit
+  const std::size_t size = ops.size();
+  for (std::size_t period = 1; period <= max_period; ++period) {
+    std::size_t i = 0;
+    while (i + period < size) {
+      if (ops[i] != ops[i + period]) {
+        ++i;
+        continue;
+      }
+      // ops[i, end + period) repeats ops[i, i + period).
+      std::size_t end = i;
+      while (end + period < size && ops[end] == ops[end + period]) ++end;
+      std::size_t repeats = (end - i + period) / period;
+      if (repeats >= min_repeats && !covered[i]) {
+        std::uint64_t content = 0;
+        std::vector<std::uint32_t> unit(ops.begin() + static_cast<std::ptrdiff_t>(i),
+                                        ops.begin() + static_cast<std::ptrdiff_t>(i + period));
+        for (std::uint32_t op : unit) content += contentOf(op);
+        Unit& seen = units[content + period];
+        if (seen.ops.empty()) seen.ops = std::move(unit);
+        if (std::find(seen.counts.begin(), seen.counts.end(), repeats) == seen.counts.end()) {
+          seen.counts.push_back(repeats);
+        }
+        std::fill(covered.begin() + static_cast<std::ptrdiff_t>(i),
+                  covered.begin() + static_cast<std::ptrdiff_t>(end + period), true);
+      }
+      i = end + 1;
+    }
+  }
+  std::vector<std::uint32_t> varying;
+  for (const auto& [content, unit] : units) {
+    if (unit.counts.size() < min_counts) continue;
+    for (std::uint32_t op : unit.ops) {
+      if (std::find(varying.begin(), varying.end(), op) == varying.end()) varying.push_back(op);
+    }
+  }
+  std::sort(varying.begin(), varying.end());
+  return varying;
+}
+
 }  // namespace memseal::analyze

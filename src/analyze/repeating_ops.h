@@ -59,4 +59,15 @@ struct LoopShape {
 std::optional<LoopShape> findLoop(const std::vector<std::uint32_t>& ops, std::size_t min_repeats,
                                   const std::vector<std::uint32_t>& not_anchors = {});
 
+// The ops of units run back to back a varying number of times: a unit of up to `max_period` ops
+// repeated `min_repeats` times or more in a row, its runs in the sequence of `min_counts` different
+// lengths or more (a recurrent model's time steps over sequences of several lengths, in the forward
+// pass and in the backward pass). Such a unit is a loop inside a longer iteration, which its runs
+// keep from repeating exactly. Sorted; empty when there is none. Linear in the sequence's length
+// for each period.
+std::vector<std::uint32_t> opsRepeatedAVaryingNumberOfTimes(const std::vector<std::uint32_t>& ops,
+                                                            std::size_t max_period,
+                                                            std::size_t min_repeats,
+                                                            std::size_t min_counts);
+
 }  // namespace memseal::analyze

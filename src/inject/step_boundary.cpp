@@ -76,13 +76,16 @@ bool stepNameMatches(const char* name, const std::string& wanted) {
 }
 
 StepBoundary::StepBoundary(StepRule rule, LeakDetector& detector, std::function<void()> after_step)
-    : rule_(std::move(rule)), detector_(detector), after_step_(std::move(after_step)) {
+    : rule_(std::move(rule)),
+      detector_(detector),
+      after_step_(std::move(after_step)),
+      finder_(OpLoopFinder::TimeLimits{scaledByTimeScale(kMaxLearning),
+                                       scaledByTimeScale(kMaxLearningWithFewOps)}) {
   switch (rule_.kind) {
     case StepRule::Kind::kAuto:
       // No steps while the loop is learned: start-up (imports, loading a model) would look like
       // growth. Learning a loop takes a few dozen iterations.
       phase_ = Phase::kLearning;
-      resetLearning();
       break;
     case StepRule::Kind::kInterval:
       phase_ = Phase::kWindows;
@@ -127,9 +130,17 @@ void StepBoundary::setCallbackInstalled(bool installed) {
 void StepBoundary::onOp(const char* name, bool outermost) {
   if (!outermost) return;
   switch (phase_.load(std::memory_order_acquire)) {
-    case Phase::kLearning:
-      if (learn(name)) applyPhaseChange(false);
+    case Phase::kLearning: {
+      bool changed;
+      {
+        std::lock_guard<std::mutex> lock(learn_mutex_);
+        if (phase_.load() != Phase::kLearning) return;
+        changed = decided(
+            finder_.learn(name, threadNumber(), track::cpuCounters().liveBytes(), Clock::now()));
+      }
+      if (changed) applyPhaseChange(false);
       return;
+    }
     case Phase::kOps: {
       if (rule_.kind == StepRule::Kind::kOn) {
         if (stepNameMatches(name, anchor_)) takeStep();
@@ -167,8 +178,8 @@ void StepBoundary::onOp(const char* name, bool outermost) {
       bool changed = false;
       {
         std::lock_guard<std::mutex> lock(learn_mutex_);
-        if (phase_.load() != Phase::kWindows || loops_.empty() || t_thread == 0) return;
-        changed = recogniseKnownLoop(opId(name));
+        if (phase_.load() != Phase::kWindows || t_thread == 0) return;
+        changed = decided(finder_.recogniseInWindows(name, t_thread));
       }
       if (changed) applyPhaseChange(false);
       return;
@@ -184,7 +195,7 @@ void StepBoundary::applyPhaseChange(bool on_runtime_thread) {
                                       : PythonLock::Threads::kPythonOnly);
   std::lock_guard<std::mutex> steps(step_mutex_);
   if (phase_.load() != Phase::kSwitching) return;  // stopped meanwhile (a forked child)
-  PhaseChange change = change_;
+  OpLoopFinder::Decision change = change_;
   // Steps already taken that were the new phase's, and the one running now, join it first.
   if (change.phase_first && !change.detector_phase.empty()) {
     detector_.phase(change.detector_phase, static_cast<std::uint32_t>(change.steps_back));
@@ -203,14 +214,49 @@ void StepBoundary::applyPhaseChange(bool on_runtime_thread) {
   if (!change.phase_first && !change.detector_phase.empty()) {
     detector_.phase(change.detector_phase);
   }
-  if (change.next == Phase::kOps) {
-    current_ = change.loop;
-    loop_steps_.resize(loops_size_, 0);
-    loop_iterations_.resize(loops_size_, 0);
-    loop_thread_.store(change.loop_thread, std::memory_order_release);
+  Phase next = Phase::kLearning;
+  switch (change.next) {
+    case OpLoopFinder::Decision::Next::kFollowLoop:
+      next = Phase::kOps;
+      current_ = change.loop;
+      loop_steps_.resize(loops_size_, 0);
+      loop_iterations_.resize(loops_size_, 0);
+      loop_thread_.store(change.loop_thread, std::memory_order_release);
+      break;
+    case OpLoopFinder::Decision::Next::kWindows:
+      next = Phase::kWindows;
+      next_window_.store(Clock::now() + kShortestWindow);
+      break;
+    case OpLoopFinder::Decision::Next::kLearning:
+      break;
   }
-  if (change.next == Phase::kWindows) next_window_.store(Clock::now() + kShortestWindow);
-  phase_.store(change.next, std::memory_order_release);
+  phase_.store(next, std::memory_order_release);
+}
+
+bool StepBoundary::decided(std::optional<OpLoopFinder::Decision> decision) {
+  if (!decision) return false;
+  change_ = std::move(*decision);
+  loops_size_ = finder_.loops().size();
+  if (change_.next == OpLoopFinder::Decision::Next::kFollowLoop) {
+    std::lock_guard<std::mutex> lock(anchor_mutex_);
+    anchor_ = finder_.anchorName();
+  }
+  // Without a loop found, time windows for good: the op callback is no longer needed.
+  if (!change_.ops_needed) setCallbackInstalled(false);
+  phase_.store(Phase::kSwitching, std::memory_order_release);
+  return true;
+}
+
+bool StepBoundary::checkLoopStillRepeats(const char* name) {
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  if (phase_.load() != Phase::kOps) return false;
+  OpLoopFinder::LoopCheck check = finder_.checkLoopStillRepeats(
+      name, threadNumber(), steps_seen_.load(std::memory_order_relaxed));
+  if (check.anchor_moved) {
+    std::lock_guard<std::mutex> anchor(anchor_mutex_);
+    anchor_ = finder_.anchorName();
+  }
+  return decided(std::move(check.decision));
 }
 
 void StepBoundary::handOver() {
@@ -303,23 +349,8 @@ void StepBoundary::tick() {
     bool changed = false;
     {
       std::lock_guard<std::mutex> lock(learn_mutex_);
-      Clock::duration learning = Clock::now() - first_op_;
-      if (phase_.load() == Phase::kLearning && ops_seen_ > 0 &&
-          learning >= scaledByTimeScale(kMaxLearning) &&
-          (ops_seen_ >= kMinOpsBeforeTimeLimit ||
-           learning >= scaledByTimeScale(kMaxLearningWithFewOps))) {
-        const std::vector<std::uint32_t>* busiest = nullptr;
-        std::uint64_t busiest_thread = 0;
-        for (const auto& [thread, ops] : ops_by_thread_) {
-          if (busiest == nullptr || ops.size() > busiest->size()) {
-            busiest = &ops;
-            busiest_thread = thread;
-          }
-        }
-        if (busiest != nullptr) {
-          std::vector<std::uint32_t> ops = *busiest;
-          changed = decideFromCheckpoint(ops, busiest_thread, true);
-        }
+      if (phase_.load() == Phase::kLearning) {
+        changed = decided(finder_.decideIfTimeIsUp(Clock::now()));
       }
     }
     if (changed) applyPhaseChange(true);
@@ -356,10 +387,11 @@ std::vector<std::pair<std::string, double>> StepBoundary::iterationsPerStep() {
   std::lock_guard<std::mutex> learn(learn_mutex_);
   std::lock_guard<std::mutex> lock(step_mutex_);
   std::vector<std::pair<std::string, double>> ratios;
-  for (std::size_t i = 0; i < loops_.size() && i < loop_steps_.size(); ++i) {
+  const std::vector<OpLoopFinder::Loop>& loops = finder_.loops();
+  for (std::size_t i = 0; i < loops.size() && i < loop_steps_.size(); ++i) {
     if (loop_steps_[i] == 0 || loop_iterations_[i] <= loop_steps_[i]) continue;
-    ratios.emplace_back(loops_[i].name, static_cast<double>(loop_iterations_[i]) /
-                                            static_cast<double>(loop_steps_[i]));
+    ratios.emplace_back(loops[i].name, static_cast<double>(loop_iterations_[i]) /
+                                           static_cast<double>(loop_steps_[i]));
   }
   return ratios;
 }
@@ -377,33 +409,35 @@ std::vector<std::string> StepBoundary::description() {
     case StepRule::Kind::kAuto:
       break;
   }
+  const std::vector<OpLoopFinder::Loop>& loops = finder_.loops();
+  const std::string& windows = finder_.windowsDecision();
   // The program's own signals took over: what was guessed before them, if anything, is history.
   if (handed_over_ && steps_taken_ == 0) return {};
   if (handed_over_) {
     return {"memseal run: " + std::to_string(steps_taken_) +
             " steps came before the program's own, from " +
-            (loops_.empty() ? std::string("time windows") : "loops found in its ops")};
+            (loops.empty() ? std::string("time windows") : "loops found in its ops")};
   }
   std::vector<std::string> lines;
-  if (loops_.empty()) {
-    if (phase_.load() == Phase::kWindows) return {"memseal run: " + decision_ + steps};
+  if (loops.empty()) {
+    if (phase_.load() == Phase::kWindows) return {"memseal run: " + windows + steps};
     return {"memseal run: the program ended before its loop was found (" +
-            std::to_string(ops_seen_) +
+            std::to_string(finder_.opsSeen()) +
             " outermost ops seen: too few iterations, or ops that never repeat); --interval "
             "DURATION or --step-on NAME sets the steps" +
             steps};
   }
   std::string summary = "memseal run: " + std::to_string(steps_taken_) + " steps in " +
-                        std::to_string(loops_.size()) + (loops_.size() == 1 ? " loop" : " loops") +
+                        std::to_string(loops.size()) + (loops.size() == 1 ? " loop" : " loops") +
                         " found in the program's ops";
   if (steps_outside_loops_ > 0) {
     summary += ", and " + std::to_string(steps_outside_loops_) +
                " outside them (start-up, between loops" +
-               (decision_.empty() ? std::string(")") : ", time windows)");
+               (windows.empty() ? std::string(")") : ", time windows)");
   }
   lines.push_back(summary);
-  for (std::size_t i = 0; i < loops_.size(); ++i) {
-    const Loop& loop = loops_[i];
+  for (std::size_t i = 0; i < loops.size(); ++i) {
+    const OpLoopFinder::Loop& loop = loops[i];
     std::uint64_t loop_steps = i < loop_steps_.size() ? loop_steps_[i] : 0;
     std::uint64_t iterations = i < loop_iterations_.size() ? loop_iterations_[i] : 0;
     std::string together =
@@ -412,7 +446,7 @@ std::vector<std::string> StepBoundary::description() {
                   " iterations: those closer together than a step costs were one step)"
             : "";
     lines.push_back("memseal run: " + loop.name + ": one step per call of " +
-                    op_names_[loop.anchor] + ", the op that starts each of its iterations (" +
+                    finder_.opName(loop.anchor) + ", the op that starts each of its iterations (" +
                     std::to_string(loop.period) + " ops, found after " +
                     std::to_string(loop.found_after) + " ops): " + std::to_string(loop_steps) +
                     " steps in " + std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs") +
@@ -426,8 +460,8 @@ std::vector<std::string> StepBoundary::description() {
                     "that starts each iteration every " +
                     std::to_string(kCountedStepsBetweenChecks) + " steps");
   }
-  if (!decision_.empty() && phase_.load() == Phase::kWindows) {
-    lines.push_back("memseal run: then " + decision_);
+  if (!windows.empty() && phase_.load() == Phase::kWindows) {
+    lines.push_back("memseal run: then " + windows);
   }
   return lines;
 }

@@ -1,49 +1,37 @@
 // Where a program that has no step() ends its steps, for `memseal run`:
-//   auto      loops are learned from the outermost ops the program runs (analyze/repeating_ops.h),
-//             with no steps meanwhile (start-up would look like growth); once a loop is found, a
-//             step ends at each call of the op that starts its iteration. A program runs several
-//             loops in turn (training, then validation, then training again): when a loop's
-//             iterations stop matching, it has ended; the next loop is learned, or recognised as
-//             one seen before, and each loop is a phase of the leak detector's steps
-//             (LeakDetector::phase). When no loop is found (kLastCheckpoint ops or kMaxLearning),
-//             time windows sized to the run;
+//   auto      the op-loop finder (op_loop_finder.h) learns the loops of the program's outermost
+//             ops, with no steps meanwhile (start-up would look like growth); once a loop is
+//             found, a step ends at each call of the op that starts its iteration, and each loop
+//             is a phase of the leak detector's steps (LeakDetector::phase). Once a loop's
+//             iterations each make the same number of allocations, its steps are counted
+//             (step_boundary_counted.cpp). When no loop is found, time windows sized to the run;
 //   interval  time windows of a fixed length;
 //   on:NAME   each outermost call of an ATen op ("aten::linear" or "linear"), a TorchScript
 //             function ("forward") or a named region (RECORD_USER_SCOPE, torch.profiler's
 //             record_function), or each MEMSEAL_REGION(NAME) entered in a program linked to
 //             libmemseal.
-// The ops are seen through a global at::RecordFunction callback; the runtime's own thread calls
-// tick() for windows and for the learning's time limit.
+// StepBoundary decides when a step ends and makes the finder's decisions (the detector's steps
+// and phases, the op callback); what they mean is the detector's. The ops are seen through a
+// global at::RecordFunction callback; the runtime's own thread calls tick() for windows and for
+// the learning's time limit. A Python program's own steps take over from here (FrameworkSteps).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <string_view>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "analyze/repeating_ops.h"
+#include "inject/op_loop_finder.h"
 #include "inject/step_cost.h"
 #include "inject/step_rule.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal::inject {
-
-// Time windows sized to the run, for steps (StepBoundary) and forked children (ForkChildWatch):
-// the first ones short, so that a run of a few seconds still gets dozens of them; later ones a
-// 48th of the time since the start, so that a long run has few and each outlasts an iteration.
-constexpr std::chrono::milliseconds kShortestWindow{50};
-constexpr int kWindowsPerRun = 48;
-inline std::chrono::nanoseconds runSizedWindow(std::chrono::nanoseconds since_start) {
-  return std::max<std::chrono::nanoseconds>(kShortestWindow, since_start / kWindowsPerRun);
-}
 
 // Whether an op or function named `name` is what the user named: the whole name, or the part after
 // its namespace ("linear" for "aten::linear", "forward" for "__torch__.Model.forward").
@@ -92,60 +80,16 @@ class StepBoundary {
   enum class Phase : std::uint8_t { kLearning, kOps, kWindows, kSwitching, kStopped };
   using Clock = std::chrono::steady_clock;
 
-  // A loop found in the program's ops: one phase of its steps.
-  struct Loop {
-    std::string name;  // the detector's phase: "loop 1 (aten::embedding)"
-    std::uint32_t anchor = 0;
-    std::size_t period = 0;
-    std::uint64_t signature = 0;     // of its usual iteration (analyze::foldOp)
-    std::uint64_t thread = 0;        // the thread it runs on
-    std::size_t found_after = 0;     // ops seen when it was found
-    std::vector<std::uint32_t> ops;  // of one usual iteration, as found
-    std::uint32_t runs = 0;
-    int short_runs_in_a_row = 0;  // runs of few iterations, with no other loop between them
-    bool inner = false;           // inside a longer iteration: never a step again
-    // Recognising it again while learning: the ops since its anchor's last call.
-    std::uint64_t pending_hash = 0;
-    std::size_t pending_length = 0;
-    bool pending_started = false;
-    int matched_in_a_row = 0;
-  };
-
-  // A change of phase, decided under learn_mutex_ and made by the same thread once it has released
-  // it (applyPhaseChange: the GIL, then the step lock, as every step is taken).
-  struct PhaseChange {
-    Phase next = Phase::kLearning;
-    std::string detector_phase;     // the detector's phase from now on; empty: unchanged
-    bool end_step = false;          // end the step that runs now
-    bool phase_first = false;       // ... once it is the new phase's (else in the phase it ran in)
-    std::size_t loop = 0;           // next == kOps: the loop it enters
-    std::uint64_t loop_thread = 0;  // ... and the thread it runs on
-    // Steps already taken that belong to the new phase (a loop's last iterations that no longer
-    // matched it: the next phase had begun).
-    std::uint64_t steps_back = 0;
-  };
+  // Makes the finder's decision change_ once learn_mutex_ is released (the GIL, then the step
+  // lock, as every step is taken).
   void applyPhaseChange(bool on_runtime_thread);
 
-  // These return whether they decided a change of phase (to apply once learn_mutex_ is released).
-  bool learn(const char* name);
-  std::uint32_t opId(const char* name);
-  // With learn_mutex_ held: a checkpoint of `thread`'s ops.
-  bool decideFromCheckpoint(const std::vector<std::uint32_t>& ops, std::uint64_t thread,
-                            bool time_is_up);
-  // With learn_mutex_ held: whether op `id` on this thread completes two iterations in a row of a
-  // loop found before (it then runs again).
-  bool recogniseKnownLoop(std::uint32_t id);
-  // Moves the loop's anchor to the op of its iteration where the least tensor memory is live.
-  static void startAtLeastLiveMemory(analyze::LoopShape& loop,
-                                     const std::vector<std::uint32_t>& ops,
-                                     const std::vector<std::int64_t>& live);
-  // With learn_mutex_ held: the steps are to follow loop `index` (new or found before).
-  void enterLoop(std::size_t index);
+  // With learn_mutex_ held: keeps the finder's decision for applyPhaseChange (the phase is
+  // kSwitching until then); whether there was one.
+  bool decided(std::optional<OpLoopFinder::Decision> decision);
+  // While a loop is followed: the finder checks the op (of the loop's thread only); whether it
+  // decided that the loop ended.
   bool checkLoopStillRepeats(const char* name);
-  // With learn_mutex_ held: the current loop's iterations stopped matching: learn the next one.
-  void leaveLoop();
-  bool startWindows(std::string reason);
-  void resetLearning();
   void takeStep();
   // The step itself, under the step lock; false when it was not taken. `iterations`: the loop's
   // iterations it ends (a counted step ends several).
@@ -211,45 +155,13 @@ class StepBoundary {
   std::size_t current_ = 0;
   std::atomic<std::uint64_t> loop_thread_{0};
 
-  // Learning (auto only), under learn_mutex_.
+  // The op-loop finder (auto only), under learn_mutex_, and the decision it made last.
   std::mutex learn_mutex_;
-  std::deque<std::string> op_names_;  // a deque: its strings never move (op_ids_ views them)
-  std::unordered_map<std::string_view, std::uint32_t> op_ids_;
-  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> ops_by_thread_;
-  // Tracked tensor memory live as each of those ops began.
-  std::unordered_map<std::uint64_t, std::vector<std::int64_t>> live_by_thread_;
-  Clock::time_point first_op_{};
-  std::size_t ops_seen_ = 0;
-  std::size_t next_checkpoint_ = 0;
-  // Loops found at recent checkpoints (period, content), kept across learnings: a short phase (a
-  // validation pass of twenty batches) is found when it runs again.
-  std::deque<std::pair<std::size_t, std::uint64_t>> candidates_;
-  std::vector<Loop> loops_;
-  PhaseChange change_;
-  std::size_t loops_size_ = 0;  // loops_.size() for applyPhaseChange, which holds no learn lock
-  // The current loop, checked on its thread: the ops since its anchor's last call, whether each of
-  // the last iterations matched (bits, newest lowest), and how many were judged.
-  std::uint64_t segment_hash_ = 0;
-  std::size_t segment_length_ = 0;
-  bool segment_started_ = false;
-  std::uint32_t recent_matches_ = 0;
-  std::uint32_t recent_judged_ = 0;
-  // Steps taken when the current run of iterations that did not match began (see steps_back).
-  std::uint64_t steps_at_mismatch_ = 0;
-  bool mismatching_ = false;
-  std::size_t ops_since_anchor_ = 0;
-  // After a decision, its thread's ops are kept a while longer and judged again: a deep model's
-  // layers can look like the loop until a few iterations have run.
-  std::vector<std::uint32_t> verify_ops_;
-  std::size_t verify_until_ = 0;
-  std::size_t verify_period_ = 0;
-  std::uint32_t relearned_ = 0;                // loops that ended and were followed by learning
-  std::size_t iterations_this_run_ = 0;        // of the loop entered now
-  std::vector<std::uint32_t> inner_loop_ops_;  // never the anchor of a loop found from now on
-  std::size_t last_left_loop_ = std::numeric_limits<std::size_t>::max();
-  std::string anchor_;       // the op a step ends at (kOps); read without learn_mutex_
-  std::mutex anchor_mutex_;  // guards anchor_ against a decision on another thread
-  std::string decision_;     // why time windows, in words
+  OpLoopFinder finder_;
+  OpLoopFinder::Decision change_;
+  std::size_t loops_size_ = 0;  // the finder's loops, for applyPhaseChange (no learn lock)
+  std::string anchor_;          // the op a step ends at (kOps); read without learn_mutex_
+  std::mutex anchor_mutex_;     // guards anchor_ against a decision on another thread
 
   // Counted steps. Written on the loop's thread only, except counting_ and the totals.
   struct IterationAllocations {

@@ -43,8 +43,7 @@ bool StepBoundary::countIterationAllocations(Clock::time_point now) {
   if (iteration.equal < kEqualIterationsToCount) return false;
   // Only a loop whose recent iterations all matched its ops, judged again and settled.
   std::lock_guard<std::mutex> lock(learn_mutex_);
-  constexpr std::uint32_t all = (1u << kJudgedIterations) - 1;
-  return verify_ops_.empty() && recent_judged_ >= kJudgedIterations && recent_matches_ == all;
+  return finder_.settled();
 }
 
 std::uint64_t StepBoundary::iterationsPerCountedStep(Clock::duration iteration) {
@@ -124,11 +123,7 @@ void StepBoundary::followOpsAgain(const char* why) {
   // The loop is judged afresh from its next anchor: the ops seen before counting are stale.
   {
     std::lock_guard<std::mutex> lock(learn_mutex_);
-    segment_started_ = false;
-    recent_matches_ = 0;
-    recent_judged_ = 0;
-    mismatching_ = false;
-    ops_since_anchor_ = 0;
+    finder_.judgeAfresh();
   }
   trace(std::string("counting stopped: ") + why);
 }

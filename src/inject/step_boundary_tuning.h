@@ -1,8 +1,9 @@
-// The loop finder's numbers and its trace, shared by the two halves of StepBoundary:
-// step_boundary.cpp (ops, steps, phases, time windows) and step_boundary_loops.cpp (learning loops,
-// entering and leaving them). Internal to src/inject/.
+// The numbers of `memseal run`'s step sources and the loop finder's trace: the op-loop finder
+// (op_loop_finder.h), StepBoundary's steps, counted steps and time windows (step_boundary.h), and
+// the cost of a step (step_cost.h). Internal to src/inject/.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -14,13 +15,22 @@
 
 namespace memseal::inject {
 
+// Time windows sized to the run, for steps (StepBoundary) and forked children (ForkChildWatch):
+// the first ones short, so that a run of a few seconds still gets dozens of them; later ones a
+// 48th of the time since the start, so that a long run has few and each outlasts an iteration.
+constexpr std::chrono::milliseconds kShortestWindow{50};
+constexpr int kWindowsPerRun = 48;
+inline std::chrono::nanoseconds runSizedWindow(std::chrono::nanoseconds since_start) {
+  return std::max<std::chrono::nanoseconds>(kShortestWindow, since_start / kWindowsPerRun);
+}
+
 // Learning looks at each thread's ops at checkpoints (128, 192, 288, 432, ... ops: each half again
 // as many); a loop is taken when a checkpoint finds one found at an earlier checkpoint (the same
 // iteration, from any of its ops: a short phase, a validation pass of twenty batches, is taken
 // when it runs again), or one repeated twice kMinRepeats times with nearly every iteration alike;
 // learning is given up (time windows go on) at kLastCheckpoint ops or kMaxLearning (see
-// kMinOpsBeforeTimeLimit). The decision is
-// then checked iteration by iteration (checkLoopStillRepeats).
+// kMinOpsBeforeTimeLimit). The decision is then checked iteration by iteration
+// (OpLoopFinder::checkLoopStillRepeats).
 inline constexpr std::size_t kFirstCheckpoint = 128;
 inline constexpr std::size_t kLastCheckpoint = 1 << 16;
 inline constexpr std::size_t kMinRepeats = 8;
@@ -51,9 +61,18 @@ inline constexpr int kRecognisedAfter = 2;
 // A loop that ends after fewer than kInnerLoopIterations iterations, and runs again with no other
 // loop in between, kInnerLoopRuns times in a row lies inside a longer iteration (a recurrent
 // model's time steps, a layer's blocks, the backward pass's nodes of those): the step is that
-// iteration, looked for in longer stretches of ops from then on.
+// iteration, looked for in longer stretches of ops from then on. So does a loop followed whose
+// runs of fewer than kInnerLoopIterations matched iterations, of varying lengths, are broken
+// kInnerLoopRuns times in a row by a longer iteration (time steps of sequences of several lengths):
+// each run of its ops is then one op, and the iterations around them are alike.
 inline constexpr std::size_t kInnerLoopIterations = 32;
 inline constexpr int kInnerLoopRuns = 3;
+// Where no loop is found, units of up to kMaxInnerLoopPeriod ops run back to back
+// kInnerLoopMinRepeats times or more, in runs of kInnerLoopMinLengths different lengths or more,
+// are loops inside a longer iteration too (a first iteration unlike the rest gives two lengths).
+inline constexpr std::size_t kMaxInnerLoopPeriod = 16;
+inline constexpr std::size_t kInnerLoopMinRepeats = 3;
+inline constexpr std::size_t kInnerLoopMinLengths = 3;
 // Counted steps (StepBoundary::startCounting): iterations alike in allocations before counting
 // starts, steps between two checks against the anchor, anchors a check needs, and the step
 // boundaries a check waits for the anchor before it takes the loop as gone. Counting pays off in
@@ -75,6 +94,8 @@ inline constexpr int kQuietSteps = 100;
 inline constexpr const char* kOutsideLoops = "outside loops";
 inline constexpr std::size_t kMaxOpNames = 4096;
 inline constexpr std::uint32_t kOtherOps = std::numeric_limits<std::uint32_t>::max();
+// A run of ops of loops that lie inside a longer iteration, seen as one op (OpLoopFinder).
+inline constexpr std::uint32_t kInnerLoopRun = kOtherOps - 1;
 
 // MEMSEAL_RUN_TRACE_STEPS=1: each decision of the loop finder on stderr, for memseal's developers.
 inline bool tracing() {

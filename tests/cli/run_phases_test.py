@@ -186,9 +186,17 @@ class CppProgram(unittest.TestCase):
     def test_a_loop_inside_the_step_is_not_taken_for_the_step(self):
         # --inner-steps runs a layer 12 times over its own output in each forward pass: a short
         # loop in the forward pass and another in the backward pass, inside each iteration.
+        self.check_loop_inside_the_step(["--inner-steps", "12"])
+
+    def test_a_loop_inside_the_step_of_varying_length_is_not_taken_for_the_step(self):
+        # From 6 to 14 times, a different number in each pass (as sequences of several lengths):
+        # no two iterations run the same ops.
+        self.check_loop_inside_the_step(["--inner-steps", "14", "--inner-steps-from", "6"])
+
+    def check_loop_inside_the_step(self, inner):
         for leak, verdict in (("none", "no_leak"), ("total-local", "leak")):
-            code, err, report = run("--", ARGS.phases_program, "--leak", leak, "--inner-steps",
-                                    "12", "--train-batches", "150", "--eval-batches", "40")
+            code, err, report = run("--", ARGS.phases_program, "--leak", leak, *inner,
+                                    "--train-batches", "150", "--eval-batches", "40")
             self.assertEqual(code, 0, err)
             self.assertEqual(report["verdict"], verdict, err)
             if leak == "total-local":
@@ -197,7 +205,7 @@ class CppProgram(unittest.TestCase):
                 line = line_of(self.source(), "// leak: total-local")
                 self.assertRegex(err, rf"phases\.cpp:{line}\b")
             # The training loop's steps are its 300 iterations (2 epochs of 150), less those it
-            # took to find it: not the 12 layers of each one.
+            # took to find it: not the layers run in each one.
             training = max((p for p in report["phases"] if p["backward_ran"]),
                            key=lambda p: p["steps"])
             self.assertGreaterEqual(training["steps"], 200, err)

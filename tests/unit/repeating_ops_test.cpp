@@ -170,5 +170,34 @@ TEST(FindLoop, OpsThatMostlyDifferAreNoLoop) {
   EXPECT_FALSE(findLoop(loop({}, {1, 2, 3}, 5), 8).has_value());
 }
 
+// An iteration: op 1, then the unit {2, 3} run `steps` times, then op 4, then the unit {5, 6, 7}
+// run `steps` times (a recurrent model's time steps forward and backward), then {8, 8, 8} (a
+// parameter update over three parameters: always three times).
+std::vector<std::uint32_t> recurrent(const std::vector<int>& lengths) {
+  std::vector<std::uint32_t> ops;
+  for (int steps : lengths) {
+    ops.push_back(1);
+    for (int t = 0; t < steps; ++t) ops.insert(ops.end(), {2, 3});
+    ops.push_back(4);
+    for (int t = 0; t < steps; ++t) ops.insert(ops.end(), {5, 6, 7});
+    ops.insert(ops.end(), {8, 8, 8});
+  }
+  return ops;
+}
+
+TEST(VaryingRepeats, FindsTheUnitsRunAVaryingNumberOfTimes) {
+  EXPECT_EQ(opsRepeatedAVaryingNumberOfTimes(recurrent({5, 9, 4, 7, 5, 9}), 16, 3, 3),
+            (std::vector<std::uint32_t>{2, 3, 5, 6, 7}));
+}
+
+TEST(VaryingRepeats, UnitsRunAsOftenEachTimeAreNotVarying) {
+  EXPECT_TRUE(opsRepeatedAVaryingNumberOfTimes(recurrent({6, 6, 6, 6, 6}), 16, 3, 3).empty());
+  // Two lengths (a first iteration unlike the rest) are not enough.
+  EXPECT_TRUE(opsRepeatedAVaryingNumberOfTimes(recurrent({4, 6, 6, 6, 6}), 16, 3, 3).empty());
+  // Nor are runs shorter than the minimum repeats, or units longer than the longest period.
+  EXPECT_TRUE(opsRepeatedAVaryingNumberOfTimes(recurrent({1, 2, 1, 2}), 16, 3, 3).empty());
+  EXPECT_TRUE(opsRepeatedAVaryingNumberOfTimes(recurrent({5, 9, 4, 7}), 1, 3, 3).empty());
+}
+
 }  // namespace
 }  // namespace memseal::analyze

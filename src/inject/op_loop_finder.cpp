@@ -1,34 +1,10 @@
-// StepBoundary's loop finder: the ops seen while learning, the checkpoints that decide a loop,
-// entering a loop, checking iteration by iteration that it still repeats, leaving it, and giving
-// up for time windows. The rest of StepBoundary is in step_boundary.cpp.
-#include <ATen/record_function.h>
+#include "inject/op_loop_finder.h"
 
 #include <algorithm>
-#include <optional>
-#include <string>
-#include <string_view>
 
-#include "analyze/repeating_ops.h"
-#include "inject/step_boundary.h"
 #include "inject/step_boundary_tuning.h"
-#include "track/memory_counters.h"
 
 namespace memseal::inject {
-
-std::uint32_t StepBoundary::opId(const char* name) {
-  // Looked up by the name's text without making a string: no allocation once a name was seen.
-  // (Not by address: the names of backward functions and record_function regions are made per
-  // call, and a freed name's address is soon another name's.)
-  auto known = op_ids_.find(std::string_view(name));
-  if (known != op_ids_.end()) return known->second;
-  // Bounded memory: names made per call (`ProfilerStep#N`, a region named after its batch) would
-  // add one each; past kMaxOpNames, new names share one id (iterations with them do not match).
-  if (op_names_.size() >= kMaxOpNames) return kOtherOps;
-  op_names_.emplace_back(name);
-  auto id = static_cast<std::uint32_t>(op_names_.size() - 1);
-  op_ids_.emplace(std::string_view(op_names_.back()), id);
-  return id;
-}
 
 namespace {
 
@@ -54,7 +30,24 @@ std::vector<std::uint32_t> usualIterationOps(const std::vector<std::uint32_t>& o
 
 }  // namespace
 
-void StepBoundary::resetLearning() {
+OpLoopFinder::OpLoopFinder(TimeLimits limits) : limits_(limits) { resetLearning(); }
+
+std::uint32_t OpLoopFinder::opId(const char* name) {
+  // Looked up by the name's text without making a string: no allocation once a name was seen.
+  // (Not by address: the names of backward functions and record_function regions are made per
+  // call, and a freed name's address is soon another name's.)
+  auto known = op_ids_.find(std::string_view(name));
+  if (known != op_ids_.end()) return known->second;
+  // Bounded memory: names made per call (`ProfilerStep#N`, a region named after its batch) would
+  // add one each; past kMaxOpNames, new names share one id (iterations with them do not match).
+  if (op_names_.size() >= kMaxOpNames) return kOtherOps;
+  op_names_.emplace_back(name);
+  auto id = static_cast<std::uint32_t>(op_names_.size() - 1);
+  op_ids_.emplace(std::string_view(op_names_.back()), id);
+  return id;
+}
+
+void OpLoopFinder::resetLearning() {
   ops_by_thread_.clear();
   live_by_thread_.clear();
   ops_seen_ = 0;
@@ -65,28 +58,55 @@ void StepBoundary::resetLearning() {
   }
 }
 
-bool StepBoundary::learn(const char* name) {
-  std::lock_guard<std::mutex> lock(learn_mutex_);
-  if (phase_.load() != Phase::kLearning) return false;
-  if (ops_seen_++ == 0) first_op_ = Clock::now();
-  std::uint64_t thread = threadNumber();
+std::optional<OpLoopFinder::Decision> OpLoopFinder::learn(const char* name, std::uint64_t thread,
+                                                          std::int64_t live_bytes,
+                                                          Clock::time_point now) {
+  if (ops_seen_++ == 0) first_op_ = now;
   std::uint32_t id = opId(name);
-  if (recogniseKnownLoop(id)) return true;
+  if (!collapseInnerLoops(id, thread)) return std::nullopt;
+  if (std::optional<Decision> recognised = recogniseKnownLoop(id, thread)) return recognised;
   std::vector<std::uint32_t>& ops = ops_by_thread_[thread];
   ops.push_back(id);
-  live_by_thread_[thread].push_back(track::cpuCounters().liveBytes());
+  live_by_thread_[thread].push_back(live_bytes);
   std::size_t size = ops.size();
-  if (size < kFirstCheckpoint || size < next_checkpoint_) return false;
+  if (size < kFirstCheckpoint || size < next_checkpoint_) return std::nullopt;
   // Each half again as many, so a short phase (twenty iterations of a validation pass) is still
   // judged before it ends.
   next_checkpoint_ = size + size / 2;
-  return decideFromCheckpoint(ops, thread, size >= kLastCheckpoint);
+  return decideFromCheckpoint(thread, size >= kLastCheckpoint);
 }
 
-bool StepBoundary::recogniseKnownLoop(std::uint32_t id) {
+std::optional<OpLoopFinder::Decision> OpLoopFinder::decideIfTimeIsUp(Clock::time_point now) {
+  Clock::duration learning = now - first_op_;
+  if (ops_seen_ == 0 || learning < limits_.max_learning ||
+      (ops_seen_ < kMinOpsBeforeTimeLimit && learning < limits_.max_learning_with_few_ops)) {
+    return std::nullopt;
+  }
+  const std::vector<std::uint32_t>* busiest = nullptr;
+  std::uint64_t busiest_thread = 0;
+  for (const auto& [thread, ops] : ops_by_thread_) {
+    if (busiest == nullptr || ops.size() > busiest->size()) {
+      busiest = &ops;
+      busiest_thread = thread;
+    }
+  }
+  if (busiest == nullptr) return std::nullopt;
+  return decideFromCheckpoint(busiest_thread, true);
+}
+
+std::optional<OpLoopFinder::Decision> OpLoopFinder::recogniseInWindows(const char* name,
+                                                                       std::uint64_t thread) {
+  if (loops_.empty()) return std::nullopt;
+  std::uint32_t id = opId(name);
+  if (!collapseInnerLoops(id, thread)) return std::nullopt;
+  return recogniseKnownLoop(id, thread);
+}
+
+std::optional<OpLoopFinder::Decision> OpLoopFinder::recogniseKnownLoop(std::uint32_t id,
+                                                                       std::uint64_t thread) {
   for (std::size_t index = 0; index < loops_.size(); ++index) {
     Loop& loop = loops_[index];
-    if (loop.thread != threadNumber() || loop.inner) continue;
+    if (loop.thread != thread || loop.inner) continue;
     if (id == loop.anchor) {
       bool matched = loop.pending_started && loop.pending_length == loop.period &&
                      loop.pending_hash == loop.signature;
@@ -94,10 +114,7 @@ bool StepBoundary::recogniseKnownLoop(std::uint32_t id) {
       loop.pending_started = true;
       loop.pending_hash = analyze::foldOp(analyze::kEmptyOpsHash, id);
       loop.pending_length = 1;
-      if (loop.matched_in_a_row >= kRecognisedAfter) {
-        enterLoop(index);
-        return true;
-      }
+      if (loop.matched_in_a_row >= kRecognisedAfter) return enterLoop(index);
       continue;
     }
     if (!loop.pending_started) continue;
@@ -105,12 +122,46 @@ bool StepBoundary::recogniseKnownLoop(std::uint32_t id) {
     // Past the iteration's length it cannot match: wait for the anchor.
     if (++loop.pending_length > loop.period) loop.pending_started = false;
   }
-  return false;
+  return std::nullopt;
 }
 
-bool StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, std::uint64_t thread,
-                                        bool time_is_up) {
+bool OpLoopFinder::markLoopsOfVaryingLength(std::uint64_t thread) {
+  std::vector<std::uint32_t> varying = analyze::opsRepeatedAVaryingNumberOfTimes(
+      ops_by_thread_[thread], kMaxInnerLoopPeriod, kInnerLoopMinRepeats, kInnerLoopMinLengths);
+  bool added = false;
+  for (std::uint32_t op : varying) {
+    if (!mayStartIteration(op)) continue;
+    addOnce(inner_loop_ops_, op);
+    added = true;
+  }
+  if (!added) return false;
+  addOnce(inner_loop_ops_, kInnerLoopRun);
+  trace("ops repeated a varying number of times: " + std::to_string(varying.size()) +
+        " ops of loops inside a longer iteration");
+  for (auto& [each, ops] : ops_by_thread_) {
+    std::vector<std::int64_t>& live = live_by_thread_[each];
+    std::size_t kept = 0;
+    in_inner_run_[each] = false;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      std::uint32_t id = ops[i];
+      if (!collapseInnerLoops(id, each)) continue;
+      ops[kept] = id;
+      if (i < live.size()) live[kept] = live[i];
+      ++kept;
+    }
+    ops.resize(kept);
+    if (live.size() > kept) live.resize(kept);
+  }
+  return true;
+}
+
+std::optional<OpLoopFinder::Decision> OpLoopFinder::decideFromCheckpoint(std::uint64_t thread,
+                                                                         bool time_is_up) {
+  const std::vector<std::uint32_t>& ops = ops_by_thread_[thread];
   std::optional<analyze::LoopShape> found = analyze::findLoop(ops, kMinRepeats, inner_loop_ops_);
+  if (!found && markLoopsOfVaryingLength(thread)) {
+    found = analyze::findLoop(ops, kMinRepeats, inner_loop_ops_);
+  }
   bool agreed =
       found && std::any_of(candidates_.begin(), candidates_.end(),
                            [&](const std::pair<std::size_t, std::uint64_t>& seen) {
@@ -144,10 +195,9 @@ bool StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, s
     verify_until_ = std::min(kLastCheckpoint, 8 * ops.size());
     verify_period_ = 0;
     candidates_.clear();
-    enterLoop(loops_.size() - 1);
-    return true;
+    return enterLoop(loops_.size() - 1);
   }
-  if (!time_is_up) return false;
+  if (!time_is_up) return std::nullopt;
   return startWindows(found ? "the loop's ops repeated, but changed between checks"
                             : "the program's outermost ops did not repeat (" +
                                   std::to_string(ops.size()) + " ops seen on its busiest thread)");
@@ -157,9 +207,29 @@ bool StepBoundary::decideFromCheckpoint(const std::vector<std::uint32_t>& ops, s
 // memory is live, between one iteration's last use of its tensors and the next iteration's first
 // (after zero_grad freed the gradients, before the forward pass): what the previous iteration did
 // last (`total_loss += loss` after optimizer.step()) then belongs to its own step.
-void StepBoundary::startAtLeastLiveMemory(analyze::LoopShape& loop,
+bool OpLoopFinder::mayStartIteration(std::uint32_t id) const {
+  return id != kOtherOps && id != kInnerLoopRun &&
+         std::find(inner_loop_ops_.begin(), inner_loop_ops_.end(), id) == inner_loop_ops_.end();
+}
+
+bool OpLoopFinder::collapseInnerLoops(std::uint32_t& id, std::uint64_t thread) {
+  if (inner_loop_ops_.empty()) return true;
+  bool inner =
+      std::find(inner_loop_ops_.begin(), inner_loop_ops_.end(), id) != inner_loop_ops_.end();
+  bool& in_run = in_inner_run_[thread];
+  if (!inner) {
+    in_run = false;
+    return true;
+  }
+  if (in_run) return false;
+  in_run = true;
+  id = kInnerLoopRun;
+  return true;
+}
+
+void OpLoopFinder::startAtLeastLiveMemory(analyze::LoopShape& loop,
                                           const std::vector<std::uint32_t>& ops,
-                                          const std::vector<std::int64_t>& live) {
+                                          const std::vector<std::int64_t>& live) const {
   if (live.size() != ops.size() || loop.period == 0) return;
   // The usual iterations in the window, newest first (up to 16).
   std::vector<std::size_t> starts;
@@ -176,7 +246,7 @@ void StepBoundary::startAtLeastLiveMemory(analyze::LoopShape& loop,
   std::size_t best = 0;
   std::optional<double> best_live;
   for (std::size_t j = 0; j < loop.period; ++j) {
-    if (count[iteration[j]] != 1 || iteration[j] == kOtherOps) continue;
+    if (count[iteration[j]] != 1 || !mayStartIteration(iteration[j])) continue;
     double sum = 0;
     for (std::size_t start : starts) sum += static_cast<double>(live[start + j]);
     double mean = sum / static_cast<double>(starts.size());
@@ -194,9 +264,10 @@ void StepBoundary::startAtLeastLiveMemory(analyze::LoopShape& loop,
   loop.signature = hash;
 }
 
-void StepBoundary::enterLoop(std::size_t index) {
+OpLoopFinder::Decision OpLoopFinder::enterLoop(std::size_t index) {
   Loop& loop = loops_[index];
   loop.runs += 1;
+  current_ = index;
   iterations_this_run_ = 0;
   loop.pending_started = false;
   loop.matched_in_a_row = 0;
@@ -207,31 +278,30 @@ void StepBoundary::enterLoop(std::size_t index) {
   recent_judged_ = 0;
   mismatching_ = false;
   ops_since_anchor_ = 0;
+  matched_run_ = 0;
+  interrupted_runs_.clear();
   ops_by_thread_.clear();
-  {
-    std::lock_guard<std::mutex> lock(anchor_mutex_);
-    anchor_ = op_names_[loop.anchor];
-  }
   // What ran since the last step (learning, after another loop ended) is a step outside loops;
   // the program's very first one (start-up) becomes part of the loop's first step.
   trace("enter " + loop.name + " (period " + std::to_string(loop.period) + ", anchor " +
         op_names_[loop.anchor] + ")");
-  change_ = PhaseChange{Phase::kOps, loop.name, true, false, index};
-  change_.loop_thread = loop.thread;
-  loops_size_ = loops_.size();
-  phase_.store(Phase::kSwitching, std::memory_order_release);
+  Decision decision{Decision::Next::kFollowLoop, loop.name, true, false, index};
+  decision.loop_thread = loop.thread;
+  return decision;
 }
 
 // Ops of the thread the loop was learned on, after the decision: each iteration (the ops from one
 // call of the anchor to the next) is compared with the loop's usual one. A loop with an occasional
 // other iteration (a log line, a checkpoint every N steps) goes on; one whose iterations mostly
 // differ, or whose anchor no longer runs, has ended: the program moved on to another loop.
-bool StepBoundary::checkLoopStillRepeats(const char* name) {
-  std::lock_guard<std::mutex> lock(learn_mutex_);
-  if (phase_.load() != Phase::kOps || current_ >= loops_.size()) return false;
+OpLoopFinder::LoopCheck OpLoopFinder::checkLoopStillRepeats(const char* name, std::uint64_t thread,
+                                                            std::uint64_t steps_taken) {
+  LoopCheck check;
+  if (current_ >= loops_.size()) return check;
   Loop& loop = loops_[current_];
-  if (threadNumber() != loop.thread) return false;
+  if (thread != loop.thread) return check;
   std::uint32_t id = opId(name);
+  if (!collapseInnerLoops(id, thread)) return check;
   if (!verify_ops_.empty()) {
     verify_ops_.push_back(id);
     std::size_t size = verify_ops_.size();
@@ -248,8 +318,7 @@ bool StepBoundary::checkLoopStillRepeats(const char* name) {
         loop.period = found->period;
         loop.signature = found->signature;
         segment_started_ = false;
-        std::lock_guard<std::mutex> anchor(anchor_mutex_);
-        anchor_ = op_names_[loop.anchor];
+        check.anchor_moved = true;
       }
       verify_period_ = found ? found->period : 0;
     }
@@ -260,9 +329,18 @@ bool StepBoundary::checkLoopStillRepeats(const char* name) {
     ++iterations_this_run_;
     if (segment_started_) {
       bool matched = segment_length_ == loop.period && segment_hash_ == loop.signature;
-      if (!matched && !mismatching_)
-        steps_at_mismatch_ = steps_seen_.load(std::memory_order_relaxed);
+      if (!matched && !mismatching_) steps_at_mismatch_ = steps_taken;
       mismatching_ = !matched;
+      if (matched) {
+        ++matched_run_;
+      } else if (interruptedAgainAndAgain(loop.period)) {
+        trace(loop.name +
+              " runs inside a longer iteration, a varying number of times: looking "
+              "for that one");
+        markInner(loop);
+        check.decision = leaveLoop(steps_taken);
+        return check;
+      }
       recent_matches_ =
           ((recent_matches_ << 1) | (matched ? 1u : 0u)) & ((1u << kJudgedIterations) - 1);
       recent_judged_ = std::min(recent_judged_ + 1, kJudgedIterations);
@@ -273,10 +351,9 @@ bool StepBoundary::checkLoopStillRepeats(const char* name) {
     ops_since_anchor_ = 0;
     int matched = __builtin_popcount(recent_matches_);
     if (recent_judged_ >= kJudgedIterations && 2 * matched < static_cast<int>(kJudgedIterations)) {
-      leaveLoop();
-      return true;
+      check.decision = leaveLoop(steps_taken);
     }
-    return false;
+    return check;
   }
   if (segment_started_) {
     segment_hash_ = analyze::foldOp(segment_hash_, id);
@@ -284,18 +361,57 @@ bool StepBoundary::checkLoopStillRepeats(const char* name) {
   }
   // The anchor no longer runs: the program moved on to other work.
   if (ops_since_anchor_ > kAbsentPeriods * loop.period + kAbsentSlack) {
-    leaveLoop();
-    return true;
+    check.decision = leaveLoop(steps_taken);
   }
-  return false;
+  return check;
 }
 
-void StepBoundary::leaveLoop() {
+bool OpLoopFinder::settled() const {
+  constexpr std::uint32_t all = (1u << kJudgedIterations) - 1;
+  return verify_ops_.empty() && recent_judged_ >= kJudgedIterations && recent_matches_ == all;
+}
+
+bool OpLoopFinder::interruptedAgainAndAgain(std::size_t period) {
+  // The iteration that broke the run adds a quarter of an iteration's ops or more (the rest of the
+  // longer iteration; a log line adds less) to a short run, as findLoop tells a layer inside the
+  // iteration from it. Runs all of one length are left to findLoop's own rule: they are what a
+  // log line every N iterations gives.
+  bool interrupted =
+      matched_run_ > 0 && matched_run_ < kInnerLoopIterations && 4 * segment_length_ >= 5 * period;
+  if (interrupted) {
+    interrupted_runs_.push_back(matched_run_);
+  } else {
+    interrupted_runs_.clear();
+  }
+  matched_run_ = 0;
+  if (interrupted_runs_.size() < static_cast<std::size_t>(kInnerLoopRuns)) return false;
+  bool varying = std::any_of(interrupted_runs_.begin(), interrupted_runs_.end(),
+                             [&](std::uint32_t run) { return run != interrupted_runs_.front(); });
+  interrupted_runs_.erase(interrupted_runs_.begin());
+  return varying;
+}
+
+void OpLoopFinder::markInner(Loop& loop) {
+  if (loop.inner) return;
+  loop.inner = true;
+  for (std::uint32_t op : loop.ops) addOnce(inner_loop_ops_, op);
+  addOnce(inner_loop_ops_, kInnerLoopRun);  // nor does a run of them
+  in_inner_run_.clear();
+}
+
+void OpLoopFinder::judgeAfresh() {
+  segment_started_ = false;
+  recent_matches_ = 0;
+  recent_judged_ = 0;
+  mismatching_ = false;
+  ops_since_anchor_ = 0;
+}
+
+OpLoopFinder::Decision OpLoopFinder::leaveLoop(std::uint64_t steps_taken) {
   trace("leave " + loops_[current_].name + " after " + std::to_string(ops_since_anchor_) +
         " ops since its anchor, " + std::to_string(__builtin_popcount(recent_matches_)) + " of " +
         std::to_string(recent_judged_) + " recent iterations matched");
   verify_ops_ = {};
-  ++relearned_;
   Loop& left = loops_[current_];
   bool short_run = iterations_this_run_ < kInnerLoopIterations;
   left.short_runs_in_a_row =
@@ -304,38 +420,28 @@ void StepBoundary::leaveLoop() {
   if (left.short_runs_in_a_row >= kInnerLoopRuns && !left.inner) {
     // Its ops run several times in each iteration of the loop around it: none of them starts that
     // iteration, so none is taken as an anchor again.
-    left.inner = true;
-    for (std::uint32_t op : left.ops) addOnce(inner_loop_ops_, op);
+    markInner(left);
     trace(left.name + " runs inside a longer iteration: looking for that one");
   }
-  // The loop's last iteration ends here, in its phase; what follows is outside loops until the
-  // next one is found.
-  // What ran since its last anchor (its last iteration, and what came after) is outside loops.
-  change_ = PhaseChange{Phase::kLearning, kOutsideLoops, true, true, 0};
+  // The loop's last iteration ends here, in its phase; what ran since its last anchor (its last
+  // iteration, and what came after) is outside loops until the next one is found.
+  Decision decision{Decision::Next::kLearning, kOutsideLoops, true, true, 0};
   // The iterations that no longer matched, up to now, were the next phase's: so are their steps.
-  if (mismatching_) {
-    change_.steps_back = steps_seen_.load(std::memory_order_relaxed) - steps_at_mismatch_;
-  }
-  phase_.store(Phase::kSwitching, std::memory_order_release);
+  if (mismatching_) decision.steps_back = steps_taken - steps_at_mismatch_;
   resetLearning();
-  first_op_ = Clock::now();
+  return decision;
 }
 
-bool StepBoundary::startWindows(std::string reason) {
-  if (phase_.load() != Phase::kLearning) return false;
-  decision_ = "time windows sized to the run (" + std::to_string(kShortestWindow.count()) +
-              " ms at first, then 1/" + std::to_string(kWindowsPerRun) +
-              " of the time since tracking started): " + reason;
+std::optional<OpLoopFinder::Decision> OpLoopFinder::startWindows(std::string reason) {
+  windows_decision_ = "time windows sized to the run (" + std::to_string(kShortestWindow.count()) +
+                      " ms at first, then 1/" + std::to_string(kWindowsPerRun) +
+                      " of the time since tracking started): " + reason;
   ops_by_thread_.clear();
   // Without a loop found, windows for good: the ops are no longer needed. With loops found
   // before, their ops are still watched for, so they become steps again when they run.
-  if (loops_.empty() && callback_ != 0) {
-    at::removeCallback(callback_);
-    callback_ = 0;
-  }
-  change_ = PhaseChange{Phase::kWindows, loops_.empty() ? "" : kWindowsPhase, false, false, 0};
-  phase_.store(Phase::kSwitching, std::memory_order_release);
-  return true;
+  Decision decision{Decision::Next::kWindows, loops_.empty() ? "" : kWindowsPhase, false, false, 0};
+  decision.ops_needed = !loops_.empty();
+  return decision;
 }
 
 }  // namespace memseal::inject

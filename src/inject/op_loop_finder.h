@@ -1,0 +1,184 @@
+// The op-loop finder, the fallback step source of `memseal run` for a program that gives no step
+// of its own (a C++ program; a Python program before its first optimizer step, batch or model
+// call): loops are learned from the outermost ops each thread runs (analyze/repeating_ops.h), and
+// the loop followed iteration by iteration until it ends, when the next one is learned or one seen
+// before is recognised. Each loop is a phase of the leak detector's steps. Where no loop is found,
+// it decides for time windows.
+//
+// Pure: it sees op names, thread numbers, live bytes and times, and returns decisions
+// (OpLoopFinder::Decision) that StepBoundary makes: the steps, the detector's phases, the op
+// callback. It takes no lock (StepBoundary calls it under its learning lock) and knows no torch.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "analyze/repeating_ops.h"
+
+namespace memseal::inject {
+
+class OpLoopFinder {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // How long learning may go on before it gives up for time windows: `max_learning` once
+  // kMinOpsBeforeTimeLimit ops were seen, `max_learning_with_few_ops` in any case.
+  struct TimeLimits {
+    Clock::duration max_learning;
+    Clock::duration max_learning_with_few_ops;
+  };
+
+  // A loop found in the program's ops: one phase of its steps.
+  struct Loop {
+    std::string name;  // the detector's phase: "loop 1 (aten::embedding)"
+    std::uint32_t anchor = 0;
+    std::size_t period = 0;
+    std::uint64_t signature = 0;     // of its usual iteration (analyze::foldOp)
+    std::uint64_t thread = 0;        // the thread it runs on
+    std::size_t found_after = 0;     // ops seen when it was found
+    std::vector<std::uint32_t> ops;  // of one usual iteration, as found
+    std::uint32_t runs = 0;
+    int short_runs_in_a_row = 0;  // runs of few iterations, with no other loop between them
+    bool inner = false;           // inside a longer iteration: never a step again
+    // Recognising it again while learning: the ops since its anchor's last call.
+    std::uint64_t pending_hash = 0;
+    std::size_t pending_length = 0;
+    bool pending_started = false;
+    int matched_in_a_row = 0;
+  };
+
+  // A change of what ends the steps, for the caller to make.
+  struct Decision {
+    enum class Next : std::uint8_t { kLearning, kFollowLoop, kWindows };
+    Next next = Next::kLearning;
+    std::string detector_phase;     // the detector's phase from now on; empty: unchanged
+    bool end_step = false;          // end the step that runs now
+    bool phase_first = false;       // ... once it is the new phase's (else in the phase it ran in)
+    std::size_t loop = 0;           // kFollowLoop: the loop it enters
+    std::uint64_t loop_thread = 0;  // ... and the thread it runs on
+    // Steps already taken that belong to the new phase (a loop's last iterations that no longer
+    // matched it: the next phase had begun).
+    std::uint64_t steps_back = 0;
+    // kWindows with no loop found: no op will matter again, the op callback can go.
+    bool ops_needed = true;
+  };
+
+  // What one op of the followed loop's thread changed.
+  struct LoopCheck {
+    std::optional<Decision> decision;  // the loop ended
+    bool anchor_moved = false;  // judged again on more iterations: another op starts each one
+  };
+
+  explicit OpLoopFinder(TimeLimits limits);
+
+  // While learning: one outermost op of `thread`, begun with `live_bytes` of tensor memory live.
+  std::optional<Decision> learn(const char* name, std::uint64_t thread, std::int64_t live_bytes,
+                                Clock::time_point now);
+  // While learning: gives up for time windows once learning has lasted too long (then from the
+  // busiest thread's ops, which may still show a loop).
+  std::optional<Decision> decideIfTimeIsUp(Clock::time_point now);
+  // In time windows: whether this op, with the ones before it, runs a loop found before again.
+  std::optional<Decision> recogniseInWindows(const char* name, std::uint64_t thread);
+  // While a loop is followed: one outermost op of any thread (only the loop's own count), with
+  // `steps_taken` the steps so far.
+  LoopCheck checkLoopStillRepeats(const char* name, std::uint64_t thread,
+                                  std::uint64_t steps_taken);
+  // Whether the followed loop's recent iterations all matched its ops, and its decision was
+  // judged again and settled: then its steps may be counted instead of followed op by op.
+  bool settled() const;
+  // The followed loop is judged afresh from its anchor's next call (its ops were not followed
+  // for a while).
+  void judgeAfresh();
+
+  // The followed loop's anchor, the op a step ends at.
+  const std::string& anchorName() const { return op_names_[loops_[current_].anchor]; }
+  const std::vector<Loop>& loops() const { return loops_; }
+  const std::string& opName(std::uint32_t id) const { return op_names_[id]; }
+  std::size_t opsSeen() const { return ops_seen_; }
+  // How time windows were decided and why, in words; empty when they never were.
+  const std::string& windowsDecision() const { return windows_decision_; }
+
+ private:
+  std::uint32_t opId(const char* name);
+  void resetLearning();
+  // A checkpoint of `thread`'s ops.
+  std::optional<Decision> decideFromCheckpoint(std::uint64_t thread, bool time_is_up);
+  // Where `thread`'s ops show no loop: units of them run back to back a varying number of times
+  // are loops inside a longer iteration (analyze::opsRepeatedAVaryingNumberOfTimes), and every
+  // thread's ops so far are seen again with each run of them as one op. Whether there were any.
+  bool markLoopsOfVaryingLength(std::uint64_t thread);
+  // Whether op `id` on `thread` completes two iterations in a row of a loop found before (it then
+  // runs again).
+  std::optional<Decision> recogniseKnownLoop(std::uint32_t id, std::uint64_t thread);
+  // Moves the loop's anchor to the op of its iteration where the least tensor memory is live.
+  void startAtLeastLiveMemory(analyze::LoopShape& loop, const std::vector<std::uint32_t>& ops,
+                              const std::vector<std::int64_t>& live) const;
+  // Whether op `id` may start an iteration: a real op, outside every inner loop.
+  bool mayStartIteration(std::uint32_t id) const;
+  // Once loops are known to lie inside longer iterations: each run of their ops on a thread is
+  // seen as one op (kInnerLoopRun), so that the iterations around them are alike however many
+  // times they ran it (sequences of several lengths). False: `id` goes on such a run and is not
+  // seen at all.
+  bool collapseInnerLoops(std::uint32_t& id, std::uint64_t thread);
+  // The followed loop's iteration that did not match, after `matched_run_` that did: whether the
+  // loop, so interrupted again and again, lies inside a longer iteration.
+  bool interruptedAgainAndAgain(std::size_t period);
+  // Its ops never start an iteration again.
+  void markInner(Loop& loop);
+  // The steps are to follow loop `index` (new or found before).
+  Decision enterLoop(std::size_t index);
+  // The followed loop's iterations stopped matching: learn the next one.
+  Decision leaveLoop(std::uint64_t steps_taken);
+  std::optional<Decision> startWindows(std::string reason);
+
+  TimeLimits limits_;
+  std::deque<std::string> op_names_;  // a deque: its strings never move (op_ids_ views them)
+  std::unordered_map<std::string_view, std::uint32_t> op_ids_;
+  // Learning: each thread's ops, and the tracked tensor memory live as each began.
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> ops_by_thread_;
+  std::unordered_map<std::uint64_t, std::vector<std::int64_t>> live_by_thread_;
+  Clock::time_point first_op_{};
+  std::size_t ops_seen_ = 0;
+  std::size_t next_checkpoint_ = 0;
+  // Loops found at recent checkpoints (period, content), kept across learnings: a short phase (a
+  // validation pass of twenty batches) is found when it runs again.
+  std::deque<std::pair<std::size_t, std::uint64_t>> candidates_;
+  std::vector<Loop> loops_;
+  std::size_t current_ = 0;  // the loop followed
+  // The followed loop, checked on its thread: the ops since its anchor's last call, whether each
+  // of the last iterations matched (bits, newest lowest), and how many were judged.
+  std::uint64_t segment_hash_ = 0;
+  std::size_t segment_length_ = 0;
+  bool segment_started_ = false;
+  std::uint32_t recent_matches_ = 0;
+  std::uint32_t recent_judged_ = 0;
+  // Steps taken when the current run of iterations that did not match began (see steps_back).
+  std::uint64_t steps_at_mismatch_ = 0;
+  bool mismatching_ = false;
+  std::size_t ops_since_anchor_ = 0;
+  // After a decision, its thread's ops are kept a while longer and judged again: a deep model's
+  // layers can look like the loop until a few iterations have run.
+  std::vector<std::uint32_t> verify_ops_;
+  std::size_t verify_until_ = 0;
+  std::size_t verify_period_ = 0;
+  std::size_t iterations_this_run_ = 0;        // of the loop entered now
+  std::vector<std::uint32_t> inner_loop_ops_;  // never the anchor of a loop found from now on
+  std::unordered_map<std::uint64_t, bool> in_inner_run_;  // per thread: its last op was one
+  // The followed loop's matched iterations since the last that did not match, and the lengths of
+  // the last runs of them that such an iteration broke, newest last.
+  std::uint32_t matched_run_ = 0;
+  std::vector<std::uint32_t> interrupted_runs_;
+  std::size_t last_left_loop_ = std::numeric_limits<std::size_t>::max();
+  std::string windows_decision_;
+};
+
+}  // namespace memseal::inject
