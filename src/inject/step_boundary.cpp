@@ -147,8 +147,7 @@ void StepBoundary::onOp(const char* name, bool outermost) {
         return;
       }
       // While steps are counted, only the anchor is looked at (a check of the count).
-      if (t_thread != 0 && !counting_.load(std::memory_order_relaxed) &&
-          checkLoopStillRepeats(name)) {
+      if (t_thread != 0 && !counted_.counting() && checkLoopStillRepeats(name)) {
         applyPhaseChange(false);
         return;
       }
@@ -161,15 +160,15 @@ void StepBoundary::onOp(const char* name, bool outermost) {
         anchor = anchor_ == name;
       }
       if (!anchor) return;
-      if (counting_.load(std::memory_order_relaxed)) {
-        checkCountedAnchor();
+      if (counted_.counting()) {
+        counted_.checkAnchor();
         return;
       }
       if (phase_.load(std::memory_order_acquire) != Phase::kOps) return;
       Clock::time_point now = Clock::now();
-      bool count = countIterationAllocations(now);
+      bool count = counted_.countIterationAllocations(now);
       takeStep();
-      if (count && phase_.load(std::memory_order_acquire) == Phase::kOps) startCounting(now);
+      if (count && phase_.load(std::memory_order_acquire) == Phase::kOps) counted_.start(now);
       return;
     }
     case Phase::kWindows: {
@@ -265,8 +264,8 @@ void StepBoundary::handOver() {
     // A phase change decided meanwhile finds the phase no longer kSwitching and is dropped.
     phase_.store(Phase::kStopped, std::memory_order_release);
     handed_over_ = true;
-    counting_.store(false, std::memory_order_release);
-    if (ops_follow_counting_.load()) {
+    counted_.stopForGood();
+    if (counted_.opsFollowCounting()) {
       // The program's steps are one iteration each, so the allocations of unwatched steps are
       // replayed against the last watched one, as under the API's default: watching every step's
       // ops cost a training loop of small ops half its time again.
@@ -309,6 +308,39 @@ bool StepBoundary::stepLocked(Clock::time_point now, bool coalesce, Phase expect
   return true;
 }
 
+bool StepBoundary::takeCountedStep(Clock::time_point now, std::uint64_t iterations) {
+  PythonLock python(PythonLock::Threads::kPythonOnly);
+  return stepLocked(now, false, Phase::kOps, iterations);
+}
+
+void StepBoundary::afterCountedStep() {
+  if (after_step_) after_step_();
+}
+
+bool StepBoundary::followingLoop() const {
+  return phase_.load(std::memory_order_acquire) == Phase::kOps;
+}
+
+bool StepBoundary::loopSettled() {
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  return finder_.settled();
+}
+
+void StepBoundary::judgeLoopAfresh() {
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  finder_.judgeAfresh();
+}
+
+StepBoundary::Clock::duration StepBoundary::minStepGap() {
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  return step_cost_.minGap();
+}
+
+void StepBoundary::watchOps(OpWatching watching) {
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  detector_.watchOps(watching);
+}
+
 void StepBoundary::takeStep() {
   bool taken;
   {
@@ -344,7 +376,7 @@ std::chrono::nanoseconds StepBoundary::untilNextTick() const {
 }
 
 void StepBoundary::tick() {
-  if (phase_.load() == Phase::kOps) stopCountingWhenQuiet();
+  if (phase_.load() == Phase::kOps) counted_.stopWhenQuiet();
   if (phase_.load() == Phase::kLearning) {
     bool changed = false;
     {
@@ -452,10 +484,10 @@ std::vector<std::string> StepBoundary::description() {
                     " steps in " + std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs") +
                     together);
   }
-  if (std::uint64_t counted = counted_steps_.load(std::memory_order_relaxed); counted > 0) {
+  if (std::uint64_t counted = counted_.stepsCounted(); counted > 0) {
     lines.push_back("memseal run: " + std::to_string(counted) +
                     " of these steps were ended by counting the loop's allocations (" +
-                    std::to_string(counted_allocations_.load(std::memory_order_relaxed)) +
+                    std::to_string(counted_.allocationsPerIteration()) +
                     " an iteration) instead of following every op, checked against the op "
                     "that starts each iteration every " +
                     std::to_string(kCountedStepsBetweenChecks) + " steps");

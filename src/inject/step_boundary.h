@@ -4,7 +4,7 @@
 //             found, a step ends at each call of the op that starts its iteration, and each loop
 //             is a phase of the leak detector's steps (LeakDetector::phase). Once a loop's
 //             iterations each make the same number of allocations, its steps are counted
-//             (step_boundary_counted.cpp). When no loop is found, time windows sized to the run;
+//             (counted_loop_steps.h). When no loop is found, time windows sized to the run;
 //   interval  time windows of a fixed length;
 //   on:NAME   each outermost call of an ATen op ("aten::linear" or "linear"), a TorchScript
 //             function ("forward") or a named region (RECORD_USER_SCOPE, torch.profiler's
@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "inject/counted_loop_steps.h"
 #include "inject/op_loop_finder.h"
 #include "inject/step_cost.h"
 #include "inject/step_rule.h"
@@ -37,7 +38,7 @@ namespace memseal::inject {
 // its namespace ("linear" for "aten::linear", "forward" for "__torch__.Model.forward").
 bool stepNameMatches(const char* name, const std::string& wanted);
 
-class StepBoundary {
+class StepBoundary : private CountedLoopSteps::Host {
  public:
   // `after_step` runs after each step, on the thread that ended it, outside the step lock.
   StepBoundary(StepRule rule, LeakDetector& detector, std::function<void()> after_step);
@@ -65,10 +66,10 @@ class StepBoundary {
     std::lock_guard<std::mutex> lock(step_mutex_);
     return steps_taken_;
   }
-  // While steps are counted (whole iterations each), the detector watches ops automatically (one
-  // step in a few, the others replayed) instead of on every step, and again on every step when
-  // counting stops. For a runtime whose user did not choose which steps' ops are watched.
-  void watchOpsAutomaticallyWhileCounting() { ops_follow_counting_.store(true); }
+  // While steps are counted, the detector watches ops automatically (CountedLoopSteps).
+  void watchOpsAutomaticallyWhileCounting() { counted_.watchOpsAutomaticallyWhileCounting(); }
+  // The allocator hook's handler (track::CountedStepHandler).
+  std::uint64_t onCountedBoundary() { return counted_.onBoundary(); }
   // Which boundary was used, in words, for the report's notes (one line per loop found).
   std::vector<std::string> description();
   // Each loop's phase name and its iterations per step, where steps took several iterations.
@@ -96,38 +97,18 @@ class StepBoundary {
   bool stepLocked(Clock::time_point now, bool coalesce, Phase expected,
                   std::uint64_t iterations = 1);
 
-  // Counted steps (step_boundary_counted.cpp), on the loop's thread but for the quiet stop. Once
-  // the loop's last kEqualIterationsToCount iterations each made the same number of allocations,
-  // the op callback is removed and the allocator hook ends the steps (track/counted_steps.h);
-  // each step checks that it begins where the first did, and every kCountedStepsBetweenChecks
-  // steps the callback comes back until two calls of the anchor fall on iteration boundaries. A
-  // check that fails (the iterations no longer allocate alike, or the anchor no longer runs: the
-  // loop ended), or a loop thread quiet for kQuietLoop, stops counting, and the ops are followed
-  // again.
-  // At the anchor, with the callback on: whether counting may start now.
-  bool countIterationAllocations(Clock::time_point now);
-  void startCounting(Clock::time_point now);
-  // At the anchor while counting (the callback is on only during a check).
-  void checkCountedAnchor();
-  void stopCounting(const char* why);
-  // On the runtime's thread: the loop's thread made no allocation for a while (it waits, or a
-  // next phase makes none on the CPU): the ops are followed again, so that a loop ending there is
-  // seen.
-  void stopCountingWhenQuiet();
-  // After counting stopped (either way): the loop judged afresh, ops watched on every step.
-  void followOpsAgain(const char* why);
-  void takeCountedStep(Clock::time_point now);
-  // Notes a counted step taken (or counting begun) at `now`, for the quiet stop.
-  void markCountedStep(Clock::time_point now);
   void setCallbackInstalled(bool installed);
-  std::uint64_t iterationsPerCountedStep(Clock::duration iteration);
 
- public:
-  // The allocator hook's handler (track::CountedStepHandler): ends a counted step and returns the
-  // allocations until the next one (0: counting stopped).
-  std::uint64_t onCountedBoundary();
+  // CountedLoopSteps::Host.
+  bool takeCountedStep(Clock::time_point now, std::uint64_t iterations) override;
+  void afterCountedStep() override;
+  bool followingLoop() const override;
+  bool loopSettled() override;
+  void judgeLoopAfresh() override;
+  void setOpCallbackInstalled(bool installed) override { setCallbackInstalled(installed); }
+  Clock::duration minStepGap() override;
+  void watchOps(OpWatching watching) override;
 
- private:
   StepRule rule_;
   LeakDetector& detector_;
   std::uint64_t callback_ = 0;  // the RecordFunction callback's handle, 0: none
@@ -163,39 +144,7 @@ class StepBoundary {
   std::string anchor_;          // the op a step ends at (kOps); read without learn_mutex_
   std::mutex anchor_mutex_;     // guards anchor_ against a decision on another thread
 
-  // Counted steps. Written on the loop's thread only, except counting_ and the totals.
-  struct IterationAllocations {
-    bool seen = false;
-    std::uint64_t last_serial = 0;    // the thread's allocation serial at the anchor's last call
-    Clock::time_point last_anchor{};  // ... and when
-    std::uint64_t allocations = 0;    // of the iterations in the current run of equal ones
-    std::uint32_t equal = 0;          // iterations in that run
-    Clock::time_point run_started{};  // when its first iteration began
-  };
-  IterationAllocations iteration_;
-  std::atomic<bool> counting_{false};
-  std::atomic<bool> ops_follow_counting_{false};
-  std::uint64_t allocations_per_iteration_ = 0;
-  std::uint64_t iterations_per_step_ = 1;
-  std::uint64_t count_base_ = 0;  // an allocation serial at which an iteration began
-  // Where the first counted step began (whereThisThreadIs), for each set of RecordFunction
-  // callbacks (memseal's own, and whether there are any).
-  std::uint64_t iteration_start_[8] = {};
-  // track::recordFunctionCallbacks() when the last counted boundary was done with.
-  std::uint64_t callbacks_seen_ = 0;
-  Clock::time_point next_place_check_{};
-  Clock::duration place_cost_{};  // of whereThisThreadIs, a moving average
-  // When the last counted step was taken, and how far apart they come (read by the runtime's
-  // thread too).
-  std::atomic<Clock::rep> last_counted_step_at_{0};
-  std::atomic<Clock::duration> counted_step_interval_{Clock::duration::zero()};
-  Clock::duration counted_iteration_time_{};
-  bool checking_ = false;
-  std::uint32_t steps_since_check_ = 0;
-  std::uint32_t boundaries_while_checking_ = 0;
-  std::uint32_t checked_anchors_ = 0;
-  std::atomic<std::uint64_t> counted_steps_{0};        // for the description
-  std::atomic<std::uint64_t> counted_allocations_{0};  // per iteration, the last counting's
+  CountedLoopSteps counted_{*this};
 };
 
 }  // namespace memseal::inject

@@ -73,7 +73,7 @@ inline constexpr int kInnerLoopRuns = 3;
 inline constexpr std::size_t kMaxInnerLoopPeriod = 16;
 inline constexpr std::size_t kInnerLoopMinRepeats = 3;
 inline constexpr std::size_t kInnerLoopMinLengths = 3;
-// Counted steps (StepBoundary::startCounting): iterations alike in allocations before counting
+// Counted steps (CountedLoopSteps): iterations alike in allocations before counting
 // starts, steps between two checks against the anchor, anchors a check needs, and the step
 // boundaries a check waits for the anchor before it takes the loop as gone. Counting pays off in
 // long loops; a short phase (a validation pass of a few dozen batches) keeps its ops followed,

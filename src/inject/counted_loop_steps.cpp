@@ -1,18 +1,11 @@
-// StepBoundary's counted steps: once a loop's iterations each make the same number of CPU
-// allocations, the steps are ended by the allocator hook counting them (track/counted_steps.h), and
-// the RecordFunction callback, which makes libtorch run its per-op machinery on every op of the
-// program, is removed. The callback comes back now and then to check that the anchor still starts
-// an iteration where the count says one starts. Everything here runs on the loop's thread, but
-// stopCountingWhenQuiet (and the followOpsAgain it calls), which runs on the runtime's thread and
-// touches only what is atomic or under a lock.
+#include "inject/counted_loop_steps.h"
+
 #include <ATen/record_function.h>
 
 #include <algorithm>
 #include <iterator>
 #include <string>
 
-#include "inject/python_lock.h"
-#include "inject/step_boundary.h"
 #include "inject/step_boundary_tuning.h"
 #include "inject/time_scale.h"
 #include "track/counted_steps.h"
@@ -22,8 +15,7 @@
 
 namespace memseal::inject {
 
-bool StepBoundary::countIterationAllocations(Clock::time_point now) {
-  if (rule_.kind != StepRule::Kind::kAuto) return false;
+bool CountedLoopSteps::countIterationAllocations(Clock::time_point now) {
   std::uint64_t serial = track::threadState().allocation_serial;
   IterationAllocations& iteration = iteration_;
   if (!iteration.seen) {
@@ -42,16 +34,11 @@ bool StepBoundary::countIterationAllocations(Clock::time_point now) {
   iteration.last_anchor = now;
   if (iteration.equal < kEqualIterationsToCount) return false;
   // Only a loop whose recent iterations all matched its ops, judged again and settled.
-  std::lock_guard<std::mutex> lock(learn_mutex_);
-  return finder_.settled();
+  return host_.loopSettled();
 }
 
-std::uint64_t StepBoundary::iterationsPerCountedStep(Clock::duration iteration) {
-  Clock::duration gap;
-  {
-    std::lock_guard<std::mutex> lock(step_mutex_);
-    gap = step_cost_.minGap();
-  }
+std::uint64_t CountedLoopSteps::iterationsPerStep(Clock::duration iteration) {
+  Clock::duration gap = host_.minStepGap();
   if (iteration <= Clock::duration::zero()) return 1;
   // As coalescing does, steps no closer than a multiple of what a step costs, and twice that gap:
   // once the loop is known, the detector's own cost is most of what memseal adds to it, and whole
@@ -62,13 +49,13 @@ std::uint64_t StepBoundary::iterationsPerCountedStep(Clock::duration iteration) 
   return std::clamp<std::uint64_t>(iterations, 1, kMaxIterationsPerStep);
 }
 
-void StepBoundary::startCounting(Clock::time_point now) {
+void CountedLoopSteps::start(Clock::time_point now) {
   const IterationAllocations& iteration = iteration_;
   allocations_per_iteration_ = iteration.allocations;
   count_base_ = iteration.last_serial;
-  counted_iteration_time_ = (now - iteration.run_started) / iteration.equal;
-  iterations_per_step_ = iterationsPerCountedStep(counted_iteration_time_);
-  markCountedStep(now);
+  iteration_time_ = (now - iteration.run_started) / iteration.equal;
+  iterations_per_step_ = iterationsPerStep(iteration_time_);
+  markStep(now);
   checking_ = false;
   steps_since_check_ = 0;
   std::fill(std::begin(iteration_start_), std::end(iteration_start_), 0);
@@ -77,94 +64,80 @@ void StepBoundary::startCounting(Clock::time_point now) {
   counting_.store(true, std::memory_order_release);
   if (ops_follow_counting_.load()) {
     track::setReplayIterationLength(allocations_per_iteration_);
-    std::lock_guard<std::mutex> lock(step_mutex_);
-    detector_.watchOps(OpWatching::automatic());
+    host_.watchOps(OpWatching::automatic());
   }
   // Called as the anchor starts an iteration, before its first allocation: the step ends at the
   // first allocation after this iteration and the next iterations_per_step_ - 1, as it would end at
   // the anchor's start if ops were followed.
   track::countStepsOnThisThread(allocations_per_iteration_ * iterations_per_step_ + 1);
-  setCallbackInstalled(false);
+  host_.setOpCallbackInstalled(false);
   callbacks_seen_ = track::recordFunctionCallbacks();
   trace("counting steps: " + std::to_string(allocations_per_iteration_) +
         " allocations an iteration, " + std::to_string(iterations_per_step_) +
         " iterations a step");
 }
 
-void StepBoundary::stopCounting(const char* why) {
+void CountedLoopSteps::stop(const char* why) {
   counting_.store(false, std::memory_order_release);
   checking_ = false;
   iteration_ = IterationAllocations{};
   track::countStepsOnThisThread(0);
-  setCallbackInstalled(true);
+  host_.setOpCallbackInstalled(true);
   followOpsAgain(why);
 }
 
-void StepBoundary::stopCountingWhenQuiet() {
+void CountedLoopSteps::stopWhenQuiet() {
   if (!counting_.load(std::memory_order_acquire)) return;
-  Clock::time_point last{Clock::duration(last_counted_step_at_.load(std::memory_order_relaxed))};
-  Clock::duration step = counted_step_interval_.load(std::memory_order_relaxed);
+  Clock::time_point last{Clock::duration(last_step_at_.load(std::memory_order_relaxed))};
+  Clock::duration step = step_interval_.load(std::memory_order_relaxed);
   Clock::duration quiet =
       std::max<Clock::duration>(scaledByTimeScale(kQuietLoop), kQuietSteps * step);
   if (Clock::now() - last < quiet) return;
   // The loop's thread, if it allocates again, finds counting stopped at its next boundary; its
   // stale iteration count starts afresh at the next anchor.
   counting_.store(false, std::memory_order_release);
-  setCallbackInstalled(true);
+  host_.setOpCallbackInstalled(true);
   followOpsAgain("the loop's thread made no allocation for a while");
 }
 
-void StepBoundary::followOpsAgain(const char* why) {
+void CountedLoopSteps::followOpsAgain(const char* why) {
   if (ops_follow_counting_.load()) {
     track::setReplayIterationLength(0);
-    std::lock_guard<std::mutex> lock(step_mutex_);
-    detector_.watchOps(OpWatching::everyStep());
+    host_.watchOps(OpWatching::everyStep());
   }
   // The loop is judged afresh from its next anchor: the ops seen before counting are stale.
-  {
-    std::lock_guard<std::mutex> lock(learn_mutex_);
-    finder_.judgeAfresh();
-  }
+  host_.judgeLoopAfresh();
   trace(std::string("counting stopped: ") + why);
 }
 
-void StepBoundary::checkCountedAnchor() {
+void CountedLoopSteps::checkAnchor() {
   if (!checking_) return;  // the callback is going; ops already started still end here
   std::uint64_t serial = track::threadState().allocation_serial;
   if ((serial - count_base_) % allocations_per_iteration_ != 0) {
-    stopCounting("the anchor no longer starts an iteration where the count does");
+    stop("the anchor no longer starts an iteration where the count does");
     return;
   }
   if (++checked_anchors_ < kAnchorsPerCheck) return;
   checking_ = false;
   steps_since_check_ = 0;
-  setCallbackInstalled(false);
+  host_.setOpCallbackInstalled(false);
 }
 
-void StepBoundary::markCountedStep(Clock::time_point now) {
-  last_counted_step_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
-  counted_step_interval_.store(counted_iteration_time_ * iterations_per_step_,
-                               std::memory_order_relaxed);
+void CountedLoopSteps::markStep(Clock::time_point now) {
+  last_step_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+  step_interval_.store(iteration_time_ * iterations_per_step_, std::memory_order_relaxed);
 }
 
-void StepBoundary::takeCountedStep(Clock::time_point now) {
-  bool taken;
-  {
-    PythonLock python(PythonLock::Threads::kPythonOnly);
-    taken = stepLocked(now, false, Phase::kOps, iterations_per_step_);
-  }
-  if (!taken) return;
+void CountedLoopSteps::takeStep(Clock::time_point now) {
+  if (!host_.takeCountedStep(now, iterations_per_step_)) return;
   counted_steps_.fetch_add(1, std::memory_order_relaxed);
-  if (after_step_) after_step_();
+  host_.afterCountedStep();
 }
 
-std::uint64_t StepBoundary::onCountedBoundary() {
-  if (phase_.load(std::memory_order_acquire) != Phase::kOps ||
-      !counting_.load(std::memory_order_relaxed)) {
-    return 0;
-  }
+std::uint64_t CountedLoopSteps::onBoundary() {
+  if (!host_.followingLoop() || !counting_.load(std::memory_order_relaxed)) return 0;
   if (checking_ && ++boundaries_while_checking_ > kBoundariesWithoutAnchor) {
-    stopCounting("the anchor no longer runs");
+    stop("the anchor no longer runs");
     return 0;
   }
   // An iteration begins with the same allocation, made in the same place, each time: elsewhere,
@@ -189,27 +162,27 @@ std::uint64_t StepBoundary::onCountedBoundary() {
       start = where;
     } else if (where != start) {
       trace("iteration began at " + std::to_string(where) + ", not " + std::to_string(start));
-      stopCounting("the iteration no longer starts where it did");
+      stop("the iteration no longer starts where it did");
       return 0;
     }
     now = done;
   }
-  Clock::time_point last{Clock::duration(last_counted_step_at_.load(std::memory_order_relaxed))};
+  Clock::time_point last{Clock::duration(last_step_at_.load(std::memory_order_relaxed))};
   Clock::duration iteration = (now - last) / iterations_per_step_;
-  counted_iteration_time_ = (3 * counted_iteration_time_ + iteration) / 4;
-  markCountedStep(now);
-  takeCountedStep(now);
+  iteration_time_ = (3 * iteration_time_ + iteration) / 4;
+  markStep(now);
+  takeStep(now);
   if (!counting_.load(std::memory_order_relaxed)) return 0;
   if (!checking_ && ++steps_since_check_ >= kCountedStepsBetweenChecks) {
     checking_ = true;
     boundaries_while_checking_ = 0;
     checked_anchors_ = 0;
     // Steps of another length from here on, if the loop's pace changed by far.
-    std::uint64_t iterations = iterationsPerCountedStep(counted_iteration_time_);
+    std::uint64_t iterations = iterationsPerStep(iteration_time_);
     if (iterations > 2 * iterations_per_step_ || 2 * iterations < iterations_per_step_) {
       iterations_per_step_ = iterations;
     }
-    setCallbackInstalled(true);
+    host_.setOpCallbackInstalled(true);
   }
   callbacks_seen_ = track::recordFunctionCallbacks();
   return allocations_per_iteration_ * iterations_per_step_;
