@@ -2,6 +2,7 @@
 // alone, for a notebook), and the atomic writer of report files.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "memseal/diff.h"
@@ -20,7 +21,10 @@ struct HtmlPage {
   const FitReport* fit = nullptr;
   std::string check_json;  // used instead of `check` when set (e.g. the Python module's report)
   const MergedReport* merged = nullptr;  // a distributed job's ranks side by side
-  const ReportDiff* diff = nullptr;      // two runs compared
+  // Each rank's own page, linked from its row of the merged view: a path relative to where this
+  // page is written (memseal run's rank-N.html beside merged.html).
+  std::map<int, std::string> rank_pages{};
+  const ReportDiff* diff = nullptr;  // two runs compared
 };
 
 // Writes a report file whole: beside `path`, then renamed, so a failed write never leaves half a
@@ -34,5 +38,13 @@ MEMSEAL_API void writeHtml(const HtmlPage& page, const std::string& path);
 // The page's cards without the page around them (a <div> with a style that applies only inside
 // it, no script), for a notebook's output cell.
 MEMSEAL_API std::string renderHtmlFragment(const HtmlPage& page);
+
+// Each rank's own page for a merged view (HtmlPage::rank_pages): for a rank read from FILE.json,
+// FILE.html where it exists (memseal run's job folder).
+MEMSEAL_API std::map<int, std::string> rankPagesBesideReports(const MergedReport& merged);
+// `pages` (paths from here) as links from a page written at `html_path`: relative to its folder,
+// percent-encoded where a path holds what a URL cannot.
+MEMSEAL_API std::map<int, std::string> pageLinksFrom(const std::string& html_path,
+                                                     const std::map<int, std::string>& pages);
 
 }  // namespace memseal

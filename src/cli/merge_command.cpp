@@ -53,6 +53,9 @@ int runMerge(const MergeOptions& options) {
                  writeOutput("merge", options.output.json_path, merged.toJson());
   HtmlPage page;
   page.merged = &merged;
+  if (!options.output.html_path.empty()) {
+    page.rank_pages = pageLinksFrom(options.output.html_path, rankPagesBesideReports(merged));
+  }
   written = writeHtmlIfAsked("merge", options.output.html_path, "job of ranks", page) && written;
   if (!written) return kExitUsage;
   return merged.leak() ? kExitLeak : kExitOk;

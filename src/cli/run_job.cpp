@@ -92,6 +92,7 @@ bool reportJob(const std::vector<RankProcess>& ranks, const std::string& chosen_
   std::vector<RankReport> reports = readRanks(ranks);
   bool written = true;
   std::vector<bool> named;
+  std::map<int, std::string> rank_pages;  // each rank's page, for the merged view's links
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     std::string stem = folder + "/" + rankFileStem(ranks[i], named);
     if (!reports[i].report) continue;
@@ -103,6 +104,7 @@ bool reportJob(const std::vector<RankProcess>& ranks, const std::string& chosen_
     page.title = "rank " + std::to_string(ranks[i].identity.rank);
     page.check = &*reports[i].report;
     written = writeOutput("run", stem + ".html", renderHtml(page)) && written;
+    rank_pages.emplace(ranks[i].identity.rank, stem + ".html");
   }
   MergedReport merged = mergeRankReports(reports);
   *any_leak = *any_leak || merged.leak();
@@ -111,14 +113,16 @@ bool reportJob(const std::vector<RankProcess>& ranks, const std::string& chosen_
   HtmlPage page;
   page.title = "job of " + std::to_string(merged.world_size) + " ranks";
   page.merged = &merged;
-  std::string merged_html = renderHtml(page);
+  page.rank_pages = pageLinksFrom(folder + "/merged.html", rank_pages);
   written = writeOutput("run", folder + "/merged.txt", merged_text) && written;
   written = writeOutput("run", folder + "/merged.json", merged_json) && written;
-  written = writeOutput("run", folder + "/merged.html", merged_html) && written;
+  written = writeOutput("run", folder + "/merged.html", renderHtml(page)) && written;
   if (!output.json_path.empty())
     written = writeOutput("run", output.json_path, merged_json) && written;
-  if (!output.html_path.empty())
-    written = writeOutput("run", output.html_path, merged_html) && written;
+  if (!output.html_path.empty()) {
+    page.rank_pages = pageLinksFrom(output.html_path, rank_pages);
+    written = writeOutput("run", output.html_path, renderHtml(page)) && written;
+  }
   text << merged_text << "memseal run: each rank's report in " << folder
        << "/ (rank-N.json, rank-N.html); the ranks merged in merged.txt, merged.json, merged.html "
           "(memseal merge "

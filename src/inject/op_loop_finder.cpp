@@ -42,6 +42,7 @@ std::uint32_t OpLoopFinder::opId(const char* name) {
   // add one each; past kMaxOpNames, new names share one id (iterations with them do not match).
   if (op_names_.size() >= kMaxOpNames) return kOtherOps;
   op_names_.emplace_back(name);
+  backward_op_.push_back(op_names_.back().rfind(kBackwardOpPrefix, 0) == 0);
   auto id = static_cast<std::uint32_t>(op_names_.size() - 1);
   op_ids_.emplace(std::string_view(op_names_.back()), id);
   return id;
@@ -63,6 +64,7 @@ std::optional<OpLoopFinder::Decision> OpLoopFinder::learn(const char* name, std:
                                                           Clock::time_point now) {
   if (ops_seen_++ == 0) first_op_ = now;
   std::uint32_t id = opId(name);
+  noteBackward(id, thread);
   if (!collapseInnerLoops(id, thread)) return std::nullopt;
   if (std::optional<Decision> recognised = recogniseKnownLoop(id, thread)) return recognised;
   std::vector<std::uint32_t>& ops = ops_by_thread_[thread];
@@ -98,6 +100,7 @@ std::optional<OpLoopFinder::Decision> OpLoopFinder::recogniseInWindows(const cha
                                                                        std::uint64_t thread) {
   if (loops_.empty()) return std::nullopt;
   std::uint32_t id = opId(name);
+  noteBackward(id, thread);
   if (!collapseInnerLoops(id, thread)) return std::nullopt;
   return recogniseKnownLoop(id, thread);
 }
@@ -114,8 +117,12 @@ std::optional<OpLoopFinder::Decision> OpLoopFinder::recogniseKnownLoop(std::uint
       loop.pending_started = true;
       loop.pending_hash = analyze::foldOp(analyze::kEmptyOpsHash, id);
       loop.pending_length = 1;
-      if (loop.matched_in_a_row >= kRecognisedAfter) return enterLoop(index);
-      continue;
+      if (loop.matched_in_a_row < kRecognisedAfter) continue;
+      if (insideABackwardIteration(loop, loop.backward_at_leave)) {
+        collapseStoredOps();
+        return std::nullopt;
+      }
+      return enterLoop(index);
     }
     if (!loop.pending_started) continue;
     loop.pending_hash = analyze::foldOp(loop.pending_hash, id);
@@ -138,6 +145,11 @@ bool OpLoopFinder::markLoopsOfVaryingLength(std::uint64_t thread) {
   addOnce(inner_loop_ops_, kInnerLoopRun);
   trace("ops repeated a varying number of times: " + std::to_string(varying.size()) +
         " ops of loops inside a longer iteration");
+  collapseStoredOps();
+  return true;
+}
+
+void OpLoopFinder::collapseStoredOps() {
   for (auto& [each, ops] : ops_by_thread_) {
     std::vector<std::int64_t>& live = live_by_thread_[each];
     std::size_t kept = 0;
@@ -152,7 +164,6 @@ bool OpLoopFinder::markLoopsOfVaryingLength(std::uint64_t thread) {
     ops.resize(kept);
     if (live.size() > kept) live.resize(kept);
   }
-  return true;
 }
 
 std::optional<OpLoopFinder::Decision> OpLoopFinder::decideFromCheckpoint(std::uint64_t thread,
@@ -187,6 +198,9 @@ std::optional<OpLoopFinder::Decision> OpLoopFinder::decideFromCheckpoint(std::ui
     loop.period = found->period;
     loop.signature = found->signature;
     loop.ops = usualIterationOps(ops, found->anchor, found->period);
+    loop.runs_backward = std::any_of(loop.ops.begin(), loop.ops.end(), [&](std::uint32_t op) {
+      return op < backward_op_.size() && backward_op_[op];
+    });
     loop.thread = thread;
     loop.found_after = ops.size();
     loop.name = "loop " + std::to_string(loops_.size() + 1) + " (" + op_names_[found->anchor] + ")";
@@ -301,6 +315,7 @@ OpLoopFinder::LoopCheck OpLoopFinder::checkLoopStillRepeats(const char* name, st
   Loop& loop = loops_[current_];
   if (thread != loop.thread) return check;
   std::uint32_t id = opId(name);
+  noteBackward(id, thread);
   if (!collapseInnerLoops(id, thread)) return check;
   if (!verify_ops_.empty()) {
     verify_ops_.push_back(id);
@@ -329,15 +344,21 @@ OpLoopFinder::LoopCheck OpLoopFinder::checkLoopStillRepeats(const char* name, st
     ++iterations_this_run_;
     if (segment_started_) {
       bool matched = segment_length_ == loop.period && segment_hash_ == loop.signature;
+      if (!matched && tracing()) {
+        trace(loop.name + ": an iteration of " + std::to_string(segment_length_) + " ops unlike " +
+              "its usual one (" + std::to_string(loop.period) + " ops)");
+      }
       if (!matched && !mismatching_) steps_at_mismatch_ = steps_taken;
       mismatching_ = !matched;
       if (matched) {
         ++matched_run_;
-      } else if (interruptedAgainAndAgain(loop.period)) {
-        trace(loop.name +
-              " runs inside a longer iteration, a varying number of times: looking "
-              "for that one");
-        markInner(loop);
+      } else if (insideABackwardIteration(loop, segment_backward_) ||
+                 interruptedAgainAndAgain(loop.period)) {
+        if (!loop.inner) {
+          trace(loop.name + " runs inside a longer iteration, a varying number of times: " +
+                "looking for that one");
+          markInner(loop);
+        }
         check.decision = leaveLoop(steps_taken);
         return check;
       }
@@ -348,6 +369,7 @@ OpLoopFinder::LoopCheck OpLoopFinder::checkLoopStillRepeats(const char* name, st
     segment_started_ = true;
     segment_hash_ = analyze::foldOp(analyze::kEmptyOpsHash, id);
     segment_length_ = 1;
+    segment_backward_ = backwardOn(thread);
     ops_since_anchor_ = 0;
     int matched = __builtin_popcount(recent_matches_);
     if (recent_judged_ >= kJudgedIterations && 2 * matched < static_cast<int>(kJudgedIterations)) {
@@ -369,6 +391,16 @@ OpLoopFinder::LoopCheck OpLoopFinder::checkLoopStillRepeats(const char* name, st
 bool OpLoopFinder::settled() const {
   constexpr std::uint32_t all = (1u << kJudgedIterations) - 1;
   return verify_ops_.empty() && recent_judged_ >= kJudgedIterations && recent_matches_ == all;
+}
+
+bool OpLoopFinder::insideABackwardIteration(Loop& loop, std::uint64_t backward_before) {
+  if (loop.runs_backward || loop.inner) return false;
+  loop.runs_around_backward =
+      backwardOn(loop.thread) > backward_before ? loop.runs_around_backward + 1 : 0;
+  if (loop.runs_around_backward < kInnerLoopRuns) return false;
+  trace(loop.name + " runs inside an iteration that runs backward: looking for that one");
+  markInner(loop);
+  return true;
 }
 
 bool OpLoopFinder::interruptedAgainAndAgain(std::size_t period) {
@@ -413,6 +445,7 @@ OpLoopFinder::Decision OpLoopFinder::leaveLoop(std::uint64_t steps_taken) {
         std::to_string(recent_judged_) + " recent iterations matched");
   verify_ops_ = {};
   Loop& left = loops_[current_];
+  left.backward_at_leave = backwardOn(left.thread);
   bool short_run = iterations_this_run_ < kInnerLoopIterations;
   left.short_runs_in_a_row =
       !short_run ? 0 : (last_left_loop_ == current_ ? left.short_runs_in_a_row + 1 : 1);

@@ -49,6 +49,11 @@ class OpLoopFinder {
     std::uint32_t runs = 0;
     int short_runs_in_a_row = 0;  // runs of few iterations, with no other loop between them
     bool inner = false;           // inside a longer iteration: never a step again
+    // Whether its iteration runs backward; the backward ops seen when it was last left, and its
+    // runs in a row with backward run between them (see recogniseKnownLoop).
+    bool runs_backward = false;
+    std::uint64_t backward_at_leave = 0;
+    int runs_around_backward = 0;
     // Recognising it again while learning: the ops since its anchor's last call.
     std::uint64_t pending_hash = 0;
     std::size_t pending_length = 0;
@@ -132,8 +137,24 @@ class OpLoopFinder {
   // The followed loop's iteration that did not match, after `matched_run_` that did: whether the
   // loop, so interrupted again and again, lies inside a longer iteration.
   bool interruptedAgainAndAgain(std::size_t period);
-  // Its ops never start an iteration again.
+  // Its ops never start an iteration again; every thread's ops so far are seen again with each
+  // run of them as one op.
   void markInner(Loop& loop);
+  void collapseStoredOps();
+  // Counts the backward pass's ops (the autograd engine's), per thread: a loop is judged by the
+  // backward run on its own thread (where a CUDA program's backward runs on the engine's device
+  // threads, its loops never are).
+  void noteBackward(std::uint32_t id, std::uint64_t thread) {
+    if (id < backward_op_.size() && backward_op_[id]) ++backward_by_thread_[thread];
+  }
+  std::uint64_t backwardOn(std::uint64_t thread) const {
+    auto found = backward_by_thread_.find(thread);
+    return found == backward_by_thread_.end() ? 0 : found->second;
+  }
+  // A loop without backward run again, or interrupted, with backward run on its thread since
+  // `backward_before` was counted: once kInnerLoopRuns times in a row, it lies inside the
+  // training iteration that runs it (a data loader's loop over the samples of each batch).
+  bool insideABackwardIteration(Loop& loop, std::uint64_t backward_before);
   // The steps are to follow loop `index` (new or found before).
   Decision enterLoop(std::size_t index);
   // The followed loop's iterations stopped matching: learn the next one.
@@ -142,6 +163,8 @@ class OpLoopFinder {
 
   TimeLimits limits_;
   std::deque<std::string> op_names_;  // a deque: its strings never move (op_ids_ views them)
+  std::vector<bool> backward_op_;     // by op id: one of the backward pass's
+  std::unordered_map<std::uint64_t, std::uint64_t> backward_by_thread_;  // backward ops seen
   std::unordered_map<std::string_view, std::uint32_t> op_ids_;
   // Learning: each thread's ops, and the tracked tensor memory live as each began.
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> ops_by_thread_;
@@ -177,6 +200,7 @@ class OpLoopFinder {
   // the last runs of them that such an iteration broke, newest last.
   std::uint32_t matched_run_ = 0;
   std::vector<std::uint32_t> interrupted_runs_;
+  std::uint64_t segment_backward_ = 0;  // backwardOn(its thread) as the current iteration began
   std::size_t last_left_loop_ = std::numeric_limits<std::size_t>::max();
   std::string windows_decision_;
 };

@@ -63,8 +63,10 @@ inline constexpr int kRecognisedAfter = 2;
 // model's time steps, a layer's blocks, the backward pass's nodes of those): the step is that
 // iteration, looked for in longer stretches of ops from then on. So does a loop followed whose
 // runs of fewer than kInnerLoopIterations matched iterations, of varying lengths, are broken
-// kInnerLoopRuns times in a row by a longer iteration (time steps of sequences of several lengths):
-// each run of its ops is then one op, and the iterations around them are alike.
+// kInnerLoopRuns times in a row by a longer iteration (time steps of sequences of several lengths),
+// and a loop without backward that runs again kInnerLoopRuns times in a row with backward run
+// between its runs (a data loader's loop over a batch's samples): each run of its ops is then one
+// op, and the iterations around them are alike.
 inline constexpr std::size_t kInnerLoopIterations = 32;
 inline constexpr int kInnerLoopRuns = 3;
 // Where no loop is found, units of up to kMaxInnerLoopPeriod ops run back to back
@@ -96,6 +98,8 @@ inline constexpr std::size_t kMaxOpNames = 4096;
 inline constexpr std::uint32_t kOtherOps = std::numeric_limits<std::uint32_t>::max();
 // A run of ops of loops that lie inside a longer iteration, seen as one op (OpLoopFinder).
 inline constexpr std::uint32_t kInnerLoopRun = kOtherOps - 1;
+// The backward pass's ops, as the autograd engine names each node it runs.
+inline constexpr const char* kBackwardOpPrefix = "autograd::engine::evaluate_function";
 
 // MEMSEAL_RUN_TRACE_STEPS=1: each decision of the loop finder on stderr, for memseal's developers.
 inline bool tracing() {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "memseal/html.h"
 #include "memseal/merged_report.h"
 
 namespace py = pybind11;
@@ -16,6 +17,13 @@ namespace py = pybind11;
 namespace memseal::python {
 
 namespace {
+
+HtmlPage mergedPage(const MergedReport& merged, const std::string& title) {
+  HtmlPage page;
+  page.title = title;
+  page.merged = &merged;
+  return page;
+}
 
 // (json, source) pairs: each a memseal.check report, its own rank where it names one; and the
 // ranks known to be missing as (rank, world size, why). Reports of several jobs are refused
@@ -102,7 +110,25 @@ void bindDistributed(py::module_& m) {
       .def_property_readonly("leak", &MergedReport::leak)
       .def("text", &MergedReport::toText)
       .def("to_json", &MergedReport::toJson)
-      .def("__str__", &MergedReport::toText);
+      .def("__str__", &MergedReport::toText)
+      .def(
+          "write_html",
+          [](const MergedReport& merged, const py::object& path_like, const std::string& title) {
+            std::string path = py::str(py::module_::import("os").attr("fspath")(path_like));
+            // A rank read from FILE.json links FILE.html, where memseal run wrote one beside it.
+            HtmlPage page = mergedPage(merged, title);
+            page.rank_pages = pageLinksFrom(path, rankPagesBesideReports(merged));
+            writeReportFile(path, renderHtml(page));
+          },
+          py::arg("path"), py::arg("title") = "job of ranks",
+          "The merged view as one self-contained HTML page at `path` (written whole, or not at "
+          "all)")
+      .def(
+          "_repr_html_",
+          [](const MergedReport& merged) {
+            return renderHtmlFragment(mergedPage(merged, "job of ranks"));
+          },
+          "The merged view's cards without a page around them: how Jupyter shows it");
   m.def("merge_json", &mergeJson, py::arg("reports"),
         py::arg("missing") = std::vector<std::tuple<int, int, std::string>>{},
         py::arg("force") = false);

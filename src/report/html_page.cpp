@@ -20,7 +20,14 @@ nlohmann::json pageDocument(const HtmlPage& page) {
   }
   if (page.explain != nullptr) document["explain"] = nlohmann::json::parse(page.explain->toJson());
   if (page.fit != nullptr) document["fit"] = nlohmann::json::parse(page.fit->toJson());
-  if (page.merged != nullptr) document["merged"] = nlohmann::json::parse(page.merged->toJson());
+  if (page.merged != nullptr) {
+    nlohmann::json merged = nlohmann::json::parse(page.merged->toJson());
+    for (nlohmann::json& rank : merged["ranks"]) {
+      auto found = page.rank_pages.find(rank.value("rank", -1));
+      if (found != page.rank_pages.end()) rank["page"] = found->second;
+    }
+    document["merged"] = std::move(merged);
+  }
   if (page.diff != nullptr) document["diff"] = nlohmann::json::parse(page.diff->toJson());
   return document;
 }

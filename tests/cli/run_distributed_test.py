@@ -73,6 +73,10 @@ class Job(unittest.TestCase):
             page = file.read()
         self.assertIn("Ranks of the job", page)
         self.assertIn("autograd-graph-retained", page)
+        # Each rank's number links to its own page beside it.
+        for rank in (0, 1):
+            self.assertIn(f'<a href="rank-{rank}.html"', page)
+            self.assertTrue(os.path.exists(os.path.join(self.folder, "job", f"rank-{rank}.html")))
         # memseal merge reads the folder back to the same view, with check's exit codes.
         again = subprocess.run([ARGS.memseal, "merge", os.path.join(self.folder, "job")],
                                capture_output=True, text=True, timeout=120)

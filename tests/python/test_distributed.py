@@ -81,6 +81,31 @@ def test_merge_takes_reports_json_and_files(tmp_path):
     assert "rank 0 only" in result.stdout or "job of 1 rank" in result.stdout, result.stdout
 
 
+def test_a_merged_view_writes_its_page_linking_each_ranks_page_and_shows_in_a_notebook(tmp_path):
+    leaky = memseal.check(lambda i, kept=[]: kept.append(__import__("torch").ones(512)), steps=20,
+                          warmup=3, on_leak="none")
+    healthy = memseal.check(lambda i: __import__("torch").ones(512), steps=20, warmup=3,
+                            on_leak="none")
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rank-0.json").write_text(leaky.to_json())
+    (job / "rank-1.json").write_text(healthy.to_json())
+    memseal.write_html(job / "rank-0.html", check=leaky)  # rank 1 has no page of its own
+    merged = memseal.merge(job)
+    merged.write_html(tmp_path / "merged.html")
+    page = (tmp_path / "merged.html").read_text()
+    assert "Ranks of the job" in page
+    assert '<a href="job/rank-0.html"' in page
+    assert 'href="job/rank-1.html"' not in page
+    assert "Hover over a chart" not in page  # the merged view has no chart
+    cards = merged._repr_html_()
+    assert cards.startswith("<div") and "<script" not in cards and "Ranks of the job" in cards
+    # Nothing written where the folder does not exist, and the error names the path.
+    with pytest.raises(RuntimeError, match="missing"):
+        merged.write_html(tmp_path / "missing" / "merged.html")
+    assert not (tmp_path / "missing").exists()
+
+
 def test_merge_refuses_what_is_not_a_report(tmp_path):
     with pytest.raises(ValueError, match="holds no rank reports"):
         memseal.merge(tmp_path)

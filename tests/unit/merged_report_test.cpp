@@ -1,11 +1,17 @@
 // The merge of a distributed job's rank reports: causes matched across ranks, divergent ones,
-// missing and duplicate ranks, the text, the JSON, and a rank's identity in its own report.
+// missing and duplicate ranks, the text, the JSON, the page with its links to each rank's page, and
+// a rank's identity in its own report.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <string>
 
+#include <fstream>
+
+#include "memseal/html.h"
 #include "memseal/merged_report.h"
 
 namespace memseal {
@@ -117,6 +123,45 @@ TEST(MergedReport, LossesKeptWithTheirGraphsSayWhatTheGraphsCostInEveryView) {
   kept.resident_bytes_per_step = 2;
   EXPECT_EQ(mergeRankReports({rank(0, 1, {kept})}).toText().find("resident memory"),
             std::string::npos);
+}
+
+TEST(MergedReport, ThePageLinksEachRanksOwnPageAndSaysNothingOfCharts) {
+  char folder_template[] = "/tmp/memseal-links-XXXXXX";
+  ASSERT_NE(::mkdtemp(folder_template), nullptr);
+  std::string folder = folder_template;
+  std::string job = folder + "/job 1";
+  ASSERT_EQ(::mkdir(job.c_str(), 0700), 0);
+  std::vector<RankReport> ranks = {
+      rank(0, 2, {finding(LeakCategory::kAutogradGraphRetained, "aten::add_", "t.py", 7, 4)}),
+      rank(1, 2, {})};
+  // Rank 0's report has its page beside it, rank 1's has none.
+  for (RankReport& entry : ranks) entry.source = job + "/" + entry.source;
+  std::ofstream(job + "/rank-0.html") << "<html></html>";
+  MergedReport merged = mergeRankReports(ranks);
+  std::map<int, std::string> pages = rankPagesBesideReports(merged);
+  ASSERT_EQ(pages.size(), 1u);
+  EXPECT_EQ(pages.at(0), job + "/rank-0.html");
+  // From a page in the job's folder, from one in the folder above it, and from one beside it.
+  EXPECT_EQ(pageLinksFrom(job + "/merged.html", pages).at(0), "rank-0.html");
+  std::map<int, std::string> links = pageLinksFrom(folder + "/merged.html", pages);
+  EXPECT_EQ(links.at(0), "job%201/rank-0.html");
+  EXPECT_EQ(pageLinksFrom(folder + "/other/merged.html", pages).at(0), "../job%201/rank-0.html");
+
+  HtmlPage page;
+  page.merged = &merged;
+  page.rank_pages = links;
+  std::string html = renderHtml(page);
+  EXPECT_NE(html.find("<a href=\"job%201/rank-0.html\""), std::string::npos);
+  EXPECT_EQ(html.find("href=\"rank-1"), std::string::npos);
+  EXPECT_EQ(html.find("Hover over a chart"), std::string::npos);  // the merged view has none
+  EXPECT_NE(html.find("one row per rank"), std::string::npos);
+  LeakReport check = *ranks[0].report;
+  HtmlPage with_chart;
+  with_chart.check = &check;
+  EXPECT_NE(renderHtml(with_chart).find("Hover over a chart"), std::string::npos);
+  ::unlink((job + "/rank-0.html").c_str());
+  ::rmdir(job.c_str());
+  ::rmdir(folder.c_str());
 }
 
 TEST(MergedReport, ACauseOfOneRankIsDivergentAndTheOthersAreClean) {

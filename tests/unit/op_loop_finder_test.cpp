@@ -256,6 +256,48 @@ TEST(OpLoopFinder, TimeStepsOfVaryingLengthForwardAndBackwardAreNotTheStep) {
   EXPECT_TRUE(later.empty());
 }
 
+// A libtorch training iteration whose data loader reads each of the batch's samples, then
+// normalises each, before the model runs forward and backward.
+std::vector<std::string> iterationWithPerSampleLoops(int samples) {
+  std::vector<std::string> ops;
+  for (int i = 0; i < samples; ++i) ops.push_back("aten::select");
+  for (int i = 0; i < samples; ++i) ops.insert(ops.end(), {"aten::sub", "aten::div"});
+  ops.insert(ops.end(), {"aten::stack", "aten::conv2d", "aten::relu", "aten::linear",
+                         "aten::nll_loss", "autograd::engine::evaluate_function: NllLossBackward0",
+                         "autograd::engine::evaluate_function: AddmmBackward0",
+                         "autograd::engine::evaluate_function: ConvolutionBackward0", "aten::add_",
+                         "aten::zero_"});
+  return ops;
+}
+
+TEST(OpLoopFinder, ADataLoadersLoopsOverTheSamplesOfABatchAreNotTheStep) {
+  Program program;
+  program.run(startUp(20), 1);
+  program.run(iterationWithPerSampleLoops(64), 60);
+  ASSERT_TRUE(program.following());
+  const std::vector<OpLoopFinder::Loop>& loops = program.finder().loops();
+  ASSERT_FALSE(loops.empty());
+  EXPECT_FALSE(loops.back().inner);
+  EXPECT_TRUE(loops.back().runs_backward);
+  for (const OpLoopFinder::Loop& loop : loops) {
+    EXPECT_TRUE(loop.inner || loop.runs_backward) << loop.name;
+  }
+  // Followed for good, from then on.
+  EXPECT_TRUE(program.run(iterationWithPerSampleLoops(64), 40).empty());
+}
+
+TEST(OpLoopFinder, ALoopWithoutBackwardBetweenOtherLoopsWithoutBackwardIsStillAStep) {
+  // Inference in two phases, one after the other and again: neither runs backward.
+  Program program;
+  for (int round = 0; round < 5; ++round) {
+    program.run(kValidationIteration, 60);
+    program.run({"aten::embedding", "aten::linear", "aten::softmax", "aten::topk"}, 60);
+  }
+  for (const OpLoopFinder::Loop& loop : program.finder().loops()) {
+    EXPECT_FALSE(loop.inner) << loop.name;
+  }
+}
+
 TEST(OpLoopFinder, ALogLineEveryFewIterationsLeavesTheLoopAsItIs) {
   Program program;
   std::vector<std::string> with_log_line = kTrainingIteration;

@@ -53,8 +53,15 @@ std::string rankGrid(const ReadJson& merged) {
   for (std::size_t row = 0; row < ranks.size() && row < kGridRanks; ++row) {
     const ReadJson& rank = ranks[row];
     std::string status = textAt(rank, "status");
-    out += "<tr>" + numCell(countText(numberAt(rank, "rank"))) + "<td><span class=\"pill " +
-           statusClass(status) + "\">" + statusWords(status) + "</span>";
+    // The rank's own page, where the page was written beside it (memseal run's rank-N.html).
+    std::string number = countText(numberAt(rank, "rank"));
+    std::string page = textAt(rank, "page");
+    if (!page.empty()) {
+      number = "<a href=\"" + escapeHtml(page) + "\" title=\"this rank&#39;s own report\">" +
+               number + "</a>";
+    }
+    out += "<tr>" + numCell(number) + "<td><span class=\"pill " + statusClass(status) + "\">" +
+           statusWords(status) + "</span>";
     if (status == "missing") out += " " + muted(escapeHtml(textAt(rank, "missing_reason")));
     // As the rank's own report counts them ("warmup" is absent from older merged reports).
     double judged = numberOr(rank, "steps", 0) - numberOr(rank, "warmup", 0);

@@ -98,13 +98,24 @@ std::string pageHeader(const std::string& title, const std::vector<std::string>&
   return out + "</div></header>\n";
 }
 
-std::string howToRead(bool check, bool explain, bool fit, bool diff) {
+std::string howToRead(bool check, bool explain, bool fit, bool diff, bool merged) {
   std::string out =
       "<div class=\"card how\"><strong>How to read this page.</strong><ul>"
       "<li>Bytes are tracked tensor storage (what libtorch asked for) unless "
-      "marked resident (the process&#39;s resident set); 1 KiB = 1024 bytes.</li>"
-      "<li>Hover over a chart for the values at that point; folded rows "
-      "(&#9656;) open on click and when printed.</li>";
+      "marked resident (the process&#39;s resident set); 1 KiB = 1024 bytes.</li>";
+  // Only the documents with charts and folded rows: a job's merged view has neither.
+  if (check || explain || fit || diff) {
+    out +=
+        "<li>Hover over a chart for the values at that point; folded rows "
+        "(&#9656;) open on click and when printed.</li>";
+  }
+  if (merged) {
+    out +=
+        "<li>The job&#39;s ranks: one row per rank, one column per cause of growth with the "
+        "bytes per step it grows by on that rank (empty where that rank does not have it); a "
+        "rank&#39;s number links to its own report where that page was written beside this "
+        "one.</li>";
+  }
   if (check) {
     out +=
         "<li>A leak is memory kept alive from step to step after warm-up; each finding is "
@@ -134,7 +145,7 @@ struct RenderedSections {
   std::string body;
   std::vector<std::string> schemas;
   std::vector<std::pair<const char*, const char*>> sections;  // anchor, name
-  bool check = false, explain = false, fit = false, diff = false;
+  bool check = false, explain = false, fit = false, diff = false, merged = false;
 };
 
 // The cards of every document the page holds, shared by the page and the fragment.
@@ -181,6 +192,7 @@ RenderedSections renderSections(const nlohmann::json& page) {
   out.explain = explain.is_object();
   out.fit = fit.is_object();
   out.diff = diff.is_object();
+  out.merged = merged.is_object();
   return out;
 }
 
@@ -241,7 +253,8 @@ std::string renderHtmlReport(const nlohmann::json& page, const std::string& titl
   out += "<body>\n" + html::pageHeader(title, rendered.schemas, rendered.sections);
   out += "<main class=\"wrap\">\n";
   if (!rendered.sections.empty())
-    out += html::howToRead(rendered.check, rendered.explain, rendered.fit, rendered.diff);
+    out += html::howToRead(rendered.check, rendered.explain, rendered.fit, rendered.diff,
+                           rendered.merged);
   out += rendered.body + "\n</main>\n<footer>memseal</footer>\n<script>" +
          std::string(html::kReportScript) + "</script>\n</body>\n</html>\n";
   return out;
