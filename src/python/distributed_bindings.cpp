@@ -50,6 +50,37 @@ MergedReport mergeJson(const std::vector<std::pair<std::string, std::string>>& r
   return mergeRankReports(ranks);
 }
 
+// The merged view: its parts, its text and JSON, its page and its cards for a notebook.
+void bindMergedReport(py::module_& m) {
+  py::class_<MergedReport>(m, "MergedReport")
+      .def_readonly("world_size", &MergedReport::world_size)
+      .def_readonly("ranks", &MergedReport::ranks)
+      .def_readonly("findings", &MergedReport::findings)
+      .def_readonly("notes", &MergedReport::notes)
+      .def_property_readonly("leak", &MergedReport::leak)
+      .def("text", &MergedReport::toText)
+      .def("to_json", &MergedReport::toJson)
+      .def("__str__", &MergedReport::toText)
+      .def(
+          "write_html",
+          [](const MergedReport& merged, const py::object& path_like, const std::string& title) {
+            std::string path = py::str(py::module_::import("os").attr("fspath")(path_like));
+            // A rank read from FILE.json links FILE.html, where memseal run wrote one beside it.
+            HtmlPage page = mergedPage(merged, title);
+            page.rank_pages = pageLinksFrom(path, rankPagesBesideReports(merged));
+            writeReportFile(path, renderHtml(page));
+          },
+          py::arg("path"), py::arg("title") = "job of ranks",
+          "The merged view as one self-contained HTML page at `path` (written whole, or not at "
+          "all)")
+      .def(
+          "_repr_html_",
+          [](const MergedReport& merged) {
+            return renderHtmlFragment(mergedPage(merged, "job of ranks"));
+          },
+          "The merged view's cards without a page around them: how Jupyter shows it");
+}
+
 }  // namespace
 
 void bindDistributed(py::module_& m) {
@@ -102,33 +133,7 @@ void bindDistributed(py::module_& m) {
       .def_readonly("bytes_per_step", &MergedFinding::bytes_per_step)
       .def_readonly("every_reporting_rank", &MergedFinding::everyReportingRank)
       .def_readonly("example", &MergedFinding::example);
-  py::class_<MergedReport>(m, "MergedReport")
-      .def_readonly("world_size", &MergedReport::world_size)
-      .def_readonly("ranks", &MergedReport::ranks)
-      .def_readonly("findings", &MergedReport::findings)
-      .def_readonly("notes", &MergedReport::notes)
-      .def_property_readonly("leak", &MergedReport::leak)
-      .def("text", &MergedReport::toText)
-      .def("to_json", &MergedReport::toJson)
-      .def("__str__", &MergedReport::toText)
-      .def(
-          "write_html",
-          [](const MergedReport& merged, const py::object& path_like, const std::string& title) {
-            std::string path = py::str(py::module_::import("os").attr("fspath")(path_like));
-            // A rank read from FILE.json links FILE.html, where memseal run wrote one beside it.
-            HtmlPage page = mergedPage(merged, title);
-            page.rank_pages = pageLinksFrom(path, rankPagesBesideReports(merged));
-            writeReportFile(path, renderHtml(page));
-          },
-          py::arg("path"), py::arg("title") = "job of ranks",
-          "The merged view as one self-contained HTML page at `path` (written whole, or not at "
-          "all)")
-      .def(
-          "_repr_html_",
-          [](const MergedReport& merged) {
-            return renderHtmlFragment(mergedPage(merged, "job of ranks"));
-          },
-          "The merged view's cards without a page around them: how Jupyter shows it");
+  bindMergedReport(m);
   m.def("merge_json", &mergeJson, py::arg("reports"),
         py::arg("missing") = std::vector<std::tuple<int, int, std::string>>{},
         py::arg("force") = false);
