@@ -77,11 +77,17 @@ class Job(unittest.TestCase):
         for rank in (0, 1):
             self.assertIn(f'<a href="rank-{rank}.html"', page)
             self.assertTrue(os.path.exists(os.path.join(self.folder, "job", f"rank-{rank}.html")))
-        # memseal merge reads the folder back to the same view, with check's exit codes.
-        again = subprocess.run([ARGS.memseal, "merge", os.path.join(self.folder, "job")],
+        # memseal merge reads the folder back to the same view, with check's exit codes; its page,
+        # written in another folder, links the rank pages from there.
+        views = os.path.join(self.folder, "views")
+        os.mkdir(views)
+        again = subprocess.run([ARGS.memseal, "merge", os.path.join(self.folder, "job"), "--html",
+                                os.path.join(views, "merged.html")],
                                capture_output=True, text=True, timeout=120)
         self.assertEqual(again.returncode, 1, again.stderr)
         self.assertIn("rank 0 only", again.stdout)
+        with open(os.path.join(views, "merged.html")) as file:
+            self.assertIn('<a href="../job/rank-1.html"', file.read())
 
     def test_a_leak_of_every_rank_of_four_is_one_finding(self):
         code, out, err = job(self.folder, 4, "--leak", "all", "--batch", "8")
