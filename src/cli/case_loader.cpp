@@ -3,6 +3,7 @@
 // linker would silently bind the case to ours, ABI differences and all).
 #include "cli/case_loader.h"
 
+#include "cli/command_support.h"
 #include "cli/torch_versions.h"
 
 #include <c10/core/CPUAllocator.h>
@@ -37,7 +38,7 @@ bool readElf(const std::string& path, std::vector<std::string>* search_paths, st
   std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   if (bytes.size() < sizeof(Elf64_Ehdr) || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0) {
     *error = path + " is not a shared library (it has no ELF header)";
-    if (path.size() > 3 && path.compare(path.size() - 3, 3, ".py") == 0) {
+    if (path.size() > 3 && endsWith(path, ".py")) {
       *error +=
           "; Python files are run by the memseal command of memseal's Python package "
           "(pip install it, then `memseal check " +

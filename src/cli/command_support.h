@@ -12,6 +12,12 @@
 
 namespace memseal::cli {
 
+// Whether `text` ends with `suffix` (a file name with its extension, a path with its slash).
+inline bool endsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 // The tracker's flags (--stacks, --observe-ops, --tensor-metadata) as the user spelled them; an
 // unset one comes from the environment, then from the command's defaults. Registered and applied
 // here for every command that tracks.

@@ -12,11 +12,6 @@ namespace memseal::cli {
 
 namespace {
 
-bool endsWith(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::vector<std::string> jsonFilesIn(const std::string& folder, bool ranks_only) {
   std::vector<std::string> files;
   DIR* dir = opendir(folder.c_str());

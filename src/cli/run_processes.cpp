@@ -1,6 +1,7 @@
 // What the processes `memseal run` traced left in its session folder: their status files (which
 // process, whose child, which rank) and their reports, final or streamed.
 #include "cli/run_processes.h"
+#include "cli/command_support.h"
 
 #include <dirent.h>
 #include <sys/statvfs.h>
@@ -30,10 +31,7 @@ std::vector<TracedProcess> tracedProcesses(const std::string& folder) {
   const std::string suffix = inject::kStatusSuffix;
   while (dirent* entry = readdir(dir)) {
     std::string name = entry->d_name;
-    if (name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
+    if (name.size() <= suffix.size() || !endsWith(name, suffix)) continue;
     TracedProcess process;
     std::stringstream lines(readFile(folder + "/" + name));
     std::string line;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cli/command_support.h"
 #include "cli/run_processes.h"
 #include "common/text.h"
 #include "inject/run_protocol.h"
@@ -17,11 +18,6 @@
 namespace memseal::cli {
 
 namespace {
-
-bool endsWith(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // "train.py:29": the innermost frame of the program's own code, its file without folders.
 std::string ownLine(const LeakFinding& finding) {
