@@ -66,7 +66,10 @@ std::optional<OpLoopFinder::Decision> OpLoopFinder::learn(const char* name, std:
   std::uint32_t id = opId(name);
   noteBackward(id, thread);
   if (!collapseInnerLoops(id, thread)) return std::nullopt;
+  std::size_t inner_ops = inner_loop_ops_.size();
   if (std::optional<Decision> recognised = recogniseKnownLoop(id, thread)) return recognised;
+  // A loop just found to lie inside a longer iteration may have this op: seen as its run.
+  if (inner_loop_ops_.size() != inner_ops && !collapseInnerLoops(id, thread)) return std::nullopt;
   std::vector<std::uint32_t>& ops = ops_by_thread_[thread];
   ops.push_back(id);
   live_by_thread_[thread].push_back(live_bytes);
