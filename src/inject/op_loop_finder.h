@@ -137,9 +137,9 @@ class OpLoopFinder {
   // The followed loop's iteration that did not match, after `matched_run_` that did: whether the
   // loop, so interrupted again and again, lies inside a longer iteration.
   bool interruptedAgainAndAgain(std::size_t period);
-  // Its ops never start an iteration again; every thread's ops so far are seen again with each
-  // run of them as one op.
+  // Its ops never start an iteration again, and each run of them is one op from the next op on.
   void markInner(Loop& loop);
+  // Every thread's ops stored so far, seen again with each run of the inner loops' ops as one op.
   void collapseStoredOps();
   // Counts the backward pass's ops (the autograd engine's), per thread: a loop is judged by the
   // backward run on its own thread (where a CUDA program's backward runs on the engine's device
