@@ -121,10 +121,7 @@ std::optional<OpLoopFinder::Decision> OpLoopFinder::recogniseKnownLoop(std::uint
       loop.pending_hash = analyze::foldOp(analyze::kEmptyOpsHash, id);
       loop.pending_length = 1;
       if (loop.matched_in_a_row < kRecognisedAfter) continue;
-      if (insideABackwardIteration(loop, loop.backward_at_leave)) {
-        collapseStoredOps();
-        return std::nullopt;
-      }
+      if (insideABackwardIteration(loop, loop.backward_at_leave)) return std::nullopt;
       return enterLoop(index);
     }
     if (!loop.pending_started) continue;
@@ -432,6 +429,7 @@ void OpLoopFinder::markInner(Loop& loop) {
   for (std::uint32_t op : loop.ops) addOnce(inner_loop_ops_, op);
   addOnce(inner_loop_ops_, kInnerLoopRun);  // nor does a run of them
   in_inner_run_.clear();
+  collapseStoredOps();
 }
 
 void OpLoopFinder::judgeAfresh() {

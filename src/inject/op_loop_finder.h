@@ -137,7 +137,8 @@ class OpLoopFinder {
   // The followed loop's iteration that did not match, after `matched_run_` that did: whether the
   // loop, so interrupted again and again, lies inside a longer iteration.
   bool interruptedAgainAndAgain(std::size_t period);
-  // Its ops never start an iteration again, and each run of them is one op from the next op on.
+  // Its ops never start an iteration again, and each run of them is one op: from the next op on,
+  // and in every thread's ops stored so far (collapseStoredOps).
   void markInner(Loop& loop);
   // Every thread's ops stored so far, seen again with each run of the inner loops' ops as one op.
   void collapseStoredOps();
