@@ -13,6 +13,11 @@ if(NOT TARGET CLI11::CLI11)
   target_include_directories(CLI11 SYSTEM INTERFACE "${PROJECT_SOURCE_DIR}/third_party/cli11/include")
   add_library(CLI11::CLI11 ALIAS CLI11)
 endif()
+# cpp-httplib (the page `memseal run --live` serves): always the vendored header, a newer release than
+# Debian's, which packages it as a compiled library.
+add_library(memseal_httplib INTERFACE)
+target_include_directories(memseal_httplib SYSTEM INTERFACE
+                           "${PROJECT_SOURCE_DIR}/third_party/cpp_httplib/include")
 find_package(Threads REQUIRED)
 # GoogleTest: the system's, else a source tree (MEMSEAL_GOOGLETEST_SOURCE, by default the folder
 # .carried/googletest that DEVELOPERS.md copies from Debian's /usr/src/googletest and carries to the

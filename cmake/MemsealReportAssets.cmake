@@ -1,7 +1,7 @@
-# The HTML report's stylesheet and script (src/report/html/report.css, report.js) embedded into
-# the library as a generated header, with the script's SHA-256 (base64) that the page's
-# Content-Security-Policy allows: computed here, from the very bytes embedded, so the two cannot
-# disagree. Editing either file re-runs this at the next build.
+# The HTML report's stylesheet and scripts (src/report/html/report.css, report.js, and live.js of
+# the page `memseal run --live` serves) embedded into the library as a generated header, with each
+# script's SHA-256 (base64) that the page's Content-Security-Policy allows: computed here, from the
+# very bytes embedded, so the two cannot disagree. Editing a file re-runs this at the next build.
 
 # Base64 of the bytes a hex string spells (CMake's string(SHA256) gives hex; a CSP wants base64).
 function(memseal_hex_to_base64 hex out_var)
@@ -45,16 +45,20 @@ function(memseal_report_assets output_header)
   get_filename_component(folder "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../src/report/html" ABSOLUTE)
   file(READ "${folder}/report.css" MEMSEAL_REPORT_STYLE)
   file(READ "${folder}/report.js" MEMSEAL_REPORT_SCRIPT)
-  foreach(asset STYLE SCRIPT)
-    string(FIND "${MEMSEAL_REPORT_${asset}}" ")memseal_asset\"" clash)
+  file(READ "${folder}/live.js" MEMSEAL_LIVE_SCRIPT)
+  foreach(asset REPORT_STYLE REPORT_SCRIPT LIVE_SCRIPT)
+    string(FIND "${MEMSEAL_${asset}}" ")memseal_asset\"" clash)
     if(NOT clash EQUAL -1)
       message(FATAL_ERROR "memseal: the report's ${asset} contains )memseal_asset\", which ends "
                           "its raw string literal")
     endif()
   endforeach()
-  string(SHA256 script_hex "${MEMSEAL_REPORT_SCRIPT}")
-  memseal_hex_to_base64("${script_hex}" MEMSEAL_REPORT_SCRIPT_SHA256)
+  foreach(script REPORT_SCRIPT LIVE_SCRIPT)
+    string(SHA256 script_hex "${MEMSEAL_${script}}")
+    memseal_hex_to_base64("${script_hex}" MEMSEAL_${script}_SHA256)
+  endforeach()
   configure_file("${folder}/report_assets.h.in" "${output_header}" @ONLY)
   set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-               "${folder}/report.css" "${folder}/report.js" "${folder}/report_assets.h.in")
+               "${folder}/report.css" "${folder}/report.js" "${folder}/live.js"
+               "${folder}/report_assets.h.in")
 endfunction()

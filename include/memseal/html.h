@@ -2,6 +2,7 @@
 // alone, for a notebook), and the atomic writer of report files.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -14,6 +15,15 @@
 
 namespace memseal {
 
+// The state of a page that `memseal run --live` serves while the program runs: a line at the top
+// says how the program is doing, and the page's script asks the server that served it for the
+// next version (GET /page?after=VERSION) and shows it in place.
+struct LivePageState {
+  std::uint64_t version = 0;  // of this page; each change of the report makes a new one
+  bool ended = false;         // the program has ended: this page is final, the script stops
+  std::string status;         // "running for 2 min 10 s", "ended: exit status 0"
+};
+
 struct HtmlPage {
   std::string title;  // the case or script
   const LeakReport* check = nullptr;
@@ -25,6 +35,9 @@ struct HtmlPage {
   // page is written (memseal run's rank-N.html beside merged.html).
   std::map<int, std::string> rank_pages{};
   const ReportDiff* diff = nullptr;  // two runs compared
+  // Set: the page is served live (memseal run --live): its status line and the script that
+  // fetches its next version; its Content-Security-Policy lets it reach the server it came from.
+  const LivePageState* live = nullptr;
 };
 
 // Writes a report file whole: beside `path`, then renamed, so a failed write never leaves half a

@@ -31,6 +31,7 @@
 #include "cli/command_support.h"
 #include "cli/commands.h"
 #include "cli/run_job.h"
+#include "cli/run_live.h"
 #include "cli/run_processes.h"
 #include "cli/run_progress.h"
 #include "cli/run_target.h"
@@ -57,8 +58,9 @@ struct RunOptions {
   bool op_loops = false;       // Python programs too: steps from a loop found in the ops
   bool program_steps = false;  // the default, accepted as a flag for older command lines
   bool fail_on_leak = false;
-  bool quiet = false;      // no progress line on the terminal while the program runs
-  std::string job_folder;  // a distributed job's reports; empty: defaultJobFolder
+  bool quiet = false;               // no progress line on the terminal while the program runs
+  std::optional<std::string> live;  // --live [ADDRESS]: serve the report as a page while it runs
+  std::string job_folder;           // a distributed job's reports; empty: defaultJobFolder
   TrackerFlags tracker;
 };
 
@@ -149,12 +151,16 @@ struct Launch {
   std::string libraries;  // where libmemseal_preload.so and libmemseal_run.so are
   std::string session;    // the folder the program's reports go to
   std::string step_rule;
+  // SIGPIPE as memseal was started with: the live page's server ignores it in memseal, the
+  // program gets it back as it would have had it.
+  struct sigaction broken_pipe {};
 };
 
 // In the forked child: the environment the injected runtime reads, then exec. On failure, errno
 // goes to the parent through `error_pipe`.
 [[noreturn]] void becomeTheProgram(const RunOptions& options, const Launch& launch,
                                    int error_pipe) {
+  sigaction(SIGPIPE, &launch.broken_pipe, nullptr);
   std::string preload = launch.libraries + "/libmemseal_preload.so";
   if (const char* existing = std::getenv("LD_PRELOAD"); existing != nullptr && *existing) {
     preload += std::string(":") + existing;
@@ -360,6 +366,52 @@ int exitLikeTheProgram(int status, bool fail_on_leak, bool any_leak) {
   return code;
 }
 
+// Forks the child that becomes the program: its pid, or -1 after saying why it cannot.
+// `*exec_errors`: the pipe's end through which the child says why exec failed (nothing arrives on
+// success).
+pid_t forkTheProgram(const RunOptions& options, const Launch& launch, int* exec_errors) {
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    fail(std::string("pipe: ") + std::strerror(errno));
+    return -1;
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t child = fork();
+  if (child < 0) {
+    fail(std::string("fork: ") + std::strerror(errno));
+    close(exec_pipe[0]);
+    close(exec_pipe[1]);
+    return -1;
+  }
+  if (child == 0) {
+    close(exec_pipe[0]);
+    becomeTheProgram(options, launch, exec_pipe[1]);
+  }
+  close(exec_pipe[1]);
+  *exec_errors = exec_pipe[0];
+  return child;
+}
+
+// --live: the page, listening before the program is forked (no thread runs in memseal until
+// then), or null after saying why it cannot listen (`*failed`).
+std::unique_ptr<LivePage> listenForTheLivePage(const RunOptions& options,
+                                               const std::string& session, bool* failed) {
+  *failed = false;
+  if (!options.live) return nullptr;
+  LiveAddress address;
+  std::string error;
+  std::unique_ptr<LivePage> live;
+  if (parseLiveAddress(*options.live, &address, &error)) {
+    live = LivePage::listen(address, session, options.command.front(), &error);
+  }
+  if (!live) {
+    fail(error);
+    *failed = true;
+  }
+  return live;
+}
+
 int runProgram(const RunOptions& options) {
   if (options.command.empty()) {
     fail("no program given: memseal run [options] -- PROGRAM [ARGS...]");
@@ -384,29 +436,30 @@ int runProgram(const RunOptions& options) {
     return kExitUsage;
   }
 
-  // The child tells the parent through this pipe why exec failed (nothing arrives on success).
-  int exec_pipe[2];
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    fail(std::string("pipe: ") + std::strerror(errno));
+  sigaction(SIGPIPE, nullptr, &launch.broken_pipe);
+  bool live_failed = false;
+  std::unique_ptr<LivePage> live = listenForTheLivePage(options, launch.session, &live_failed);
+  if (live_failed) {
+    removeSessionDirectory(launch.session);
     return kExitUsage;
   }
-  std::cout.flush();
-  std::cerr.flush();
-  pid_t child = fork();
+
+  int exec_errors = -1;
+  pid_t child = forkTheProgram(options, launch, &exec_errors);
   if (child < 0) {
-    fail(std::string("fork: ") + std::strerror(errno));
+    removeSessionDirectory(launch.session);
     return kExitUsage;
   }
-  if (child == 0) {
-    close(exec_pipe[0]);
-    becomeTheProgram(options, launch, exec_pipe[1]);
-  }
-  close(exec_pipe[1]);
   forwardSignalsTo(child);
+  if (live) {
+    live->serve();
+    std::cerr << "memseal run: live page at " << live->url() << "\n" << std::flush;
+  }
   std::unique_ptr<ProgressLine> progress =
       ProgressLine::startIfTerminal(launch.session, options.quiet);
-  Ending ending = waitForTheProgram(child, exec_pipe[0]);
+  Ending ending = waitForTheProgram(child, exec_errors);
   if (progress) progress->stop();
+  if (live && !ending.exec_error) live->programEnded(exitText(ending.status));
   if (ending.exec_error) {
     removeSessionDirectory(launch.session);
     fail("cannot start " + launch.program + ": " + std::strerror(*ending.exec_error));
@@ -421,6 +474,10 @@ int runProgram(const RunOptions& options) {
     std::cerr << text.str() << std::flush;
   } else if (!writeOutput("run", options.output_path, text.str())) {
     outputs_ok = false;
+  }
+  if (live) {
+    live->keepServingUntilTheUserIsDone();
+    live->stop();
   }
   if (!outputs_ok) return kExitUsage;
   return exitLikeTheProgram(ending.status, options.fail_on_leak, any_leak);
@@ -483,12 +540,25 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_flag("--quiet", options->quiet,
                     "No progress line at the bottom of the terminal while the program runs (there "
                     "is none when stderr is a pipe or a file)");
+  command
+      ->add_option("--live", options->live,
+                   "Serve the report as a page that updates itself while the program runs, at "
+                   "this PORT or HOST:PORT (default: 127.0.0.1 and a free port; the URL is "
+                   "printed); on a terminal, the final report stays there until Enter or Ctrl-C")
+      ->expected(0, 1)
+      ->default_str("");
   options->tracker.addTo(command, "all");
   entries.push_back({command, [options, command] {
                        options->command = command->remaining();
                        options->command.insert(options->command.end(),
                                                g_program_after_dashes.begin(),
                                                g_program_after_dashes.end());
+                       // `--live python train.py`: the word after --live is the program's name,
+                       // not an address (which has a port: digits, or HOST:PORT).
+                       if (options->live && !looksLikeALiveAddress(*options->live)) {
+                         options->command.insert(options->command.begin(), *options->live);
+                         options->live = "";
+                       }
                        return runProgram(*options);
                      }});
 }

@@ -19,9 +19,7 @@ std::string interimReportNote(long pid, const std::string& age) {
          age + " before memseal read it";
 }
 
-namespace {
-
-std::vector<RankReport> readRanks(const std::vector<RankProcess>& ranks) {
+std::vector<RankReport> readRankReports(const std::vector<RankProcess>& ranks) {
   std::vector<RankReport> reports;
   for (const RankProcess& process : ranks) {
     RankReport rank;
@@ -45,6 +43,8 @@ std::vector<RankReport> readRanks(const std::vector<RankProcess>& ranks) {
   }
   return reports;
 }
+
+namespace {
 
 // rank-N, or rank-N.pidP for a second process that said it was rank N.
 std::string rankFileStem(const RankProcess& process, std::vector<bool>& named) {
@@ -89,7 +89,7 @@ bool reportJob(const std::vector<RankProcess>& ranks, const std::string& chosen_
     std::cerr << "memseal run: cannot make " << folder << ": " << std::strerror(errno) << "\n";
     return false;
   }
-  std::vector<RankReport> reports = readRanks(ranks);
+  std::vector<RankReport> reports = readRankReports(ranks);
   bool written = true;
   std::vector<bool> named;
   std::map<int, std::string> rank_pages;  // each rank's page, for the merged view's links

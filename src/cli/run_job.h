@@ -26,6 +26,10 @@ struct RankProcess {
 // itself, `age` being how long before memseal read it ("3.2 s").
 std::string interimReportNote(long pid, const std::string& age);
 
+// Each rank's report read (one it could not leave or that cannot be read: missing, with why; an
+// interim one with interimReportNote), for mergeRankReports.
+std::vector<RankReport> readRankReports(const std::vector<RankProcess>& ranks);
+
 // The folder a job's reports go to when the user named none: memseal-RUN_ID in the current folder,
 // or memseal-job-PID (this memseal's pid) where the launcher gave no run id.
 std::string defaultJobFolder(const std::vector<RankProcess>& ranks);

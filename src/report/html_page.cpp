@@ -35,7 +35,7 @@ nlohmann::json pageDocument(const HtmlPage& page) {
 }  // namespace
 
 std::string renderHtml(const HtmlPage& page) {
-  return report::renderHtmlReport(pageDocument(page), page.title);
+  return report::renderHtmlReport(pageDocument(page), page.title, page.live);
 }
 
 std::string renderHtmlFragment(const HtmlPage& page) {

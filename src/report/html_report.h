@@ -9,6 +9,10 @@
 
 #include <string>
 
+namespace memseal {
+struct LivePageState;
+}
+
 namespace memseal::report {
 
 // `page` holds any of these documents, each optional:
@@ -17,11 +21,15 @@ namespace memseal::report {
 //              card per finding, the top sites.
 //   "explain": a memseal.explain/1 document (docs/explain-json.md): the peak breakdown by role,
 //              module and site, and the live bytes over the peak step.
-//   "fit":     a memseal.fit/2 (or /1) document (docs/explain-json.md): peak against size, the fitted
+//   "fit":     a memseal.fit/2 (or /1) document (docs/explain-json.md): peak against size, the
+//   fitted
 //              model, the prediction for the budget and its verification.
 // Missing fields, and fields of the wrong type, read as absent: the page still renders. `title`
 // names the page (the case or script); it is escaped too.
-std::string renderHtmlReport(const nlohmann::json& page, const std::string& title);
+// `live`: the page `memseal run --live` serves (a status line, and a script that may fetch the
+// page's next version from the server it came from), or null.
+std::string renderHtmlReport(const nlohmann::json& page, const std::string& title,
+                             const LivePageState* live = nullptr);
 
 // The same cards without a page around them, for a notebook's output cell (Jupyter's
 // _repr_html_): a <div> whose <style> applies only inside it, and no script.

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "memseal/html.h"
 #include "report/html/json_reader.h"
 #include "report/html/report_assets.h"
 #include "report/html/sections.h"
@@ -60,18 +61,19 @@ std::string schemaWarning(const ReadJson& document, const char* expected, const 
          "</code>, so parts of it may be missing.</div>";
 }
 
-std::string pageHead(const std::string& title) {
+std::string pageHead(const std::string& title, bool live) {
+  // Nothing may load from anywhere: no network, no files; only the inline style and the page's
+  // own scripts. A live page may also fetch its next version from the server that served it.
+  std::string scripts = "'sha256-" + std::string(kReportScriptSha256) + "'";
+  if (live) scripts += " 'sha256-" + std::string(kLiveScriptSha256) + "'; connect-src 'self'";
   return std::string(
              "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
              "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
              "<meta name=\"generator\" content=\"memseal\">\n"
-             // Nothing may load from anywhere: no network, no files; only the inline style and
-             // the one script below.
              "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-             "style-src 'unsafe-inline'; script-src '") +
-         "sha256-" + std::string(kReportScriptSha256) + "'\">\n<title>" +
-         escapeHtml(title.empty() ? "memseal report" : title) + " &#183; memseal</title>\n<style>" +
-         std::string(kReportStyle) + "</style>\n</head>\n";
+             "style-src 'unsafe-inline'; script-src ") +
+         scripts + "\">\n<title>" + escapeHtml(title.empty() ? "memseal report" : title) +
+         " &#183; memseal</title>\n<style>" + std::string(kReportStyle) + "</style>\n</head>\n";
 }
 
 std::string pageHeader(const std::string& title, const std::vector<std::string>& schemas,
@@ -247,17 +249,26 @@ std::string scopeCss(const std::string& css, const std::string& scope) {
   return out;
 }
 
-std::string renderHtmlReport(const nlohmann::json& page, const std::string& title) {
+std::string renderHtmlReport(const nlohmann::json& page, const std::string& title,
+                             const LivePageState* live) {
   html::RenderedSections rendered = html::renderSections(page);
-  std::string out = html::pageHead(title);
+  std::string out = html::pageHead(title, live != nullptr);
   out += "<body>\n" + html::pageHeader(title, rendered.schemas, rendered.sections);
   out += "<main class=\"wrap\">\n";
+  // Inside <main>: the live page's script puts each new version's <main> in place of this one.
+  if (live != nullptr) {
+    out += "<div class=\"card live-status" + std::string(live->ended ? " ended" : "") +
+           "\" id=\"memseal-live\" data-version=\"" + std::to_string(live->version) +
+           "\" data-ended=\"" + (live->ended ? "1" : "0") + "\">" + escapeHtml(live->status) +
+           "</div>\n";
+  }
   if (!rendered.sections.empty())
     out += html::howToRead(rendered.check, rendered.explain, rendered.fit, rendered.diff,
                            rendered.merged);
   out += rendered.body + "\n</main>\n<footer>memseal</footer>\n<script>" +
-         std::string(html::kReportScript) + "</script>\n</body>\n</html>\n";
-  return out;
+         std::string(html::kReportScript) + "</script>\n";
+  if (live != nullptr) out += "<script>" + std::string(html::kLiveScript) + "</script>\n";
+  return out + "</body>\n</html>\n";
 }
 
 std::string renderHtmlFragment(const nlohmann::json& page, const std::string& title) {
