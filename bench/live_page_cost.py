@@ -41,6 +41,8 @@ def open_tab(process, found_url, pages):
         except OSError:
             return
         pages.append(len(text))
+        if 'data-ended="1"' in text:
+            return  # the final page: the page's script asks no more
         found = re.search(r'data-version="(\d+)"', text)
         version = int(found.group(1)) if found else version
 
