@@ -35,7 +35,9 @@ nlohmann::json pageDocument(const HtmlPage& page) {
 }  // namespace
 
 std::string renderHtml(const HtmlPage& page) {
-  return report::renderHtmlReport(pageDocument(page), page.title, page.live);
+  if (page.live == nullptr) return report::renderHtmlReport(pageDocument(page), page.title);
+  report::LiveBanner banner{page.live->version, page.live->ended, page.live->status};
+  return report::renderHtmlReport(pageDocument(page), page.title, &banner);
 }
 
 std::string renderHtmlFragment(const HtmlPage& page) {

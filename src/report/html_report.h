@@ -7,11 +7,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <cstdint>
 #include <string>
-
-namespace memseal {
-struct LivePageState;
-}
 
 namespace memseal::report {
 
@@ -26,10 +23,17 @@ namespace memseal::report {
 //              model, the prediction for the budget and its verification.
 // Missing fields, and fields of the wrong type, read as absent: the page still renders. `title`
 // names the page (the case or script); it is escaped too.
-// `live`: the page `memseal run --live` serves (a status line, and a script that may fetch the
-// page's next version from the server it came from), or null.
+// The line at the top of a page that `memseal run --live` serves (memseal::LivePageState).
+struct LiveBanner {
+  std::uint64_t version = 0;
+  bool ended = false;
+  std::string status;
+};
+
+// `live`: the page `memseal run --live` serves (its banner, and a script that may fetch the page's
+// next version from the server it came from), or null.
 std::string renderHtmlReport(const nlohmann::json& page, const std::string& title,
-                             const LivePageState* live = nullptr);
+                             const LiveBanner* live = nullptr);
 
 // The same cards without a page around them, for a notebook's output cell (Jupyter's
 // _repr_html_): a <div> whose <style> applies only inside it, and no script.

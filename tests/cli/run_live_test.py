@@ -93,7 +93,10 @@ class LiveRun:
         return int(self.url.rstrip("/").rsplit(":", 1)[1])
 
     def finish(self, timeout=WAIT_S):
-        out, _ = self.process.communicate(timeout=timeout)
+        # stdout read here, stderr by the reader: communicate() would read stderr too, and take
+        # part of it from the reader.
+        out = self.process.stdout.read()
+        self.process.wait(timeout)
         self.reader.join(timeout)
         return self.process.returncode, out, self.stderr()
 

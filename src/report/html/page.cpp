@@ -11,7 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include "memseal/html.h"
 #include "report/html/json_reader.h"
 #include "report/html/report_assets.h"
 #include "report/html/sections.h"
@@ -250,7 +249,7 @@ std::string scopeCss(const std::string& css, const std::string& scope) {
 }
 
 std::string renderHtmlReport(const nlohmann::json& page, const std::string& title,
-                             const LivePageState* live) {
+                             const LiveBanner* live) {
   html::RenderedSections rendered = html::renderSections(page);
   std::string out = html::pageHead(title, live != nullptr);
   out += "<body>\n" + html::pageHeader(title, rendered.schemas, rendered.sections);
