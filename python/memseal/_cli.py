@@ -16,6 +16,7 @@ memseal command itself, which the package carries in memseal/bin with what `mems
 import argparse
 import importlib.util
 import os
+import signal
 import sys
 import traceback
 
@@ -412,6 +413,11 @@ def _exec_native_command(argv):
         environment["LD_LIBRARY_PATH"] = torch_lib + (":" + before if before else "")
     sys.stdout.flush()
     sys.stderr.flush()
+    # Python ignores SIGPIPE and SIGXFSZ for itself; the command and the program it runs get them
+    # back as a shell would give them (what subprocess's restore_signals does for a child).
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
     os.execve(command, ["memseal", *argv], environment)
     return EXIT_USAGE  # not reached
 

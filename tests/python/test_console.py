@@ -64,6 +64,17 @@ def test_python_m_memseal_run_is_the_same_command():
     assert "no leak" in result.stderr
 
 
+@pytest.mark.parametrize("live", [[], ["--live"]], ids=["run", "run-live"])
+def test_the_program_gets_sigpipe_as_a_shell_gives_it(live):
+    # Python ignores SIGPIPE for itself, and an ignored signal stays ignored across exec: the
+    # program under `python -m memseal run` (with the live page's server, which ignores it in
+    # memseal, or without) must not inherit that, or `program | head` would not end the program.
+    result = module("run", "--quiet", *live, "--", "/bin/sh", "-c", "grep SigIgn /proc/self/status")
+    assert result.returncode == 0, result.stderr
+    ignored = int(result.stdout.split()[-1], 16)
+    assert not ignored & (1 << (13 - 1)), result.stdout  # SIGPIPE is 13
+
+
 HEAP_HOLES = """
 import ctypes
 import torch
