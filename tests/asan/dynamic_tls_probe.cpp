@@ -4,7 +4,7 @@
 //   dynamic_tls_probe MODULE.so THREADS [leak]
 //
 // With ASan's __tls_get_addr interception on (intercept_tls_get_addr=1, the runtime's default), the
-// sanitizer runtime of GCC up to 13 misreads those blocks that land 16 bytes past a page boundary
+// sanitizer runtime of GCC 12 misreads those blocks that land 16 bytes past a page boundary
 // and LeakSanitizer's tracer crashes ("Tracer caught signal 11"): with 512 threads, in every run on
 // this project's build machine. With the option the test programs start with
 // (tests/asan/asan_defaults.cpp) the check completes, and with `leak`, it still finds the block
