@@ -119,6 +119,18 @@ std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t li
   return now.per_step[static_cast<std::size_t>(top - live.begin())].step;
 }
 
+std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t live_bytes_now,
+                                          const std::optional<ProgramCodeEnded>& code_ended) {
+  if (!code_ended) return teardownFrom(now, live_bytes_now);
+  // The boundary that took sample N took the (N + 1)th step: samples of steps below `steps`.
+  LeakReport before = now;
+  before.per_step.clear();
+  for (const StepSample& sample : now.per_step) {
+    if (sample.step < code_ended->steps) before.per_step.push_back(sample);
+  }
+  return teardownFrom(before, code_ended->live_bytes);
+}
+
 void keepSnapshot(std::deque<Snapshot>& snapshots, Snapshot newest, std::size_t most) {
   if (!snapshots.empty()) {
     std::vector<StepSample>& samples = snapshots.back().report.per_step;

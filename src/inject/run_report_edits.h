@@ -55,6 +55,18 @@ bool madeDuringTeardown(std::int64_t live_before_report, std::int64_t live_after
 // none otherwise.
 std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t live_bytes_now);
 
+// When a Python program's own code ended (its atexit, before the interpreter finalises): the step
+// boundaries taken by then and tracked tensor memory at that moment.
+struct ProgramCodeEnded {
+  std::uint64_t steps = 0;
+  std::int64_t live_bytes = 0;
+};
+// teardownFrom, looking only at what came before the program's own code ended when that is known:
+// the interpreter's finalisation after it (freeing modules, running __del__) is teardown whatever
+// it does, and takes many short windows on a busy machine, which hid the fall before them.
+std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t live_bytes_now,
+                                          const std::optional<ProgramCodeEnded>& code_ended);
+
 // A report taken at a step boundary while the program ran, and when.
 struct Snapshot {
   LeakReport report;

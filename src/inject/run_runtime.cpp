@@ -98,6 +98,7 @@ struct Runtime {
   std::int64_t peak_snapshot_live = 0;  // tracked tensor bytes, the most at any snapshot
   bool snapshotting = false;
   bool python_program = false;  // Python frames were found: its holders can be searched for
+  std::optional<ProgramCodeEnded> code_ended;  // a Python program's, at its atexit
   BuildUpProbe build_up_probe{scaledByTimeScale(std::chrono::seconds(1))};
 };
 
@@ -122,9 +123,7 @@ std::string runFile(const Runtime& runtime, const char* suffix) {
 std::string programName() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (char& c : text) {
-    if (c == '\0') c = ' ';
-  }
+  std::replace(text.begin(), text.end(), '\0', ' ');
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
 }
@@ -152,12 +151,10 @@ LeakReport currentReport(Runtime& runtime) {
   // Before the step lock: the boundary takes its learning lock, then the step lock.
   std::vector<std::string> description = runtime.boundary->description();
   std::vector<std::pair<std::string, double>> iterations = runtime.boundary->iterationsPerStep();
-  for (std::string& line : runtime.framework_steps->description()) {
-    description.push_back(std::move(line));
-  }
-  for (auto& ratio : runtime.framework_steps->iterationsPerStep()) {
-    iterations.push_back(std::move(ratio));
-  }
+  std::vector<std::string> framework = runtime.framework_steps->description();
+  description.insert(description.end(), framework.begin(), framework.end());
+  auto framework_iterations = runtime.framework_steps->iterationsPerStep();
+  iterations.insert(iterations.end(), framework_iterations.begin(), framework_iterations.end());
   std::lock_guard<std::mutex> steps(runtime.boundary->stepMutex());
   LeakReport report = runtime.detector->report();
   report.rank = runtime.rank;
@@ -233,6 +230,10 @@ void snapshotAfterStep(Runtime& runtime) { takeSnapshot(runtime, SnapshotWhen::k
 void onPythonExit() {
   Runtime* runtime = g_runtime;
   if (runtime == nullptr || runtime->pid != getpid() || runtime->inert.load()) return;
+  {
+    std::lock_guard<std::mutex> lock(runtime->snapshot_mutex);
+    runtime->code_ended = ProgramCodeEnded{stepsTaken(*runtime), track::cpuCounters().liveBytes()};
+  }
   takeSnapshot(*runtime, SnapshotWhen::kNow);
 }
 
@@ -245,10 +246,10 @@ LeakReport finalReport(Runtime& runtime) {
   std::int64_t live_bytes_now = track::cpuCounters().liveBytes();
   devicesAtTheLastStep(now);
   std::optional<std::uint32_t> teardown_from;
-  if (runtime.config.rule.kind == StepRule::Kind::kInterval) {
-    teardown_from = teardownFrom(now, live_bytes_now);
-  }
   std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
+  if (runtime.config.rule.kind == StepRule::Kind::kInterval) {
+    teardown_from = teardownFrom(now, live_bytes_now, runtime.code_ended);
+  }
   const Snapshot* snapshot = snapshotBeforeTeardown(runtime.snapshots, teardown_from);
   if (snapshot == nullptr || !snapshot->report.leak) return now;
   const LeakReport& earlier_leak = snapshot->report;

@@ -353,6 +353,27 @@ class Python(unittest.TestCase):
         self.assertNotIn("held for a while, then freed", err)
 
 
+    def test_a_slow_interpreter_teardown_after_such_a_loop_is_still_its_end(self):
+        # As above, and the interpreter's own finalisation then takes many windows (a busy machine
+        # does that; here an object's __del__): what follows the program's own code is teardown.
+        code, _, err = run_script("ends_slowly.py",
+                                  "import time\nimport torch\nkept = []\n"
+                                  "for _ in range(600):\n"
+                                  "    kept.append(torch.ones(256) * 2)\n"
+                                  "    time.sleep(0.002)\n"
+                                  "kept.clear()\n"
+                                  "time.sleep(0.05)\n"
+                                  "class SlowToFinalise:\n"
+                                  "    def __del__(self):\n"
+                                  "        for _ in range(20):\n"
+                                  "            torch.ones(4)\n"
+                                  "            time.sleep(0.006)\n"
+                                  "slow = SlowToFinalise()\n",
+                                  "--interval", "5ms")
+        self.assertEqual(code, 0, err)
+        self.assertIn("tensors-retained", err)
+        self.assertNotIn("held for a while, then freed", err)
+
     def test_a_leak_in_a_long_loop_is_named_after_its_steps_are_counted(self):
         # Batches of changing size: the steps are counted, ops watched one step in 32 and the
         # others replayed with their shapes scaled; the finding keeps its op, line and shapes.

@@ -78,6 +78,21 @@ TEST(TeardownFrom, ATeardownSpreadOverSeveralWindowsIsOne) {
   EXPECT_EQ(teardownFrom(reportOf(live), 0), std::nullopt);
 }
 
+TEST(TeardownFrom, WhatFollowsTheEndOfAPythonProgramsOwnCodeIsTeardown) {
+  // The loop's memory fell at step 130, then ten steps stayed low: by their number alone, the
+  // program went on after the fall.
+  std::vector<std::int64_t> live = rising(40);
+  for (std::size_t i = 30; i < live.size(); ++i) live[i] = 10'000 + 1'000 * (i % 2);
+  EXPECT_EQ(teardownFrom(reportOf(live), 0, std::nullopt), std::nullopt);
+  // But the program's own code ended two steps after the fall (its atexit): the eight steps after
+  // are the interpreter finalising, which a busy machine spreads over many short windows.
+  memseal::inject::ProgramCodeEnded ended{132, 10'000};
+  EXPECT_EQ(teardownFrom(reportOf(live), 0, ended), std::optional<std::uint32_t>(129));
+  // Code that went on for ten steps after the fall is the program's, not its teardown.
+  ended.steps = 140;
+  EXPECT_EQ(teardownFrom(reportOf(live), 0, ended), std::nullopt);
+}
+
 TEST(TeardownFrom, MemoryFreedLongBeforeTheEndIsNot) {
   // A phase freed what it held and the program went on at that level: not the teardown.
   std::vector<std::int64_t> live = rising(40);
