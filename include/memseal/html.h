@@ -21,7 +21,7 @@ namespace memseal {
 struct LivePageState {
   std::uint64_t version = 0;  // of this page; each change of the report makes a new one
   bool ended = false;         // the program has ended: this page is final, the script stops
-  std::string status;         // "running for 2 min 10 s", "ended: exit status 0"
+  std::string status;  // "Running for 2 min 10 s: ...", "The program ended (exit status 0) ..."
 };
 
 struct HtmlPage {
