@@ -88,18 +88,21 @@ bool madeDuringTeardown(std::int64_t live_before_report, std::int64_t live_after
   return 2 * std::min(live_before_report, live_after_report) < peak_live;
 }
 
-std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t live_bytes_now) {
+namespace {
+
+std::optional<std::uint32_t> teardownFromSamples(const std::vector<StepSample>& samples,
+                                                 std::int64_t live_bytes_now) {
   // A teardown frees what the loop kept within a few windows (more of them where windows are short
   // or the machine is busy), allocating little meanwhile: the fall is in the run of up to
   // kMaxFallSteps samples before now in which memory never rose by more than a sixteenth of its
   // peak from one sample to the next.
   constexpr std::size_t kMaxFallSteps = 8;
   constexpr std::size_t kMinSteps = 4;
-  if (now.per_step.size() < kMinSteps) return std::nullopt;
+  if (samples.size() < kMinSteps) return std::nullopt;
   // The steps' samples, then tracked memory now.
   std::vector<std::int64_t> live;
-  live.reserve(now.per_step.size() + 1);
-  for (const StepSample& sample : now.per_step) live.push_back(sample.live_bytes);
+  live.reserve(samples.size() + 1);
+  for (const StepSample& sample : samples) live.push_back(sample.live_bytes);
   live.push_back(live_bytes_now);
   std::int64_t rise_allowed = *std::max_element(live.begin(), live.end() - 1) / 16;
   auto run = live.end() - 1;
@@ -116,19 +119,24 @@ std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t li
   while (top != live.begin() && *(top - 1) > *top) --top;
   std::int64_t peak = *std::max_element(live.begin(), top + 1);
   if (2 * *top < peak || 2 * live.back() >= peak) return std::nullopt;
-  return now.per_step[static_cast<std::size_t>(top - live.begin())].step;
+  return samples[static_cast<std::size_t>(top - live.begin())].step;
+}
+
+}  // namespace
+
+std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t live_bytes_now) {
+  return teardownFromSamples(now.per_step, live_bytes_now);
 }
 
 std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t live_bytes_now,
                                           const std::optional<ProgramCodeEnded>& code_ended) {
-  if (!code_ended) return teardownFrom(now, live_bytes_now);
+  if (!code_ended) return teardownFromSamples(now.per_step, live_bytes_now);
   // The boundary that took sample N took the (N + 1)th step: samples of steps below `steps`.
-  LeakReport before = now;
-  before.per_step.clear();
+  std::vector<StepSample> before;
   for (const StepSample& sample : now.per_step) {
-    if (sample.step < code_ended->steps) before.per_step.push_back(sample);
+    if (sample.step < code_ended->steps) before.push_back(sample);
   }
-  return teardownFrom(before, code_ended->live_bytes);
+  return teardownFromSamples(before, code_ended->live_bytes);
 }
 
 void keepSnapshot(std::deque<Snapshot>& snapshots, Snapshot newest, std::size_t most) {
