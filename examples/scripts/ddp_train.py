@@ -1,10 +1,11 @@
 """A small data-parallel training job (DistributedDataParallel over gloo, on the CPU), to run under
 torchrun the way such jobs are run, with the memory mistakes distributed jobs make on purpose.
 
-    torchrun --standalone --nproc-per-node 2 examples/scripts/ddp_train.py [--leak rank0|all]
+    torchrun --standalone --nproc-per-node 2 examples/scripts/ddp_train.py [--leak rank0|last|all]
     memseal run -- torchrun --standalone --nproc-per-node 2 examples/scripts/ddp_train.py --leak rank0
 
 --leak rank0   rank 0 keeps each step's loss, with its autograd history, for logging
+--leak last    so does the last rank (in a job across machines, one of the last node)
 --leak all     every rank adds its loss to a running total with its history
 --uneven       each rank's batch is (rank + 1) times the first's: the ranks' peaks differ
 --kill-rank R --kill-at S   rank R kills itself (SIGKILL) at step S, as the out-of-memory killer would
@@ -22,7 +23,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--leak", choices=["none", "rank0", "all"], default="none")
+    parser.add_argument("--leak", choices=["none", "rank0", "last", "all"], default="none")
     parser.add_argument("--uneven", action="store_true")
     parser.add_argument("--kill-rank", type=int, default=-1)
     parser.add_argument("--kill-at", type=int, default=50)
@@ -45,7 +46,8 @@ def main():
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if args.leak == "rank0" and rank == 0:
+        if (args.leak == "rank0" and rank == 0) or (args.leak == "last" and
+                                                    rank == dist.get_world_size() - 1):
             logged_losses.append(loss)  # the leak: the loss with its graph, kept for logging
         if args.leak == "all":
             total_loss += loss  # the leak: a running total that keeps every step's graph

@@ -186,6 +186,11 @@ struct RankIdentity {
   int local_rank = 0;
   int world_size = 1;
   std::string run_id;  // the job's rendezvous id; empty when the launcher gave none
+  // A job across machines (torchrun --nnodes N): the node this rank runs on (torchrun's
+  // GROUP_RANK; the node of rank 0 is 0; -1: not known, a rank of another node that never
+  // reported) and how many there are. 1 node: a job of one machine.
+  int node = 0;
+  int nodes = 1;
 };
 // The rank this process is, from its environment; empty outside a distributed job (RANK or
 // WORLD_SIZE unset or not numbers).

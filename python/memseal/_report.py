@@ -77,7 +77,8 @@ class LeakReport:
     backward_ran = property(lambda self: self._native.backward_ran)
     notes = property(lambda self: self._native.notes)
     phases = property(lambda self: self._native.phases)
-    # A distributed job's rank (rank, local_rank, world_size, run_id); None outside one.
+    # A distributed job's rank (rank, local_rank, world_size, run_id, and node and nodes for a job
+    # across machines); None outside one.
     rank = property(lambda self: self._native.rank)
 
     @property

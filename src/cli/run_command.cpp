@@ -61,6 +61,8 @@ struct RunOptions {
   bool quiet = false;               // no progress line on the terminal while the program runs
   std::optional<std::string> live;  // --live [ADDRESS]: serve the report as a page while it runs
   std::string job_folder;           // a distributed job's reports; empty: defaultJobFolder
+  // A job across machines: how long rank 0 waits at its end for the other nodes' reports.
+  unsigned gather_seconds = inject::kDefaultGatherSeconds;
   TrackerFlags tracker;
 };
 
@@ -173,6 +175,7 @@ struct Launch {
   setenv(inject::kEnvProgramSteps, options.op_loops ? "0" : "1", 1);
   setenv(inject::kEnvStep, launch.step_rule.c_str(), 1);
   setenv(inject::kEnvWarmup, std::to_string(options.warmup).c_str(), 1);
+  setenv(inject::kEnvGatherSeconds, std::to_string(options.gather_seconds).c_str(), 1);
   if (!options.output_path.empty()) setenv(inject::kEnvOutput, options.output_path.c_str(), 1);
   if (!options.memory_viz_path.empty()) {
     setenv(inject::kEnvMemoryVizEvents, std::to_string(options.memory_viz_events).c_str(), 1);
@@ -526,6 +529,12 @@ void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
   command->add_option("--job-dir", options->job_folder,
                       "A distributed job's reports (each rank's and the merged one) go here "
                       "(default: memseal-RUN_ID, or memseal-job-PID, in the current folder)");
+  command
+      ->add_option("--gather-timeout", options->gather_seconds,
+                   "A job across machines (torchrun --nnodes N, memseal run on each node): how "
+                   "many seconds rank 0 waits at its end for the other nodes' reports, which the "
+                   "memseal of its node merges with its own (default 60)")
+      ->check(CLI::Range(0u, 86400u));
   command->add_flag("--op-loops", options->op_loops,
                     "Python programs: a step is an iteration of a loop found in the program's ops, "
                     "as in a C++ program, instead of the program's own step (an optimizer's "

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -19,19 +20,62 @@ std::string interimReportNote(long pid, const std::string& age) {
          age + " before memseal read it";
 }
 
+namespace {
+
+// A job across machines: every rank this node did not see, missing, with where it is.
+// `node_zero`: this is the node of rank 0, which gathers the others' reports.
+void addRanksOfOtherNodes(std::vector<RankReport>& reports, bool node_zero) {
+  const RankIdentity* job = nullptr;
+  std::vector<bool> seen;
+  for (const RankReport& report : reports) {
+    if (report.identity.nodes < 2) continue;
+    job = &report.identity;
+    seen.resize(std::max<std::size_t>(seen.size(), report.identity.world_size), false);
+    seen[report.identity.rank] = true;
+  }
+  if (job == nullptr) return;
+  RankIdentity identity = *job;
+  identity.node = -1;  // not known from here
+  std::string nodes = std::to_string(identity.nodes);
+  std::string why =
+      node_zero ? "it ran on another of the job's " + nodes +
+                      " nodes, and its report has not reached this one (rank 0 gathers them "
+                      "through the job's store as it ends)"
+                : "it ran on another of the job's " + nodes +
+                      " nodes: the memseal of rank 0's node gathers every rank's report into its "
+                      "own job folder";
+  for (std::size_t rank = 0; rank < seen.size(); ++rank) {
+    if (seen[rank]) continue;
+    identity.rank = identity.local_rank = static_cast<int>(rank);
+    reports.push_back(RankReport{identity, "", std::nullopt, std::nullopt, why});
+  }
+}
+
+}  // namespace
+
 std::vector<RankReport> readRankReports(const std::vector<RankProcess>& ranks) {
   std::vector<RankReport> reports;
+  bool node_zero = false;
   for (const RankProcess& process : ranks) {
+    // A rank this node ran (a gathered one names its host) on node 0.
+    node_zero = node_zero || (process.host.empty() && process.missing_reason.empty() &&
+                              process.identity.node == 0);
     RankReport rank;
     rank.identity = process.identity;
-    rank.source = "pid " + std::to_string(process.pid);
-    if (process.report_json.empty()) {
+    rank.source =
+        "pid " + std::to_string(process.pid) + (process.host.empty() ? "" : " on " + process.host);
+    if (!process.missing_reason.empty()) {
+      rank.source = "gathered by rank 0";
+      rank.missing_reason = process.missing_reason;
+    } else if (process.report_json.empty()) {
       rank.missing_reason = "pid " + std::to_string(process.pid) +
                             " ended before memseal could write its report: killed by SIGKILL, "
                             "or ended by _exit";
     } else {
       try {
         rank.report = LeakReport::fromJson(process.report_json);
+        // Its own word on who it is (a gathered rank's local rank is only there).
+        if (rank.report->rank) rank.identity = *rank.report->rank;
         if (!process.interim_age.empty()) {
           rank.report->notes.push_back(interimReportNote(process.pid, process.interim_age));
         }
@@ -41,6 +85,7 @@ std::vector<RankReport> readRankReports(const std::vector<RankProcess>& ranks) {
     }
     reports.push_back(std::move(rank));
   }
+  addRanksOfOtherNodes(reports, node_zero);
   return reports;
 }
 

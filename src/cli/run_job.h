@@ -20,6 +20,10 @@ struct RankProcess {
   // Set where report_json is the latest report taken while the rank ran (it ended before its
   // final one): how long before memseal read it, "3.2 s".
   std::string interim_age;
+  // A rank of another node, gathered by rank 0 (node_gather.h): the machine it ran on, or why no
+  // report of it came.
+  std::string host;
+  std::string missing_reason;
 };
 
 // What an interim report (taken while process `pid` ran; it ended before its final one) says of
@@ -27,7 +31,8 @@ struct RankProcess {
 std::string interimReportNote(long pid, const std::string& age);
 
 // Each rank's report read (one it could not leave or that cannot be read: missing, with why; an
-// interim one with interimReportNote), for mergeRankReports.
+// interim one with interimReportNote), for mergeRankReports. In a job across machines, the ranks
+// this node neither ran nor gathered are missing, with where they are.
 std::vector<RankReport> readRankReports(const std::vector<RankProcess>& ranks);
 
 // The folder a job's reports go to when the user named none: memseal-RUN_ID in the current folder,

@@ -47,6 +47,9 @@ std::vector<TracedProcess> tracedProcesses(const std::string& folder) {
       if (key == "local_rank" && process.rank) process.rank->local_rank = std::atoi(value.c_str());
       if (key == "world_size" && process.rank) process.rank->world_size = std::atoi(value.c_str());
       if (key == "run_id" && process.rank) process.rank->run_id = value;
+      if (key == "node" && process.rank) process.rank->node = std::atoi(value.c_str());
+      if (key == "nodes" && process.rank)
+        process.rank->nodes = std::max(1, std::atoi(value.c_str()));
     }
     if (process.pid > 0) processes.push_back(process);
   }
@@ -88,14 +91,69 @@ ProcessReportFile readProcessReport(const std::string& session, long pid) {
   return file;
 }
 
+namespace {
+
+// A rank of another node that rank 0 gathered, from its rank-R.gathered file (run_protocol.h);
+// empty where the file is not one.
+std::optional<RankProcess> gatheredRank(const std::string& text) {
+  std::size_t body = text.find("\n\n");
+  if (body == std::string::npos ||
+      text.rfind(std::string(inject::kGatheredFormat) + "\n", 0) != 0) {
+    return std::nullopt;
+  }
+  RankProcess rank;
+  rank.identity.node = -1;  // a rank that sent nothing: not known
+  std::stringstream lines(text.substr(0, body));
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::size_t equals = line.find('=');
+    if (equals == std::string::npos) continue;
+    std::string key = line.substr(0, equals), value = line.substr(equals + 1);
+    if (key == "rank") rank.identity.rank = rank.identity.local_rank = std::atoi(value.c_str());
+    if (key == "world_size") rank.identity.world_size = std::atoi(value.c_str());
+    if (key == "run_id") rank.identity.run_id = value;
+    if (key == "nodes") rank.identity.nodes = std::max(1, std::atoi(value.c_str()));
+    if (key == "node") rank.identity.node = std::atoi(value.c_str());
+    if (key == "host") rank.host = value;
+    if (key == "pid") rank.pid = std::strtol(value.c_str(), nullptr, 10);
+    if (key == "missing") rank.missing_reason = value;
+  }
+  const RankIdentity& id = rank.identity;
+  if (id.world_size < 1 || id.rank < 0 || id.rank >= id.world_size || id.node >= id.nodes) {
+    return std::nullopt;
+  }
+  rank.report_json = text.substr(body + 2);
+  return rank;
+}
+
+}  // namespace
+
 std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& processes,
                                        const std::string& session) {
   std::vector<RankProcess> ranks;
   for (const TracedProcess& process : processes) {
     if (!process.rank || process.kind == "fork") continue;
     ProcessReportFile file = readProcessReport(session, process.pid);
-    ranks.push_back(
-        {process.pid, *process.rank, std::move(file.json), std::move(file.interim_age)});
+    RankProcess rank;
+    rank.pid = process.pid;
+    rank.identity = *process.rank;
+    rank.report_json = std::move(file.json);
+    rank.interim_age = std::move(file.interim_age);
+    ranks.push_back(std::move(rank));
+  }
+  // The other nodes' ranks, where this is rank 0's node of a job across machines.
+  std::vector<std::string> gathered;
+  if (DIR* dir = opendir(session.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      if (endsWith(entry->d_name, inject::kGatheredSuffix)) gathered.push_back(entry->d_name);
+    }
+    closedir(dir);
+  }
+  std::sort(gathered.begin(), gathered.end());
+  for (const std::string& name : gathered) {
+    if (std::optional<RankProcess> rank = gatheredRank(readFile(session + "/" + name))) {
+      ranks.push_back(std::move(*rank));
+    }
   }
   return ranks;
 }

@@ -23,6 +23,9 @@ bool readConfig(RunConfig& config) {
   if (const char* events = std::getenv(kEnvMemoryVizEvents)) {
     config.memory_viz_events = static_cast<std::size_t>(std::strtoull(events, nullptr, 10));
   }
+  if (const char* seconds = std::getenv(kEnvGatherSeconds)) {
+    config.gather_timeout = std::chrono::seconds(std::strtoul(seconds, nullptr, 10));
+  }
   const char* step = std::getenv(kEnvStep);
   std::string error;
   if (!parseStepRule(step == nullptr ? "auto" : step, &config.rule, &error)) {

@@ -2,10 +2,12 @@
 // (run_protocol.h).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "inject/run_protocol.h"
 #include "inject/step_rule.h"
 
 namespace memseal::inject {
@@ -17,6 +19,8 @@ struct RunConfig {
   bool program_steps = true;  // a Python program's own steps (FrameworkSteps), unless --op-loops
   std::uint32_t warmup = 5;
   std::size_t memory_viz_events = 0;  // 0: no memory_viz trace
+  // Rank 0 of a job across machines: how long it waits for the other nodes' reports at its exit.
+  std::chrono::seconds gather_timeout{kDefaultGatherSeconds};
   StepRule rule;
 };
 

@@ -22,6 +22,10 @@ constexpr const char* kEnvOutput = "MEMSEAL_RUN_OUTPUT";  // text on SIGUSR1: a 
 constexpr const char* kEnvRankPid = "MEMSEAL_RUN_RANK_PID";
 // Set only with --memory-viz: the events a MemoryTrace keeps, decimal.
 constexpr const char* kEnvMemoryVizEvents = "MEMSEAL_RUN_MEMORY_VIZ_EVENTS";
+// How long rank 0 of a job across machines waits at its exit for the other nodes' reports
+// (node_gather.h), in whole seconds; unset: kDefaultGatherSeconds.
+constexpr const char* kEnvGatherSeconds = "MEMSEAL_RUN_GATHER_SECONDS";
+constexpr int kDefaultGatherSeconds = 60;
 
 // Written by each traced process into the directory: "PID.status" once memseal is active in it
 // (lines "key=value": pid, ppid, kind = root | exec | fork, program; for a distributed job's rank
@@ -34,7 +38,14 @@ constexpr const char* kEnvMemoryVizEvents = "MEMSEAL_RUN_MEMORY_VIZ_EVENTS";
 // report taken at a step boundary (at most one write a second), so a program that crashes, is
 // killed or ends in _exit, which write no final report, still leaves its latest. Every file is
 // written to a temporary name and renamed: complete or absent, never truncated.
+//
+// In a job across machines, rank 0 also writes "rank-R.gathered" for each rank R of the other
+// nodes (node_gather.h): the line kGatheredFormat, lines "key=value" (rank, world_size, run_id,
+// nodes, then node, host and pid of the rank's process, or missing=WHY where no report came), an
+// empty line, then the rank's memseal.check report as it sent it (nothing after a missing=).
 constexpr const char* kStatusSuffix = ".status";
+constexpr const char* kGatheredSuffix = ".gathered";
+constexpr const char* kGatheredFormat = "memseal.gathered/1";
 constexpr const char* kInterimReportSuffix = ".interim.json";
 constexpr const char* kReportSuffix = ".json";
 constexpr const char* kMemoryVizSuffix = ".memory_viz.pickle";

@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -31,13 +30,14 @@
 #include <system_error>
 #include <thread>
 
-#include "common/text.h"
 #include "detect/retention_history.h"
 #include "inject/build_up_probe.h"
 #include "inject/fork_child_watch.h"
 #include "inject/framework_steps.h"
+#include "inject/node_gather.h"
 #include "inject/python_lock.h"
 #include "inject/run_config.h"
+#include "inject/run_files.h"
 #include "inject/run_holders.h"
 #include "inject/run_protocol.h"
 #include "inject/run_python_plugin.h"
@@ -105,27 +105,9 @@ struct Runtime {
 Runtime* g_runtime = nullptr;
 const int kHandledSignals[] = {SIGUSR1, SIGINT, SIGTERM};
 
-// A file of the run's folder, written whole or not at all. The first failure (a full disk) is
-// said once per process: the launcher reads nothing it could not write.
-bool writeFileWhole(const std::string& path, const std::string& content) {
-  static std::atomic<bool> failure_said{false};
-  std::string error;
-  if (common::writeFileAtomically(path, content, &error)) return true;
-  if (!failure_said.exchange(true)) std::cerr << "memseal run: " << error << "\n" << std::flush;
-  return false;
-}
-
 // This process's file of the run's folder: its pid and `suffix` (run_protocol.h).
 std::string runFile(const Runtime& runtime, const char* suffix) {
   return runtime.config.directory + "/" + std::to_string(runtime.pid) + suffix;
-}
-
-std::string programName() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::replace(text.begin(), text.end(), '\0', ' ');
-  while (!text.empty() && text.back() == ' ') text.pop_back();
-  return text;
 }
 
 void writeStatus(const Runtime& runtime) {
@@ -136,7 +118,8 @@ void writeStatus(const Runtime& runtime) {
     status += "rank=" + std::to_string(runtime.rank->rank) +
               "\nlocal_rank=" + std::to_string(runtime.rank->local_rank) +
               "\nworld_size=" + std::to_string(runtime.rank->world_size) +
-              "\nrun_id=" + runtime.rank->run_id + "\n";
+              "\nrun_id=" + runtime.rank->run_id + "\nnode=" + std::to_string(runtime.rank->node) +
+              "\nnodes=" + std::to_string(runtime.rank->nodes) + "\n";
   }
   writeFileWhole(runFile(runtime, kStatusSuffix), status);
 }
@@ -292,17 +275,19 @@ LeakReport finalReport(Runtime& runtime) {
   return earlier;
 }
 
-void writeReport(Runtime& runtime, bool also_text) {
+// The report written, as JSON.
+std::string writeReport(Runtime& runtime, bool also_text) {
   LeakReport report = also_text ? currentReport(runtime) : finalReport(runtime);
   if (!runtime.fork_watch) runtime.holders.attach(report, RunHolders::When::kNever);
-  bool written = writeFileWhole(runFile(runtime, kReportSuffix), report.toJson());
+  std::string json = report.toJson();
+  bool written = writeFileWhole(runFile(runtime, kReportSuffix), json);
   if (!written && !also_text) {
     // The launcher will find no report: this process says its own, so the verdict is not lost.
     std::cerr << "memseal run: report of pid " << runtime.pid << " (not written to "
               << runtime.config.directory << ")\n"
               << report.toText() << std::flush;
   }
-  if (!also_text) return;
+  if (!also_text) return json;
   std::string text = "memseal run: report of pid " + std::to_string(runtime.pid) +
                      " while it runs\n" + report.toText();
   if (runtime.config.output.empty()) {
@@ -310,6 +295,7 @@ void writeReport(Runtime& runtime, bool also_text) {
   } else if (!writeFileWhole(runtime.config.output, text)) {
     std::cerr << "memseal run: cannot write " << runtime.config.output << "\n";
   }
+  return json;
 }
 
 void onSignal(int signal_number) {
@@ -347,12 +333,17 @@ void writeMemoryViz(Runtime& runtime) {
   }
 }
 
-void writeFinalReport(Runtime& runtime) {
+// `gather_timeout`: how long rank 0 of a job across machines waits for the other nodes' reports
+// (none when a signal stops the program).
+void writeFinalReport(Runtime& runtime, std::chrono::milliseconds gather_timeout) {
   std::lock_guard<std::mutex> lock(runtime.report_mutex);
   if (runtime.final_written) return;
   runtime.final_written = true;
-  writeReport(runtime, false);
+  std::string json = writeReport(runtime, false);
   writeMemoryViz(runtime);
+  if (runtime.rank && !runtime.fork_watch) {
+    shareFinalReport(*runtime.rank, runtime.pid, json, runtime.config.directory, gather_timeout);
+  }
 }
 
 // Signals the runtime took go back to their default action where no thread of the runtime acts on
@@ -425,7 +416,7 @@ void runThread(Runtime* runtime) {
     }
     // SIGINT or SIGTERM, whose default action ends the program: the report first, then the
     // signal's own action, so the program's exit status is what it would have been.
-    writeFinalReport(*runtime);
+    writeFinalReport(*runtime, std::chrono::milliseconds::zero());
     signal(event, SIG_DFL);
     kill(getpid(), event);
   }
@@ -463,7 +454,7 @@ void onExit() {
   if (runtime == nullptr || runtime->pid != getpid() || runtime->inert.load()) return;
   stopThread(*runtime);
   if (runtime->fork_watch) runtime->fork_watch->window();
-  writeFinalReport(*runtime);
+  writeFinalReport(*runtime, runtime->config.gather_timeout);
 }
 
 void beforeFork() {

@@ -96,7 +96,10 @@ void bindDistributed(py::module_& m) {
       .def_readonly("rank", &RankIdentity::rank)
       .def_readonly("local_rank", &RankIdentity::local_rank)
       .def_readonly("world_size", &RankIdentity::world_size)
-      .def_readonly("run_id", &RankIdentity::run_id);
+      .def_readonly("run_id", &RankIdentity::run_id)
+      // A job across machines: the rank's node (torchrun's GROUP_RANK) and how many; 1 node else.
+      .def_readonly("node", &RankIdentity::node)
+      .def_readonly("nodes", &RankIdentity::nodes);
   m.def("rank_from_environment", &rankFromEnvironment);
   m.def("set_report_rank",
         [](LeakReport& report, const RankIdentity& rank) { report.rank = rank; });

@@ -33,10 +33,16 @@ Json framesJson(const std::vector<StackFrame>& frames) {
 }
 
 nlohmann::ordered_json rankJson(const RankIdentity& rank) {
-  return {{"rank", rank.rank},
-          {"local_rank", rank.local_rank},
-          {"world_size", rank.world_size},
-          {"run_id", rank.run_id}};
+  nlohmann::ordered_json json = {{"rank", rank.rank},
+                                 {"local_rank", rank.local_rank},
+                                 {"world_size", rank.world_size},
+                                 {"run_id", rank.run_id}};
+  // Only for a job across machines: a report of one machine's job reads as it always did.
+  if (rank.nodes > 1) {
+    if (rank.node >= 0) json["node"] = rank.node;
+    json["nodes"] = rank.nodes;
+  }
+  return json;
 }
 
 nlohmann::ordered_json holderJson(const LeakHolder& holder) {
@@ -63,6 +69,12 @@ RankIdentity readRank(const nlohmann::ordered_json& json, const std::string& whe
   rank.local_rank = readOr<int>(json, "local_rank", where, rank.rank);
   rank.world_size = read<int>(json, "world_size", where);
   rank.run_id = readOr<std::string>(json, "run_id", where, "");
+  rank.nodes = readOr<int>(json, "nodes", where, 1);
+  rank.node = readOr<int>(json, "node", where, rank.nodes > 1 ? -1 : 0);
+  if (rank.nodes < 1 || rank.nodes > rank.world_size || rank.node < -1 || rank.node >= rank.nodes) {
+    fail(where + ": node " + std::to_string(rank.node) + " of " + std::to_string(rank.nodes) +
+         " is not a node of a job of world size " + std::to_string(rank.world_size));
+  }
   if (rank.world_size < 1 || rank.world_size > kMaxWorldSize || rank.rank < 0 ||
       rank.rank >= rank.world_size || rank.local_rank < 0 || rank.local_rank >= kMaxWorldSize) {
     fail(where + ": rank " + std::to_string(rank.rank) + " of world size " +

@@ -142,7 +142,11 @@ std::string LeakReport::toText() const {
   std::uint32_t observed = steps > warmup ? steps - warmup : 0;
   if (rank) {
     out << "memseal: rank " << rank->rank << " of " << rank->world_size << " (local rank "
-        << rank->local_rank << (rank->run_id.empty() ? "" : ", job " + rank->run_id) << ")\n";
+        << rank->local_rank
+        << (rank->nodes > 1 && rank->node >= 0
+                ? " on node " + std::to_string(rank->node) + " of " + std::to_string(rank->nodes)
+                : "")
+        << (rank->run_id.empty() ? "" : ", job " + rank->run_id) << ")\n";
   }
   if (!leak) {
     if (observed < detect::kMinJudgedSteps) {

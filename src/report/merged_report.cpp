@@ -160,6 +160,12 @@ std::optional<RankIdentity> rankFromEnvironment() {
   identity.rank = *rank;
   identity.world_size = *world_size;
   identity.local_rank = environmentNumber("LOCAL_RANK").value_or(*rank);
+  std::optional<int> nodes = environmentNumber("GROUP_WORLD_SIZE");
+  std::optional<int> node = environmentNumber("GROUP_RANK");
+  if (nodes && node && *nodes > 1 && *node < *nodes) {
+    identity.nodes = *nodes;
+    identity.node = *node;
+  }
   const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
   // torchrun's default rendezvous id is "none": no id the user gave.
   if (run_id != nullptr && std::string(run_id) != "none") identity.run_id = run_id;

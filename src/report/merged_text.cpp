@@ -122,7 +122,11 @@ std::string spreadText(const MergedFinding& finding, const MergedReport& merged)
 void writeRanks(std::ostringstream& out, const MergedReport& merged) {
   if (merged.world_size <= kRanksListed) {
     for (const RankSummary& rank : merged.ranks) {
-      out << "  rank " << rank.identity.rank << ": " << statusText(rank.status);
+      out << "  rank " << rank.identity.rank
+          << (rank.identity.nodes > 1 && rank.identity.node >= 0
+                  ? " (node " + std::to_string(rank.identity.node) + ")"
+                  : "")
+          << ": " << statusText(rank.status);
       if (rank.status == RankStatus::kMissing) {
         out << " (" << rank.missing_reason << ")";
       } else if (rank.status == RankStatus::kExplained) {
@@ -269,17 +273,20 @@ std::string MergedReport::toJson() const {
   json["world_size"] = world_size;
   json["ranks"] = Json::array();
   for (const RankSummary& rank : ranks) {
-    json["ranks"].push_back({{"rank", rank.identity.rank},
-                             {"local_rank", rank.identity.local_rank},
-                             {"status", rankStatusId(rank.status)},
-                             {"source", rank.source},
-                             {"steps", rank.steps},
-                             {"warmup", rank.warmup},
-                             {"findings", rank.findings},
-                             {"peak_live_bytes", rank.peak_live_bytes},
-                             {"peak_reserved_bytes", rank.peak_reserved_bytes},
-                             {"explained_peak", explainedPeakJson(rank)},
-                             {"missing_reason", rank.missing_reason}});
+    Json entry = {{"rank", rank.identity.rank},
+                  {"local_rank", rank.identity.local_rank},
+                  {"status", rankStatusId(rank.status)},
+                  {"source", rank.source},
+                  {"steps", rank.steps},
+                  {"warmup", rank.warmup},
+                  {"findings", rank.findings},
+                  {"peak_live_bytes", rank.peak_live_bytes},
+                  {"peak_reserved_bytes", rank.peak_reserved_bytes},
+                  {"explained_peak", explainedPeakJson(rank)},
+                  {"missing_reason", rank.missing_reason}};
+    // A job across machines: the node each rank ran on (a missing rank's is not known).
+    if (rank.identity.nodes > 1 && rank.identity.node >= 0) entry["node"] = rank.identity.node;
+    json["ranks"].push_back(std::move(entry));
   }
   json["findings"] = Json::array();
   for (const MergedFinding& finding : findings) json["findings"].push_back(findingJson(finding));

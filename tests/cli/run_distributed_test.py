@@ -8,6 +8,7 @@ the same again.
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -133,6 +134,99 @@ class Job(unittest.TestCase):
         self.assertNotIn("done", out)
         with open(os.path.join(self.folder, "job", "rank-0.json")) as file:
             self.assertEqual(file.read(), "{}")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def two_nodes(folder, *script_args, gather=()):
+    """A job of two machines played by two torchrun agents on this one (--nnodes 2, a c10d
+    rendezvous on 127.0.0.1, one rank each), each under its own memseal run in its own folder, as
+    on two machines without a shared file system. Both folders, [(exit status, stderr)] of each."""
+    port, run_id = free_port(), f"nodes-{os.getpid()}"
+    nodes = []
+    for name in ("first", "second"):
+        where = os.path.join(folder, name)
+        os.makedirs(where)
+        command = [ARGS.memseal, "run", "--job-dir", "job", *gather, "--",
+                   ARGS.python, "-m", "torch.distributed.run", "--nnodes", "2",
+                   "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                   "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
+                   os.path.join(ARGS.scripts, "ddp_train.py"), "--steps", "120", *script_args]
+        nodes.append((where, subprocess.Popen(command, cwd=where, stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True,
+                                              env=dict(os.environ, OMP_NUM_THREADS="1"))))
+    results = []
+    for where, process in nodes:
+        _, err = process.communicate(timeout=600)
+        results.append((where, process.returncode, err))
+    return results
+
+
+def merged_in(where):
+    with open(os.path.join(where, "job", "merged.json")) as file:
+        return json.load(file)
+
+
+class JobAcrossMachines(unittest.TestCase):
+    def setUp(self):
+        self.folder = tempfile.mkdtemp()
+
+    def node_of_rank_0(self, results):
+        """The results of the node whose merged view has rank 0's own report, then the other's."""
+        zero = [r for r in results if merged_in(r[0])["ranks"][0]["status"] != "missing"]
+        self.assertEqual(len(zero), 1, [r[2][-3000:] for r in results])
+        other = [r for r in results if r is not zero[0]]
+        return zero[0], other[0]
+
+    def test_the_node_of_rank_0_merges_the_other_nodes_ranks(self):
+        # The last rank (node 1's) keeps its losses; rank 0 does not.
+        results = two_nodes(self.folder, "--leak", "last")
+        (zero, zero_code, zero_err), (one, one_code, one_err) = self.node_of_rank_0(results)
+        self.assertEqual((zero_code, one_code), (0, 0), zero_err + one_err)
+        report = merged_in(zero)
+        self.assertEqual([r["status"] for r in report["ranks"]], ["no_leak", "leak"], zero_err)
+        self.assertEqual([r["node"] for r in report["ranks"]], [0, 1], zero_err)
+        self.assertIn(" on ", report["ranks"][1]["source"])  # the machine it ran on
+        self.assertEqual(len(report["findings"]), 1, zero_err)
+        self.assertEqual(report["findings"][0]["ranks"], [1], zero_err)
+        self.assertEqual(report["findings"][0]["category"], "autograd-graph-retained")
+        self.assertIn("rank 1 (node 1): LEAK", zero_err)
+        # The other node's rank, its page and report written on the node of rank 0 too.
+        with open(os.path.join(zero, "job", "rank-1.json")) as file:
+            self.assertEqual(json.load(file)["rank"]["node"], 1)
+        with open(os.path.join(zero, "job", "merged.html")) as file:
+            self.assertIn('href="rank-1.html"', file.read())
+        # The other node keeps its own rank's report, and says where the whole job is.
+        local = merged_in(one)
+        self.assertEqual([r["status"] for r in local["ranks"]], ["missing", "leak"], one_err)
+        self.assertIn("the memseal of rank 0's node gathers", local["ranks"][0]["missing_reason"])
+        self.assertNotIn("node", local["ranks"][0])  # not known from there
+        self.assertTrue(os.path.exists(os.path.join(one, "job", "rank-1.json")))
+
+    def test_a_rank_of_another_node_that_never_reports_is_missing_with_why(self):
+        # Rank 1 is killed (SIGKILL) at its step 30: no final report to send. Rank 0 fails in its
+        # next collective, ends, and waits 5 s for rank 1's report.
+        results = two_nodes(self.folder, "--kill-rank", "1", "--kill-at", "30",
+                            gather=("--gather-timeout", "5"))
+        (zero, zero_code, zero_err), (one, _, one_err) = self.node_of_rank_0(results)
+        self.assertNotEqual(zero_code, 0, zero_err)  # torchrun's own status: a rank failed
+        rank_1 = merged_in(zero)["ranks"][1]
+        self.assertEqual(rank_1["status"], "missing", zero_err)
+        self.assertTrue(rank_1["missing_reason"].startswith(("no report came from it",
+                                                             "rank 0 could not reach")),
+                        rank_1["missing_reason"])
+        # Its own node still has its latest streamed report.
+        self.assertEqual(merged_in(one)["ranks"][1]["status"] != "missing", True, one_err)
+
+    def test_a_gather_timeout_that_is_not_a_number_is_refused(self):
+        result = subprocess.run([ARGS.memseal, "run", "--gather-timeout", "soon", "--",
+                                 ARGS.python, "-c", "pass"], capture_output=True, text=True)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("--gather-timeout", result.stderr)
 
 
 def rank_report(rank, run_id):

@@ -270,6 +270,8 @@ class Server(Files, unittest.TestCase):
         script = os.path.join(ARGS.scripts, "ddp_train.py")
         run = LiveRun([ARGS.python, "-m", "torch.distributed.run", "--standalone",
                        "--nproc-per-node=2", script, "--steps", "400"], self.folder)
+        # A tab open from the start, read once the job has ended (where Chromium can be had).
+        browser = Browser(run.url, 600000) if ARGS.chromium else None
         pages = []
 
         def both_ranks_shown():
@@ -288,6 +290,12 @@ class Server(Files, unittest.TestCase):
         self.assertIn("(job of 2 ranks)", pages[0])
         rows = re.findall(r"<tr><td[^>]*>(\d+)</td>", pages[0])
         self.assertEqual(sorted(set(rows)), ["0", "1"], pages[0][-3000:])
+        if browser is not None:
+            dom = browser.dom()
+            self.assertEqual(root_attribute(dom, "data-memseal-live"), "ended", dom[-2000:])
+            self.assertIsNone(root_attribute(dom, "data-memseal-errors"))
+            rows = re.findall(r'<tr><td[^>]*>(?:<a [^>]*>)?(\d+)(?:</a>)?</td>', dom)
+            self.assertEqual(sorted(set(rows)), ["0", "1"], dom[-3000:])
 
 
 def malformed_request(generator, attempt):

@@ -7,6 +7,13 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+# One intra-op thread in every program a test starts, and in this process (torch is not imported
+# yet): pytest runs a worker per core, and a program beside the other worker's, each with an
+# OpenMP team spinning at its barriers, ran up to 20 times slower than alone (the GAN case under
+# memseal run: 14 s alone, 273 s in the suite; the same program without memseal beside two busy
+# loops: 10 s with one thread, 87 s with two). A setting of the user's is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "cases")
 EXAMPLES = os.path.join(HERE, "..", "..", "examples", "python")

@@ -307,6 +307,36 @@ TEST(RankIdentity, ARanksReportSaysWhichRankItIsAndReadsBack) {
   EXPECT_THROW(LeakReport::fromJson(huge), std::invalid_argument);
 }
 
+TEST(RankIdentity, ARankOfAJobAcrossMachinesSaysItsNodeAndTheMergeShowsIt) {
+  RankReport entry = rank(1, 2, {});
+  entry.identity.node = entry.report->rank->node = 1;
+  entry.identity.nodes = entry.report->rank->nodes = 2;
+  std::string json = entry.report->toJson();
+  LeakReport back = LeakReport::fromJson(json);
+  ASSERT_TRUE(back.rank.has_value());
+  EXPECT_EQ(back.rank->node, 1);
+  EXPECT_EQ(back.rank->nodes, 2);
+  EXPECT_NE(back.toText().find("on node 1 of 2"), std::string::npos);
+  std::string beyond = json;
+  beyond.replace(beyond.find("\"node\": 1"), 9, "\"node\": 2");
+  EXPECT_THROW(LeakReport::fromJson(beyond), std::invalid_argument);
+  // A rank of one machine's job writes neither, as reports always did.
+  EXPECT_EQ(rank(0, 2, {}).report->toJson().find("\"nodes\""), std::string::npos);
+
+  RankReport other = rank(0, 2, {});
+  other.identity.nodes = other.report->rank->nodes = 2;
+  MergedReport merged = mergeRankReports({other, entry});
+  EXPECT_NE(merged.toText().find("rank 1 (node 1): no leak"), std::string::npos) << merged.toText();
+  nlohmann::json written = nlohmann::json::parse(merged.toJson());
+  EXPECT_EQ(written["ranks"][1]["node"], 1);
+  EXPECT_EQ(written["ranks"][0]["node"], 0);
+  // A rank whose node is not known (it never reported) says none.
+  other.identity.node = -1;
+  other.report.reset();
+  written = nlohmann::json::parse(mergeRankReports({other, entry}).toJson());
+  EXPECT_FALSE(written["ranks"][0].contains("node"));
+}
+
 TEST(RankIdentity, ComesFromTheLaunchersVariables) {
   unsetenv("RANK");
   EXPECT_FALSE(rankFromEnvironment().has_value());
@@ -320,9 +350,17 @@ TEST(RankIdentity, ComesFromTheLaunchersVariables) {
   EXPECT_EQ(identity->local_rank, 1);
   EXPECT_EQ(identity->world_size, 8);
   EXPECT_EQ(identity->run_id, "");  // torchrun's default id names no job
-  setenv("RANK", "8", 1);           // not a rank of 8
+  EXPECT_EQ(identity->nodes, 1);    // no GROUP_WORLD_SIZE: one machine
+  setenv("GROUP_RANK", "1", 1);
+  setenv("GROUP_WORLD_SIZE", "2", 1);
+  identity = rankFromEnvironment();
+  ASSERT_TRUE(identity.has_value());
+  EXPECT_EQ(identity->node, 1);
+  EXPECT_EQ(identity->nodes, 2);
+  setenv("RANK", "8", 1);  // not a rank of 8
   EXPECT_FALSE(rankFromEnvironment().has_value());
-  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"})
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID", "GROUP_RANK",
+                           "GROUP_WORLD_SIZE"})
     unsetenv(name);
 }
 

@@ -42,9 +42,12 @@ std::optional<double> bytesOnRank(const ReadJson& finding, double rank) {
 std::string rankGrid(const ReadJson& merged) {
   const ReadJson& ranks = arrayAt(merged, "ranks");
   const ReadJson& findings = arrayAt(merged, "findings");
-  std::string out =
-      "<div class=\"table-wrap\"><table class=\"compact\"><thead><tr><th>rank</th>"
-      "<th>status</th><th>steps after warm-up</th><th>peak tensor memory</th>";
+  // A job across machines: which node each rank ran on.
+  bool nodes = false;
+  for (std::size_t row = 0; row < ranks.size(); ++row) nodes = nodes || ranks[row].contains("node");
+  std::string out = "<div class=\"table-wrap\"><table class=\"compact\"><thead><tr><th>rank</th>" +
+                    std::string(nodes ? "<th>node</th>" : "") +
+                    "<th>status</th><th>steps after warm-up</th><th>peak tensor memory</th>";
   for (std::size_t i = 0; i < findings.size(); ++i) {
     out += "<th>[" + std::to_string(i + 1) + "] " + escapeHtml(textAt(findings[i], "category")) +
            "</th>";
@@ -60,7 +63,12 @@ std::string rankGrid(const ReadJson& merged) {
       number = "<a href=\"" + escapeHtml(page) + "\" title=\"this rank&#39;s own report\">" +
                number + "</a>";
     }
-    out += "<tr>" + numCell(number) + "<td><span class=\"pill " + statusClass(status) + "\">" +
+    out += "<tr>" + numCell(number);
+    if (nodes) {
+      out +=
+          numCell(rank.contains("node") ? countText(numberAt(rank, "node")) : std::string(kDash));
+    }
+    out += std::string("<td><span class=\"pill ") + statusClass(status) + "\">" +
            statusWords(status) + "</span>";
     if (status == "missing") out += " " + muted(escapeHtml(textAt(rank, "missing_reason")));
     // As the rank's own report counts them ("warmup" is absent from older merged reports).
