@@ -23,6 +23,8 @@ namespace {
 constexpr std::size_t kPartBytes = std::size_t{1} << 20;
 // How long a rank of another node tries to reach the store at its exit before giving up.
 constexpr std::chrono::seconds kSendTimeout{15};
+// How long a rank of another node tries to say, as memseal starts in it, that it is traced.
+constexpr std::chrono::seconds kAnnounceTimeout{5};
 
 std::optional<long> environmentNumber(const char* name) {
   const char* text = std::getenv(name);
@@ -44,6 +46,11 @@ std::string firstLine(const std::string& text) { return text.substr(0, text.find
 
 std::string rankKey(const JobStore& store, int rank) {
   return store.key_prefix + "rank/" + std::to_string(rank);
+}
+
+// Set by each rank of another node as memseal starts in it: rank 0 waits for their reports only.
+std::string tracedKey(const JobStore& store, int rank) {
+  return store.key_prefix + "traced/" + std::to_string(rank);
 }
 
 std::vector<std::uint8_t> bytesOf(const std::string& text) {
@@ -104,6 +111,16 @@ std::optional<JobStore> jobStoreOf(const RankIdentity& rank) {
   return store;
 }
 
+void announceToNodeZero(const RankIdentity& rank) {
+  std::optional<JobStore> store = jobStoreOf(rank);
+  if (!store || rank.node == 0) return;
+  try {
+    connect(*store, kAnnounceTimeout)->set(tracedKey(*store, rank.rank), bytesOf("1"));
+  } catch (const std::exception&) {
+    // Rank 0 then does not wait for this rank; its report, if it reaches the store, is still read.
+  }
+}
+
 void sendToNodeZero(const JobStore& store, const RankIdentity& rank, long pid,
                     const std::string& report_json) {
   std::string text =
@@ -147,15 +164,22 @@ void gatherOtherNodes(const JobStore& store, const RankIdentity& rank, const std
       why = "rank 0 could not reach the job's store at " + store.host + ":" +
             std::to_string(store.port) + " (" + unreachable + ")";
     } else {
+      // Only a rank that memseal runs in has a report to wait for.
+      bool traced = true;
       try {
+        traced = client->check({tracedKey(store, other)});
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         // c10d reads a zero timeout as none at all: past the deadline, only a look.
-        if (left.count() > 0) client->wait({key}, left);
+        if (traced && left.count() > 0) client->wait({key}, left);
         if (client->check({key})) text = readRank(*client, key);
       } catch (const std::exception&) {
         // A wait that timed out: said below like a rank that never sent.
       }
-      if (text.empty()) {
+      if (text.empty() && !traced) {
+        why =
+            "memseal did not run in it: its node's torchrun was started without memseal run "
+            "in front of it";
+      } else if (text.empty()) {
         why = "no report came from it through the job's store within " + waited +
               " of rank 0's end (it may have ended by a crash, a kill or _exit, or is still "
               "running); its own node's job folder has what memseal saw there";

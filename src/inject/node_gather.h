@@ -33,6 +33,11 @@ struct JobStore {
 // above); empty otherwise (one machine, another launcher, a store of rank 0's process).
 std::optional<JobStore> jobStoreOf(const RankIdentity& rank);
 
+// A rank of another node than rank 0's, as memseal starts in it (on the runtime's own thread: it
+// may wait for the store): says so in the store, so that rank 0 waits for its report, and for no
+// rank of a node whose torchrun was started without memseal. Nothing elsewhere.
+void announceToNodeZero(const RankIdentity& rank);
+
 // A rank of another node than rank 0's: sends `report_json` (its final report) to the store, with
 // who it is (its pid, this machine's name). Says on stderr when the store cannot be reached: the
 // report is then only in this node's own folder.

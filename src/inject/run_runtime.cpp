@@ -383,6 +383,7 @@ void watchStepsOnceTorchIsImported(Runtime& runtime) {
 // The runtime's own thread: time windows, the step rule's decisions, signals, and in a forked
 // child the windows of its watch.
 void runThread(Runtime* runtime) {
+  if (runtime->rank && !runtime->fork_watch) announceToNodeZero(*runtime->rank);
   for (;;) {
     watchStepsOnceTorchIsImported(*runtime);
     auto wait = runtime->fork_watch ? runtime->fork_watch->untilNextWindow()

@@ -222,6 +222,29 @@ class JobAcrossMachines(unittest.TestCase):
         # Its own node still has its latest streamed report.
         self.assertEqual(merged_in(one)["ranks"][1]["status"] != "missing", True, one_err)
 
+    def test_a_node_started_without_memseal_is_said_so_and_not_waited_for(self):
+        # A static rendezvous (--node-rank honoured): node 0 under memseal run, node 1 without.
+        port = free_port()
+        nodes = []
+        for node, traced in ((0, True), (1, False)):
+            where = os.path.join(self.folder, f"node{node}")
+            os.makedirs(where)
+            torchrun = [ARGS.python, "-m", "torch.distributed.run", "--nnodes", "2",
+                        "--nproc-per-node", "1", "--node-rank", str(node),
+                        "--master-addr", "127.0.0.1", "--master-port", str(port),
+                        os.path.join(ARGS.scripts, "ddp_train.py"), "--steps", "60"]
+            command = [ARGS.memseal, "run", "--job-dir", "job", "--"] + torchrun if traced \
+                else torchrun
+            nodes.append((where, subprocess.Popen(command, cwd=where, stdout=subprocess.PIPE,
+                                                  stderr=subprocess.PIPE, text=True,
+                                                  env=dict(os.environ, OMP_NUM_THREADS="1"))))
+        errs = [process.communicate(timeout=600)[1] for _, process in nodes]
+        self.assertEqual([process.returncode for _, process in nodes], [0, 0], errs)
+        rank_1 = merged_in(nodes[0][0])["ranks"][1]
+        self.assertEqual(rank_1["status"], "missing", errs[0])
+        self.assertTrue(rank_1["missing_reason"].startswith("memseal did not run in it"),
+                        rank_1["missing_reason"])
+
     def test_a_gather_timeout_that_is_not_a_number_is_refused(self):
         result = subprocess.run([ARGS.memseal, "run", "--gather-timeout", "soon", "--",
                                  ARGS.python, "-c", "pass"], capture_output=True, text=True)
