@@ -42,7 +42,7 @@ std::string hostName() {
 }
 
 // c10d's messages can run to a stack trace: the first line says what happened.
-std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string firstLineOf(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::string rankKey(const JobStore& store, int rank) {
   return store.key_prefix + "rank/" + std::to_string(rank);
@@ -140,7 +140,7 @@ void sendToNodeZero(const JobStore& store, const RankIdentity& rank, long pid,
   } catch (const std::exception& error) {
     std::cerr << "memseal run: rank " << rank.rank
               << " could not send its report to the node of rank 0 (the job's store at "
-              << store.host << ":" << store.port << ": " << firstLine(error.what())
+              << store.host << ":" << store.port << ": " << firstLineOf(error.what())
               << "); it is in this node's own job folder\n"
               << std::flush;
   }
@@ -153,9 +153,10 @@ void gatherOtherNodes(const JobStore& store, const RankIdentity& rank, const std
   std::unique_ptr<c10d::TCPStore> client;
   std::string unreachable;
   try {
-    client = connect(store, std::max<std::chrono::milliseconds>(timeout, kSendTimeout));
+    // Stopped by a signal (no timeout), only a short try: the launcher may kill it soon.
+    client = connect(store, std::max<std::chrono::milliseconds>(timeout, kAnnounceTimeout));
   } catch (const std::exception& error) {
-    unreachable = firstLine(error.what());
+    unreachable = firstLineOf(error.what());
   }
   const std::string waited = std::to_string(timeout.count() / 1000) + " s";
   for (int other = store.ranks_of_node_zero; other < rank.world_size; ++other) {
