@@ -10,20 +10,13 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
-SKIP = 77
+from html_browser_check import SKIP, find_chromium  # beside this file
+
 TIMEOUT_S = 120
-
-
-def find_chromium():
-    for name in [os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"]:
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
 
 
 def live_main(version, rows_open=(), ended=False, marker=""):

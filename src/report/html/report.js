@@ -1,7 +1,7 @@
 (function () {
-  // The report's only script. The page works without it (rows fold as details elements, a chart's
-  // values show on hover through its SVG titles); it adds what a page alone cannot do, and says how
-  // it went on the root element, where tests and people can read it.
+  // The report's script (the live page adds live.js). The page works without it (rows fold as
+  // details elements, a chart's values show on hover through its SVG titles); it adds what a page
+  // alone cannot do, and says how it went on the root element, where tests and people can read it.
   var root = document.documentElement;
 
   // Every script error, one per line in data-memseal-errors: a page that broke says so.
