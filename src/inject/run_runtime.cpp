@@ -73,7 +73,8 @@ struct Runtime {
   RunConfig config;
   ProcessKind kind = ProcessKind::kRoot;
   pid_t pid = 0;
-  std::optional<RankIdentity> rank;     // a distributed job's rank (torchrun's RANK, WORLD_SIZE)
+  std::optional<RankIdentity> rank;  // a distributed job's rank (torchrun's RANK, WORLD_SIZE)
+  bool the_rank_itself = false;  // not a process it started, which inherits RANK (node_gather.h)
   LeakDetector* detector = nullptr;     // never destroyed: the program may allocate until the end
   MemoryTrace* memory_trace = nullptr;  // with --memory-viz; never destroyed, like the detector
   std::unique_ptr<StepBoundary> boundary;
@@ -341,7 +342,7 @@ void writeFinalReport(Runtime& runtime, std::chrono::milliseconds gather_timeout
   runtime.final_written = true;
   std::string json = writeReport(runtime, false);
   writeMemoryViz(runtime);
-  if (runtime.rank && !runtime.fork_watch) {
+  if (runtime.rank && runtime.the_rank_itself && !runtime.fork_watch) {
     shareFinalReport(*runtime.rank, runtime.pid, json, runtime.config.directory, gather_timeout);
   }
 }
@@ -383,7 +384,9 @@ void watchStepsOnceTorchIsImported(Runtime& runtime) {
 // The runtime's own thread: time windows, the step rule's decisions, signals, and in a forked
 // child the windows of its watch.
 void runThread(Runtime* runtime) {
-  if (runtime->rank && !runtime->fork_watch) announceToNodeZero(*runtime->rank);
+  if (runtime->rank && runtime->the_rank_itself && !runtime->fork_watch) {
+    announceToNodeZero(*runtime->rank);
+  }
   for (;;) {
     watchStepsOnceTorchIsImported(*runtime);
     auto wait = runtime->fork_watch ? runtime->fork_watch->untilNextWindow()
@@ -526,6 +529,8 @@ int activate() {
                       ? ProcessKind::kRoot
                       : ProcessKind::kExec;
   runtime->rank = rankFromEnvironment();
+  const char* rank_pid = std::getenv(kEnvRankPid);  // set by the rank, when this is its child
+  runtime->the_rank_itself = rank_pid == nullptr || std::atol(rank_pid) == runtime->pid;
   // What this rank starts inherits RANK: the pid tells the shim there that it is not the rank.
   if (runtime->rank) setenv(kEnvRankPid, std::to_string(runtime->pid).c_str(), 1);
   DetectorOptions options;
