@@ -24,36 +24,58 @@ std::string readFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+namespace {
+
+// The names of the files of `folder` that end in `suffix` (and are longer than it), sorted.
+std::vector<std::string> filesEndingWith(const std::string& folder, const std::string& suffix) {
+  std::vector<std::string> names;
+  if (DIR* dir = opendir(folder.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      std::string name = entry->d_name;
+      if (name.size() > suffix.size() && endsWith(name, suffix)) names.push_back(name);
+    }
+    closedir(dir);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Each "key=value" line of `text` (run_protocol.h's files), in order; other lines are skipped.
+template <typename Take>
+void forEachSetting(const std::string& text, Take take) {
+  std::stringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::size_t equals = line.find('=');
+    if (equals != std::string::npos) take(line.substr(0, equals), line.substr(equals + 1));
+  }
+}
+
+}  // namespace
+
 std::vector<TracedProcess> tracedProcesses(const std::string& folder) {
   std::vector<TracedProcess> processes;
-  DIR* dir = opendir(folder.c_str());
-  if (dir == nullptr) return processes;
-  const std::string suffix = inject::kStatusSuffix;
-  while (dirent* entry = readdir(dir)) {
-    std::string name = entry->d_name;
-    if (name.size() <= suffix.size() || !endsWith(name, suffix)) continue;
+  for (const std::string& name : filesEndingWith(folder, inject::kStatusSuffix)) {
     TracedProcess process;
-    std::stringstream lines(readFile(folder + "/" + name));
-    std::string line;
-    while (std::getline(lines, line)) {
-      std::size_t equals = line.find('=');
-      if (equals == std::string::npos) continue;
-      std::string key = line.substr(0, equals), value = line.substr(equals + 1);
-      if (key == "pid") process.pid = std::strtol(value.c_str(), nullptr, 10);
-      if (key == "ppid") process.ppid = std::strtol(value.c_str(), nullptr, 10);
-      if (key == "kind") process.kind = value;
-      if (key == "program") process.program = value;
-      if (key == "rank") process.rank.emplace().rank = std::atoi(value.c_str());
-      if (key == "local_rank" && process.rank) process.rank->local_rank = std::atoi(value.c_str());
-      if (key == "world_size" && process.rank) process.rank->world_size = std::atoi(value.c_str());
-      if (key == "run_id" && process.rank) process.rank->run_id = value;
-      if (key == "node" && process.rank) process.rank->node = std::atoi(value.c_str());
-      if (key == "nodes" && process.rank)
-        process.rank->nodes = std::max(1, std::atoi(value.c_str()));
-    }
+    forEachSetting(readFile(folder + "/" + name),
+                   [&](const std::string& key, const std::string& value) {
+                     if (key == "pid") process.pid = std::strtol(value.c_str(), nullptr, 10);
+                     if (key == "ppid") process.ppid = std::strtol(value.c_str(), nullptr, 10);
+                     if (key == "kind") process.kind = value;
+                     if (key == "program") process.program = value;
+                     if (key == "rank") process.rank.emplace().rank = std::atoi(value.c_str());
+                     if (key == "local_rank" && process.rank)
+                       process.rank->local_rank = std::atoi(value.c_str());
+                     if (key == "world_size" && process.rank)
+                       process.rank->world_size = std::atoi(value.c_str());
+                     if (key == "run_id" && process.rank) process.rank->run_id = value;
+                     if (key == "node" && process.rank)
+                       process.rank->node = std::atoi(value.c_str());
+                     if (key == "nodes" && process.rank)
+                       process.rank->nodes = std::max(1, std::atoi(value.c_str()));
+                   });
     if (process.pid > 0) processes.push_back(process);
   }
-  closedir(dir);
   // The program first, then its children in the order they started (pids grow, mostly).
   std::sort(processes.begin(), processes.end(), [](const TracedProcess& a, const TracedProcess& b) {
     if ((a.kind == "root") != (b.kind == "root")) return a.kind == "root";
@@ -103,12 +125,7 @@ std::optional<RankProcess> gatheredRank(const std::string& text) {
   }
   RankProcess rank;
   rank.identity.node = -1;  // a rank that sent nothing: not known
-  std::stringstream lines(text.substr(0, body));
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::size_t equals = line.find('=');
-    if (equals == std::string::npos) continue;
-    std::string key = line.substr(0, equals), value = line.substr(equals + 1);
+  forEachSetting(text.substr(0, body), [&](const std::string& key, const std::string& value) {
     if (key == "rank") rank.identity.rank = rank.identity.local_rank = std::atoi(value.c_str());
     if (key == "world_size") rank.identity.world_size = std::atoi(value.c_str());
     if (key == "run_id") rank.identity.run_id = value;
@@ -117,7 +134,7 @@ std::optional<RankProcess> gatheredRank(const std::string& text) {
     if (key == "host") rank.host = value;
     if (key == "pid") rank.pid = std::strtol(value.c_str(), nullptr, 10);
     if (key == "missing") rank.missing_reason = value;
-  }
+  });
   const RankIdentity& id = rank.identity;
   if (id.world_size < 1 || id.rank < 0 || id.rank >= id.world_size || id.node >= id.nodes) {
     return std::nullopt;
@@ -142,15 +159,7 @@ std::vector<RankProcess> rankProcesses(const std::vector<TracedProcess>& process
     ranks.push_back(std::move(rank));
   }
   // The other nodes' ranks, where this is rank 0's node of a job across machines.
-  std::vector<std::string> gathered;
-  if (DIR* dir = opendir(session.c_str())) {
-    while (dirent* entry = readdir(dir)) {
-      if (endsWith(entry->d_name, inject::kGatheredSuffix)) gathered.push_back(entry->d_name);
-    }
-    closedir(dir);
-  }
-  std::sort(gathered.begin(), gathered.end());
-  for (const std::string& name : gathered) {
+  for (const std::string& name : filesEndingWith(session, inject::kGatheredSuffix)) {
     if (std::optional<RankProcess> rank = gatheredRank(readFile(session + "/" + name))) {
       ranks.push_back(std::move(*rank));
     }
