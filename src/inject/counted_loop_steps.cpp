@@ -6,7 +6,7 @@
 #include <iterator>
 #include <string>
 
-#include "inject/step_boundary_tuning.h"
+#include "inject/step_tuning.h"
 #include "inject/time_scale.h"
 #include "track/counted_steps.h"
 #include "track/op_observer.h"

@@ -1,4 +1,4 @@
-// Counted steps, for a loop the op-loop finder follows (StepBoundary): once the loop's last
+// Counted steps, for a loop the op-loop finder follows (OpLoopSteps): once the loop's last
 // kEqualIterationsToCount iterations each made the same number of CPU allocations, the op callback
 // is removed (it makes libtorch run its per-op machinery on every op of the program) and the
 // allocator hook ends the steps by counting allocations (track/counted_steps.h). Each step checks

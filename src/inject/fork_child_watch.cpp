@@ -6,7 +6,7 @@
 #include <string>
 
 #include "detect/growth_criterion.h"
-#include "inject/step_boundary_tuning.h"
+#include "inject/step_tuning.h"
 #include "track/memory_counters.h"
 
 namespace memseal::inject {

@@ -1,15 +1,14 @@
 #include "inject/framework_steps.h"
 
-#include "inject/step_boundary.h"
+#include "inject/step_ledger.h"
 
 namespace memseal::inject {
 
-FrameworkSteps::FrameworkSteps(StepBoundary& boundary, LeakDetector& detector,
-                               std::function<void()> after_step)
-    : boundary_(boundary), detector_(detector), after_step_(std::move(after_step)) {}
+FrameworkSteps::FrameworkSteps(StepLedger& ledger, StepSource& guessed)
+    : ledger_(ledger), guessed_(guessed) {}
 
 void FrameworkSteps::onEvent(const StepEvent& event) {
-  if (stopped_.load()) return;
+  if (ledger_.stopped()) return;
   Clock::time_point now = Clock::now();
   bool taken = false;
   {
@@ -21,40 +20,32 @@ void FrameworkSteps::onEvent(const StepEvent& event) {
     if (!before) {
       // From the program's own first clock on, its op sequences no longer end steps; what ran
       // before is the first phase's first step.
-      boundary_.handOver();
-      std::lock_guard<std::mutex> steps(boundary_.stepMutex());
-      detector_.phase(decision.new_phase);
+      guessed_.handOver();
+      std::lock_guard<std::mutex> steps(ledger_.mutex());
+      ledger_.phaseLocked(decision.new_phase);
       return;
     }
     if (!decision.end_step) return;
     taken = stepLocked(decision, *before, now);
   }
-  if (taken && after_step_) after_step_();
+  if (taken) ledger_.afterStep();
 }
 
 bool FrameworkSteps::stepLocked(const ClockDecision& decision, std::size_t ending_use,
                                 Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(boundary_.stepMutex());
+  std::lock_guard<std::mutex> lock(ledger_.mutex());
   // A change of phase is always a step: what ran before it is the old phase's.
   bool coalesce = decision.new_phase.empty() && steps_taken_ > 0;
   bool began_at_last_tick = last_tick_taken_;
-  last_tick_taken_ = !coalesce || now - last_step_ >= step_cost_.minGap();
-  if (!last_tick_taken_) return false;
+  last_tick_taken_ = !coalesce || !ledger_.tooSoonLocked(now);
+  if (!last_tick_taken_ || !ledger_.takeLocked(now, false)) return false;
   // The step ended now is the new phase's when it began where the clock last ended one and holds
   // only the new clock's first signals; after a coalesced end it holds the old phase's work too.
   bool back = decision.ended_step_is_new_phase && began_at_last_tick;
-  last_step_ = now;
   ++steps_taken_;
   ++phase_steps_[back ? *clock_.currentUse() : ending_use];
-  detector_.step();
-  if (!decision.new_phase.empty()) detector_.phase(decision.new_phase, back ? 1 : 0);
-  step_cost_.add(Clock::now() - now);
+  if (!decision.new_phase.empty()) ledger_.phaseLocked(decision.new_phase, back ? 1 : 0);
   return true;
-}
-
-std::uint64_t FrameworkSteps::stepsTaken() {
-  std::lock_guard<std::mutex> lock(boundary_.stepMutex());
-  return steps_taken_;
 }
 
 std::vector<std::string> FrameworkSteps::description() {

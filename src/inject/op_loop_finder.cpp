@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "inject/step_boundary_tuning.h"
+#include "inject/step_tuning.h"
 
 namespace memseal::inject {
 

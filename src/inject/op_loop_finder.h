@@ -6,8 +6,8 @@
 // it decides for time windows.
 //
 // Pure: it sees op names, thread numbers, live bytes and times, and returns decisions
-// (OpLoopFinder::Decision) that StepBoundary makes: the steps, the detector's phases, the op
-// callback. It takes no lock (StepBoundary calls it under its learning lock) and knows no torch.
+// (OpLoopFinder::Decision) that OpLoopSteps makes: the steps, the detector's phases, the op
+// callback. It takes no lock (OpLoopSteps calls it under its learning lock) and knows no torch.
 #pragma once
 
 #include <chrono>

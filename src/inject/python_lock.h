@@ -1,7 +1,7 @@
 // Python's GIL, taken where the process runs Python, for memseal run. A report names Python frames,
 // which needs the GIL; so does the leak detector's step when it writes down a finding. Locks are
-// taken in one order: the GIL, then the step boundary's learning lock, then its step lock (a thread
-// that ends a step on a Python-level record_function already holds the GIL).
+// taken in one order: the GIL, then a step source's own lock, then the run's step lock (StepLedger;
+// a thread that ends a step on a Python-level record_function already holds the GIL).
 #pragma once
 
 #include <dlfcn.h>

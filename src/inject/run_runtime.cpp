@@ -1,13 +1,12 @@
 // libmemseal_run.so: memseal inside a program that was not built for it. The preload shim
 // (preload_shim.cpp) loads it once libtorch is in the process and calls memseal_run_activate(),
-// which starts a leak detector and decides where the program's steps end (step_boundary.h). Reports
+// which starts a leak detector and decides where the program's steps end (step_source.h). Reports
 // go to the directory the launcher named (run_protocol.h): at exit, when SIGINT or SIGTERM would
 // end the program, and on SIGUSR1 while it runs.
 //
 // The program is not ours: memseal takes a signal only where the program left its default action
 // (a handler the program installs later wins), keeps one thread of its own, and leaves the
 // detector alive at exit (other threads of the program may still allocate).
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -42,7 +41,8 @@
 #include "inject/run_protocol.h"
 #include "inject/run_python_plugin.h"
 #include "inject/run_report_edits.h"
-#include "inject/step_boundary.h"
+#include "inject/step_ledger.h"
+#include "inject/step_source.h"
 #include "inject/time_scale.h"
 #include "memseal/leak_detector.h"
 #include "memseal/memory_trace.h"
@@ -77,7 +77,8 @@ struct Runtime {
   bool the_rank_itself = false;  // not a process it started, which inherits RANK (node_gather.h)
   LeakDetector* detector = nullptr;     // never destroyed: the program may allocate until the end
   MemoryTrace* memory_trace = nullptr;  // with --memory-viz; never destroyed, like the detector
-  std::unique_ptr<StepBoundary> boundary;
+  std::unique_ptr<StepLedger> steps;    // the steps taken, whichever source ends them
+  std::unique_ptr<StepSource> step_source;  // the rule's: op loops, --step-on, --interval
   // A Python program's own signals (optimizer steps, loader batches, module calls), which end the
   // steps from the first one on; watched once `import torch` has finished (watch_steps_pending).
   std::unique_ptr<FrameworkSteps> framework_steps;
@@ -125,21 +126,22 @@ void writeStatus(const Runtime& runtime) {
   writeFileWhole(runFile(runtime, kStatusSuffix), status);
 }
 
-std::uint64_t stepsTaken(Runtime& runtime) {
-  return runtime.boundary->stepsTaken() + runtime.framework_steps->stepsTaken();
-}
+std::uint64_t stepsTaken(Runtime& runtime) { return runtime.steps->taken(); }
 
 LeakReport currentReport(Runtime& runtime) {
   if (runtime.fork_watch) return runtime.fork_watch->report();
   PythonLock python;
-  // Before the step lock: the boundary takes its learning lock, then the step lock.
-  std::vector<std::string> description = runtime.boundary->description();
-  std::vector<std::pair<std::string, double>> iterations = runtime.boundary->iterationsPerStep();
-  std::vector<std::string> framework = runtime.framework_steps->description();
-  description.insert(description.end(), framework.begin(), framework.end());
-  auto framework_iterations = runtime.framework_steps->iterationsPerStep();
-  iterations.insert(iterations.end(), framework_iterations.begin(), framework_iterations.end());
-  std::lock_guard<std::mutex> steps(runtime.boundary->stepMutex());
+  // Before the step lock: a source takes its own lock, then the step lock.
+  std::vector<std::string> description;
+  std::vector<std::pair<std::string, double>> iterations;
+  StepSource* sources[] = {runtime.step_source.get(), runtime.framework_steps.get()};
+  for (StepSource* source : sources) {
+    std::vector<std::string> lines = source->description();
+    description.insert(description.end(), lines.begin(), lines.end());
+    auto ratios = source->iterationsPerStep();
+    iterations.insert(iterations.end(), ratios.begin(), ratios.end());
+  }
+  std::lock_guard<std::mutex> steps(runtime.steps->mutex());
   LeakReport report = runtime.detector->report();
   report.rank = runtime.rank;
   periodsInIterations(report, iterations);
@@ -390,7 +392,7 @@ void runThread(Runtime* runtime) {
   for (;;) {
     watchStepsOnceTorchIsImported(*runtime);
     auto wait = runtime->fork_watch ? runtime->fork_watch->untilNextWindow()
-                                    : runtime->boundary->untilNextTick();
+                                    : runtime->step_source->untilNextTick();
     if (runtime->watch_steps_pending.load()) {
       wait = std::min<std::chrono::nanoseconds>(wait, kWatchStepsRetry);
     }
@@ -406,7 +408,7 @@ void runThread(Runtime* runtime) {
         runtime->fork_watch->window();
         writeFileWhole(runFile(*runtime, kReportSuffix), runtime->fork_watch->report().toJson());
       } else {
-        runtime->boundary->tick();
+        runtime->step_source->tick();
       }
       continue;
     }
@@ -462,21 +464,20 @@ void onExit() {
 }
 
 void beforeFork() {
-  if (g_runtime != nullptr && g_runtime->boundary) g_runtime->boundary->stepMutex().lock();
+  if (g_runtime != nullptr && g_runtime->steps) g_runtime->steps->mutex().lock();
 }
 
 void afterForkInParent() {
-  if (g_runtime != nullptr && g_runtime->boundary) g_runtime->boundary->stepMutex().unlock();
+  if (g_runtime != nullptr && g_runtime->steps) g_runtime->steps->mutex().unlock();
 }
 
 void afterForkInChild() {
   Runtime* runtime = g_runtime;
   if (runtime == nullptr) return;
-  if (runtime->boundary) runtime->boundary->stepMutex().unlock();
+  if (runtime->steps) runtime->steps->mutex().unlock();
   // The runtime's thread is not in the child; its std::thread must not be joined or destroyed.
   new (&runtime->thread) std::thread();
-  runtime->boundary->stopSteps();  // the parent's steps are not the child's
-  runtime->framework_steps->stopSteps();
+  runtime->steps->stop();  // the parent's steps are not the child's
   runtime->watch_steps_pending.store(false);
   // The wake-up pipe is the parent's: a signal the child takes must not wake the parent's thread.
   int inherited[2] = {runtime->wake_pipe[0], runtime->wake_pipe[1]};
@@ -506,20 +507,6 @@ void afterForkInChild() {
   startThread(*runtime);
 }
 
-void onScopeEntered(const char* name) {
-  if (Runtime* runtime = g_runtime; runtime != nullptr && runtime->boundary) {
-    runtime->boundary->onNamedScope(name);
-  }
-}
-
-// --step-on NAME also takes MEMSEAL_REGION(NAME) in a program linked to libmemseal: its library
-// tells the runtime of each scope entered (memseal_set_scope_observer, in track/tracker.cpp).
-void listenToMemsealScopes() {
-  using SetObserver = void (*)(void (*)(const char*));
-  auto set = reinterpret_cast<SetObserver>(dlsym(RTLD_DEFAULT, "memseal_set_scope_observer"));
-  if (set != nullptr) set(&onScopeEntered);
-}
-
 int activate() {
   auto runtime = std::make_unique<Runtime>();
   if (!readConfig(runtime->config)) return 1;
@@ -538,7 +525,7 @@ int activate() {
   options.on_leak = ReportPolicy::kNone;
   // Steps found by the runtime are not one per iteration in every mode (time windows), so the
   // one-step-in-N replay of op names would not match: ops are watched on every step unless the
-  // user asks otherwise, until the steps are counted iterations of a loop (StepBoundary).
+  // user asks otherwise, until the steps are counted iterations of a loop (OpLoopSteps).
   bool ops_chosen =
       std::getenv(TrackerOptions::environmentVariable("observe_ops").c_str()) != nullptr;
   if (!ops_chosen) options.tracker.observe_ops = OpWatching::everyStep();
@@ -567,16 +554,15 @@ int activate() {
     }
   }
   Runtime* raw = runtime.get();
-  runtime->boundary = std::make_unique<StepBoundary>(runtime->config.rule, *runtime->detector,
-                                                     [raw] { snapshotAfterStep(*raw); });
-  if (!ops_chosen) runtime->boundary->watchOpsAutomaticallyWhileCounting();
-  runtime->framework_steps = std::make_unique<FrameworkSteps>(
-      *runtime->boundary, *runtime->detector, [raw] { snapshotAfterStep(*raw); });
+  runtime->steps =
+      std::make_unique<StepLedger>(*runtime->detector, [raw] { snapshotAfterStep(*raw); });
+  runtime->step_source = makeStepSource(runtime->config.rule, *runtime->steps, !ops_chosen);
+  runtime->framework_steps =
+      std::make_unique<FrameworkSteps>(*runtime->steps, *runtime->step_source);
   // The program's own steps, unless --op-loops, --step-on or --interval chose another rule.
   runtime->watch_steps_pending.store(python_frames && runtime->config.program_steps &&
                                      runtime->config.rule.kind == StepRule::Kind::kAuto);
   g_runtime = runtime.release();
-  if (g_runtime->config.rule.kind == StepRule::Kind::kOn) listenToMemsealScopes();
   writeStatus(*g_runtime);
   startThread(*g_runtime);
   if (g_runtime->thread.joinable()) takeSignalsLeftAtDefault();  // a thread to act on them

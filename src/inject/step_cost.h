@@ -1,13 +1,13 @@
 // What a step costs in the leak detector, and so how close together steps may come: signals (an
 // op loop's iterations, a program's own steps) closer than kStepCostMultiple times the average
 // cost are one step, never closer than kMinStepGap and always taken kMaxStepGap apart
-// (step_boundary_tuning.h). Shared by StepBoundary and FrameworkSteps; the caller locks.
+// (step_tuning.h). Kept by the run's StepLedger, under its lock.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 
-#include "inject/step_boundary_tuning.h"
+#include "inject/step_tuning.h"
 #include "inject/time_scale.h"
 
 namespace memseal::inject {

@@ -1,4 +1,4 @@
-// The rule that ends a step in a program run by `memseal run` (step_boundary.h says what each
+// The rule that ends a step in a program run by `memseal run` (step_source.h says what each
 // does): made by the launcher from --interval / --step-on, handed to the program's runtime as text
 // in MEMSEAL_RUN_STEP. Plain text and numbers, no libtorch: the fuzz target fuzz_options checks
 // that whatever the flags say either is refused with a message or reaches the runtime unchanged.

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "inject/step_boundary_tuning.h"
+#include "inject/step_tuning.h"
 #include "track/counted_steps.h"
 #include "track/thread_state.h"
 

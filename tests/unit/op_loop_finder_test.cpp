@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t kMainThread = 1;
 
-// A program's ops fed to the finder as StepBoundary feeds them: learned until a loop is found,
+// A program's ops fed to the finder as OpLoopSteps feeds them: learned until a loop is found,
 // then checked against the loop it follows. The clock moves a millisecond an op.
 class Program {
  public:

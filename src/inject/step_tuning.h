@@ -1,6 +1,6 @@
-// The numbers of `memseal run`'s step sources and the loop finder's trace: the op-loop finder
-// (op_loop_finder.h), StepBoundary's steps, counted steps and time windows (step_boundary.h), and
-// the cost of a step (step_cost.h). Internal to src/inject/.
+// The numbers of `memseal run`'s step sources (step_source.h) and the loop finder's trace: the
+// op-loop finder (op_loop_finder.h), its steps (op_loop_steps.h), counted steps, time windows
+// (time_windows.h), and the cost of a step (step_cost.h). Internal to src/inject/.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 
 namespace memseal::inject {
 
-// Time windows sized to the run, for steps (StepBoundary) and forked children (ForkChildWatch):
+// Time windows sized to the run, for steps (TimeWindows) and forked children (ForkChildWatch):
 // the first ones short, so that a run of a few seconds still gets dozens of them; later ones a
 // 48th of the time since the start, so that a long run has few and each outlasts an iteration.
 constexpr std::chrono::milliseconds kShortestWindow{50};
@@ -113,8 +113,5 @@ inline void trace(const std::string& text) {
   if (tracing()) std::fprintf(stderr, "memseal run [steps]: %s\n", text.c_str());
 }
 inline constexpr const char* kWindowsPhase = "time windows";
-
-// The calling thread's number, from 1, given on its first call.
-std::uint64_t threadNumber();
 
 }  // namespace memseal::inject

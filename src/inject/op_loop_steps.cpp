@@ -1,0 +1,363 @@
+#include "inject/op_loop_steps.h"
+
+#include <algorithm>
+
+#include "inject/python_lock.h"
+#include "inject/step_tuning.h"
+#include "inject/step_ledger.h"
+#include "inject/time_scale.h"
+#include "track/counted_steps.h"
+#include "track/memory_counters.h"
+#include "track/op_sampling.h"
+
+namespace memseal::inject {
+
+namespace {
+
+std::atomic<OpLoopSteps*> g_op_loop_steps{nullptr};
+
+// The allocator hook's handler (track::CountedStepHandler) while a loop's steps are counted.
+std::uint64_t onCountedStep();
+
+}  // namespace
+
+OpLoopSteps::OpLoopSteps(StepLedger& ledger, bool watch_ops_automatically_while_counting)
+    : ledger_(ledger),
+      finder_(OpLoopFinder::TimeLimits{scaledByTimeScale(kMaxLearning),
+                                       scaledByTimeScale(kMaxLearningWithFewOps)}) {
+  // No steps while the loop is learned: start-up (imports, loading a model) would look like
+  // growth. Learning a loop takes a few dozen iterations.
+  if (watch_ops_automatically_while_counting) counted_.watchOpsAutomaticallyWhileCounting();
+  g_op_loop_steps.store(this, std::memory_order_release);
+  track::setCountedStepHandler(&onCountedStep);
+  callback_.setInstalled(true);
+}
+
+OpLoopSteps::~OpLoopSteps() {
+  track::setCountedStepHandler(nullptr);
+  g_op_loop_steps.store(nullptr, std::memory_order_release);
+}
+
+namespace {
+
+std::uint64_t onCountedStep() {
+  OpLoopSteps* steps = g_op_loop_steps.load(std::memory_order_acquire);
+  return steps != nullptr ? steps->onCountedBoundary() : 0;
+}
+
+}  // namespace
+
+void OpLoopSteps::onOp(const char* name, bool outermost) {
+  if (!outermost || ledger_.stopped()) return;
+  switch (phase_.load(std::memory_order_acquire)) {
+    case Phase::kLearning: {
+      bool changed;
+      {
+        std::lock_guard<std::mutex> lock(learn_mutex_);
+        if (phase_.load() != Phase::kLearning) return;
+        changed = decided(
+            finder_.learn(name, threadNumber(), track::cpuCounters().liveBytes(), Clock::now()));
+      }
+      if (changed) applyPhaseChange(false);
+      return;
+    }
+    case Phase::kOps:
+      onOpInLoop(name);
+      return;
+    case Phase::kWindows: {
+      // Loops found before may run again.
+      bool changed = false;
+      {
+        std::lock_guard<std::mutex> lock(learn_mutex_);
+        std::uint64_t thread = numberOfThisThreadIfAny();
+        if (phase_.load() != Phase::kWindows || thread == 0) return;
+        changed = decided(finder_.recogniseInWindows(name, thread));
+      }
+      if (changed) applyPhaseChange(false);
+      return;
+    }
+    case Phase::kSwitching:
+    case Phase::kStopped:
+      return;
+  }
+}
+
+void OpLoopSteps::onOpInLoop(const char* name) {
+  std::uint64_t thread = numberOfThisThreadIfAny();
+  // While steps are counted, only the anchor is looked at (a check of the count).
+  if (thread != 0 && !counted_.counting() && checkLoopStillRepeats(name)) {
+    applyPhaseChange(false);
+    return;
+  }
+  // Only on the loop's own thread: an op of the same name on one of libtorch's intra-op workers is
+  // not an iteration.
+  if (thread == 0 || thread != loop_thread_.load(std::memory_order_acquire)) return;
+  bool anchor;
+  {
+    std::lock_guard<std::mutex> lock(anchor_mutex_);
+    anchor = anchor_ == name;
+  }
+  if (!anchor) return;
+  if (counted_.counting()) {
+    counted_.checkAnchor();
+    return;
+  }
+  if (phase_.load(std::memory_order_acquire) != Phase::kOps) return;
+  Clock::time_point now = Clock::now();
+  bool count = counted_.countIterationAllocations(now);
+  takeStep();
+  if (count && phase_.load(std::memory_order_acquire) == Phase::kOps) counted_.start(now);
+}
+
+void OpLoopSteps::applyPhaseChange(bool on_runtime_thread) {
+  PythonLock python(on_runtime_thread ? PythonLock::Threads::kAny
+                                      : PythonLock::Threads::kPythonOnly);
+  std::lock_guard<std::mutex> steps(ledger_.mutex());
+  if (phase_.load() != Phase::kSwitching) return;  // handed over meanwhile
+  OpLoopFinder::Decision change = change_;
+  // Steps already taken that were the new phase's, and the one running now, join it first.
+  if (change.phase_first && !change.detector_phase.empty()) {
+    ledger_.phaseLocked(change.detector_phase, static_cast<std::uint32_t>(change.steps_back));
+    std::uint64_t moved =
+        current_ < loop_steps_.size() ? std::min(loop_steps_[current_], change.steps_back) : 0;
+    if (moved > 0) loop_steps_[current_] -= moved;
+    steps_outside_loops_ += moved;
+  }
+  if (change.end_step && steps_taken_ > 0 && ledger_.takeLocked(Clock::now(), false)) {
+    ++steps_taken_;
+    steps_seen_.store(steps_taken_, std::memory_order_relaxed);
+    ++steps_outside_loops_;
+  }
+  if (!change.phase_first && !change.detector_phase.empty()) {
+    ledger_.phaseLocked(change.detector_phase);
+  }
+  Phase next = Phase::kLearning;
+  switch (change.next) {
+    case OpLoopFinder::Decision::Next::kFollowLoop:
+      next = Phase::kOps;
+      current_ = change.loop;
+      loop_steps_.resize(loops_size_, 0);
+      loop_iterations_.resize(loops_size_, 0);
+      loop_thread_.store(change.loop_thread, std::memory_order_release);
+      break;
+    case OpLoopFinder::Decision::Next::kWindows:
+      next = Phase::kWindows;
+      windows_.endNextAt(Clock::now() + kShortestWindow);
+      break;
+    case OpLoopFinder::Decision::Next::kLearning:
+      break;
+  }
+  phase_.store(next, std::memory_order_release);
+}
+
+bool OpLoopSteps::decided(std::optional<OpLoopFinder::Decision> decision) {
+  if (!decision) return false;
+  change_ = std::move(*decision);
+  loops_size_ = finder_.loops().size();
+  if (change_.next == OpLoopFinder::Decision::Next::kFollowLoop) {
+    std::lock_guard<std::mutex> lock(anchor_mutex_);
+    anchor_ = finder_.anchorName();
+  }
+  // Without a loop found, time windows for good: the op callback is no longer needed.
+  if (!change_.ops_needed) callback_.setInstalled(false);
+  phase_.store(Phase::kSwitching, std::memory_order_release);
+  return true;
+}
+
+bool OpLoopSteps::checkLoopStillRepeats(const char* name) {
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  if (phase_.load() != Phase::kOps) return false;
+  OpLoopFinder::LoopCheck check = finder_.checkLoopStillRepeats(
+      name, threadNumber(), steps_seen_.load(std::memory_order_relaxed));
+  if (check.anchor_moved) {
+    std::lock_guard<std::mutex> anchor(anchor_mutex_);
+    anchor_ = finder_.anchorName();
+  }
+  return decided(std::move(check.decision));
+}
+
+void OpLoopSteps::handOver() {
+  {
+    std::lock_guard<std::mutex> lock(ledger_.mutex());
+    // A phase change decided meanwhile finds the phase no longer kSwitching and is dropped.
+    phase_.store(Phase::kStopped, std::memory_order_release);
+    handed_over_ = true;
+    counted_.stopForGood();
+    if (counted_.opsFollowCounting()) {
+      // The program's steps are one iteration each, so the allocations of unwatched steps are
+      // replayed against the last watched one, as under the API's default: watching every step's
+      // ops cost a training loop of small ops half its time again.
+      track::setReplayIterationLength(0);
+      ledger_.watchOpsLocked(OpWatching::automatic());
+    }
+  }
+  // A thread still counting finds the phase stopped at its next boundary and counts no more.
+  callback_.setInstalled(false);
+}
+
+bool OpLoopSteps::stepLocked(Clock::time_point now, bool coalesce, Phase expected,
+                             std::uint64_t iterations) {
+  std::lock_guard<std::mutex> lock(ledger_.mutex());
+  Phase phase = phase_.load();
+  // The phase the caller saw may have changed while it waited for the GIL or this lock.
+  if (phase != expected) return false;
+  bool in_loop = phase == Phase::kOps && current_ < loop_iterations_.size();
+  if (in_loop) loop_iterations_[current_] += iterations;
+  if (!ledger_.takeLocked(now, coalesce && steps_taken_ > 0)) return false;
+  ++steps_taken_;
+  steps_seen_.store(steps_taken_, std::memory_order_relaxed);
+  if (in_loop) {
+    ++loop_steps_[current_];
+  } else {
+    ++steps_outside_loops_;
+  }
+  return true;
+}
+
+bool OpLoopSteps::takeCountedStep(Clock::time_point now, std::uint64_t iterations) {
+  PythonLock python(PythonLock::Threads::kPythonOnly);
+  return stepLocked(now, false, Phase::kOps, iterations);
+}
+
+void OpLoopSteps::afterCountedStep() { ledger_.afterStep(); }
+
+bool OpLoopSteps::followingLoop() const {
+  return phase_.load(std::memory_order_acquire) == Phase::kOps && !ledger_.stopped();
+}
+
+bool OpLoopSteps::loopSettled() {
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  return finder_.settled();
+}
+
+void OpLoopSteps::judgeLoopAfresh() {
+  std::lock_guard<std::mutex> lock(learn_mutex_);
+  finder_.judgeAfresh();
+}
+
+OpLoopSteps::Clock::duration OpLoopSteps::minStepGap() { return ledger_.minGap(); }
+
+void OpLoopSteps::watchOps(OpWatching watching) {
+  std::lock_guard<std::mutex> lock(ledger_.mutex());
+  ledger_.watchOpsLocked(watching);
+}
+
+void OpLoopSteps::takeStep() {
+  bool taken;
+  {
+    // The detector writes down findings at some steps, naming Python frames.
+    PythonLock python(PythonLock::Threads::kPythonOnly);
+    taken = stepLocked(Clock::now(), true, Phase::kOps);
+  }
+  if (taken) ledger_.afterStep();
+}
+
+std::chrono::nanoseconds OpLoopSteps::untilNextTick() const {
+  if (phase_.load() != Phase::kWindows) return scaledByTimeScale(kLearningTick);
+  return windows_.untilEnd(Clock::now());
+}
+
+void OpLoopSteps::tick() {
+  if (phase_.load() == Phase::kOps) counted_.stopWhenQuiet();
+  if (phase_.load() == Phase::kLearning) {
+    bool changed = false;
+    {
+      std::lock_guard<std::mutex> lock(learn_mutex_);
+      if (phase_.load() == Phase::kLearning) {
+        changed = decided(finder_.decideIfTimeIsUp(Clock::now()));
+      }
+    }
+    if (changed) applyPhaseChange(true);
+  }
+  if (phase_.load() == Phase::kWindows) tickWindow();
+}
+
+void OpLoopSteps::tickWindow() {
+  Clock::time_point now = Clock::now();
+  if (windows_.check(now, memoryActivity()) != TimeWindows::Window::kStep) return;
+  bool taken;
+  {
+    PythonLock python;
+    taken = stepLocked(now, false, Phase::kWindows);
+  }
+  // Not taken: the phase changed meanwhile (a loop found again), and the windows wait for the next.
+  if (!taken) return;
+  ledger_.afterStep();
+  windows_.next(now);
+}
+
+std::vector<std::pair<std::string, double>> OpLoopSteps::iterationsPerStep() {
+  std::lock_guard<std::mutex> learn(learn_mutex_);
+  std::lock_guard<std::mutex> lock(ledger_.mutex());
+  std::vector<std::pair<std::string, double>> ratios;
+  const std::vector<OpLoopFinder::Loop>& loops = finder_.loops();
+  for (std::size_t i = 0; i < loops.size() && i < loop_steps_.size(); ++i) {
+    if (loop_steps_[i] == 0 || loop_iterations_[i] <= loop_steps_[i]) continue;
+    ratios.emplace_back(loops[i].name, static_cast<double>(loop_iterations_[i]) /
+                                           static_cast<double>(loop_steps_[i]));
+  }
+  return ratios;
+}
+
+std::vector<std::string> OpLoopSteps::description() {
+  std::lock_guard<std::mutex> learn(learn_mutex_);
+  std::lock_guard<std::mutex> lock(ledger_.mutex());
+  std::string steps = " (" + std::to_string(steps_taken_) + " steps)";
+  const std::vector<OpLoopFinder::Loop>& loops = finder_.loops();
+  const std::string& windows = finder_.windowsDecision();
+  // The program's own signals took over: what was guessed before them, if anything, is history.
+  if (handed_over_ && steps_taken_ == 0) return {};
+  if (handed_over_) {
+    return {"memseal run: " + std::to_string(steps_taken_) +
+            " steps came before the program's own, from " +
+            (loops.empty() ? std::string("time windows") : "loops found in its ops")};
+  }
+  std::vector<std::string> lines;
+  if (loops.empty()) {
+    if (phase_.load() == Phase::kWindows) return {"memseal run: " + windows + steps};
+    return {"memseal run: the program ended before its loop was found (" +
+            std::to_string(finder_.opsSeen()) +
+            " outermost ops seen: too few iterations, or ops that never repeat); --interval "
+            "DURATION or --step-on NAME sets the steps" +
+            steps};
+  }
+  std::string summary = "memseal run: " + std::to_string(steps_taken_) + " steps in " +
+                        std::to_string(loops.size()) + (loops.size() == 1 ? " loop" : " loops") +
+                        " found in the program's ops";
+  if (steps_outside_loops_ > 0) {
+    summary += ", and " + std::to_string(steps_outside_loops_) +
+               " outside them (start-up, between loops" +
+               (windows.empty() ? std::string(")") : ", time windows)");
+  }
+  lines.push_back(summary);
+  for (std::size_t i = 0; i < loops.size(); ++i) {
+    const OpLoopFinder::Loop& loop = loops[i];
+    std::uint64_t loop_steps = i < loop_steps_.size() ? loop_steps_[i] : 0;
+    std::uint64_t iterations = i < loop_iterations_.size() ? loop_iterations_[i] : 0;
+    std::string together =
+        iterations > loop_steps
+            ? " (" + std::to_string(iterations) +
+                  " iterations: those closer together than a step costs were one step)"
+            : "";
+    lines.push_back("memseal run: " + loop.name + ": one step per call of " +
+                    finder_.opName(loop.anchor) + ", the op that starts each of its iterations (" +
+                    std::to_string(loop.period) + " ops, found after " +
+                    std::to_string(loop.found_after) + " ops): " + std::to_string(loop_steps) +
+                    " steps in " + std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs") +
+                    together);
+  }
+  if (std::uint64_t counted = counted_.stepsCounted(); counted > 0) {
+    lines.push_back("memseal run: " + std::to_string(counted) +
+                    " of these steps were ended by counting the loop's allocations (" +
+                    std::to_string(counted_.allocationsPerIteration()) +
+                    " an iteration) instead of following every op, checked against the op "
+                    "that starts each iteration every " +
+                    std::to_string(kCountedStepsBetweenChecks) + " steps");
+  }
+  if (!windows.empty() && phase_.load() == Phase::kWindows) {
+    lines.push_back("memseal run: then " + windows);
+  }
+  return lines;
+}
+
+}  // namespace memseal::inject
