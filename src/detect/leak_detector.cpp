@@ -1,7 +1,7 @@
 // The leak detector's public face: it numbers steps, samples totals at every step boundary, and
 // asks detect/evidence for a verdict; the report puts the evidence into findings. Memory it keeps:
 // the live table (bounded by what the program itself keeps alive), the graph-node samples (bounded,
-// see graph_nodes.h) and one StepSample per step, thinned past kMaxStepSamples.
+// see graph_nodes.h) and one StepSample per step, thinned past StepRecords::kMaxStepSamples.
 #include "memseal/leak_detector.h"
 
 #include <algorithm>
@@ -11,19 +11,20 @@
 #include <stdexcept>
 #include <utility>
 
-#include "common/bounded_samples.h"
 #include "common/policy.h"
 #include "common/text.h"
 #include "detect/boundary_schedule.h"
+#include "detect/built_findings.h"
 #include "detect/device_findings.h"
 #include "detect/device_summary.h"
 #include "detect/evidence.h"
 #include "detect/findings.h"
 #include "detect/graph_nodes.h"
 #include "detect/held_causes.h"
-#include "detect/resident_memory.h"
 #include "detect/retention_history.h"
 #include "detect/step_phases.h"
+#include "detect/step_records.h"
+#include "detect/verdict_renewals.h"
 #include "track/collected_frees.h"
 #include "track/device_events.h"
 #include "track/grad_fn_observer.h"
@@ -42,16 +43,6 @@ namespace {
 // With ops watched automatically, every step is watched this long after warm-up, so a verdict
 // (which needs 4 of them) is clear within 10 steps; then the loop's repetition is trusted.
 constexpr std::uint32_t kWatchedStepsAfterWarmup = 10;
-constexpr std::size_t kMaxStepSamples = 16384;
-
-// The sample of `step`, or of the nearest step before it that has one (samples are thinned).
-const StepSample* sampleAtOrBefore(const std::vector<StepSample>& samples, std::uint32_t step) {
-  auto after =
-      std::upper_bound(samples.begin(), samples.end(), step,
-                       [](std::uint32_t s, const StepSample& sample) { return s < sample.step; });
-  return after == samples.begin() ? nullptr : &*(after - 1);
-}
-
 TrackerOptions detectorDefaults() {
   TrackerOptions defaults;
   defaults.stacks = StackMode::kOn;
@@ -69,34 +60,9 @@ struct LeakDetector::State {
   DetectorOptions options;
   Tracker tracker;
   std::unique_ptr<detect::GraphNodeSampler> nodes;
-  detect::ResidentMemoryReader resident;
-  detect::CostBoundedSchedule resident_schedule = detect::residentSchedule();
-  // When a verdict is renewed past warm-up and its watched steps (a suspected leak's on every
-  // boundary): each renewal costs a pass over the live table and the run's series, about as much
-  // as 70 tracked allocations, so a healthy loop's is renewed on one boundary in 8 while its
-  // memory moves, and as the cost allows while the boundaries since the last renewal look alike
-  // (tracked bytes and tensors as they were then, resident memory no higher than its highest
-  // then, no step's graph linked to an earlier one's, no graphs suspected then).
-  detect::CostBoundedSchedule verdict_schedule = detect::verdictSchedule();
-  StepSample at_last_renewal;
-  std::int64_t resident_high = 0;  // the highest reading so far
-  std::int64_t resident_high_at_last_renewal = 0;
-  std::uint64_t linked_steps_at_last_renewal = 0;
-  bool graphs_suspected_at_last_renewal = false;
-  bool moved_since_renewal = true;
-  // The most tracked bytes (CPU tensors and CUDA blocks) at a renewal since warm-up, -1 before one.
-  std::int64_t tracked_high_since_warmup = -1;
+  detect::StepRecords records;
+  detect::VerdictRenewals renewals;
   std::uint32_t current_step = 0;  // the step now running
-  std::vector<StepSample> per_step;
-  // The samples of the boundaries that read resident memory (detect/boundary_schedule.h); the
-  // others carry the last reading in per_step.
-  std::vector<StepSample> resident_readings;
-  // The most samples each held (their pages touched; see ownRecordBytes).
-  std::size_t per_step_most = 0;
-  std::size_t resident_readings_most = 0;
-  // What renewals read of those two, kept from one renewal to the next (detect/run_series.h).
-  mutable detect::RunSeriesCache per_step_series;
-  mutable detect::RunSeriesCache resident_series;
   std::uint64_t backward_at_warmup_end = 0;
   bool warmup_done = false;
   bool last_verdict = false;
@@ -107,50 +73,14 @@ struct LeakDetector::State {
   detect::StepPhases phases;
   std::uint64_t backward_at_step_start = 0;
   detect::RetentionHistory history;
-  // The newest finding built that holds each group while it builds up, and the build-up's length
-  // (judged steps) then: what a group held is told from it once it is freed.
-  std::map<detect::GroupId, std::shared_ptr<const detect::BuiltFinding>> built;
-  std::map<detect::GroupId, std::uint32_t> built_at_steps;
+  detect::BuiltFindings built;
   bool findings_due = false;  // a refresh that had to wait (see refreshBuiltFindings)
   std::vector<detect::HeldCause> held;
   bool watch_every_step = false;    // ops of every step, since graphs built up and were freed
   bool every_step_watched = false;  // the options watch every step's ops
 
   State(DetectorOptions detector_options, const TrackerOptions& resolved)
-      : options(std::move(detector_options)), tracker(resolved) {
-    // Thinned in place (common::thinOlderHalf), they never reallocate: see ownRecordBytes.
-    per_step.reserve(kMaxStepSamples + 1);
-    resident_readings.reserve(kMaxStepSamples + 1);
-  }
-
-  // Resident memory into the boundary's sample: read when the schedule says so, else the last
-  // reading carried over.
-  void readResidentMemory(StepSample& sample, std::int64_t start_ns) {
-    if (!resident_schedule.due(sample.step, start_ns, verdictForming())) {
-      sample.resident_bytes = resident_readings.back().resident_bytes;
-      return;
-    }
-    std::int64_t read = resident.read();  // 0: not readable here
-    // In use: less the detector's own records and what malloc keeps free (a loop of ever-new
-    // tensor sizes grows that for hundreds of thousands of steps, then levels off).
-    std::int64_t not_in_use =
-        ownRecordBytes() + (read > 0 ? resident.mallocFreeBytes(warmup_done) : 0);
-    sample.resident_bytes = read > 0 ? std::max<std::int64_t>(0, read - not_in_use) : 0;
-    resident_schedule.noteDone(sample.step, start_ns, detect::steadyNowNs());
-    resident_high = std::max(resident_high, sample.resident_bytes);
-    resident_readings.push_back(sample);
-    resident_readings_most = std::max(resident_readings_most, resident_readings.size());
-    common::thinOlderHalf(resident_readings, kMaxStepSamples);
-  }
-
-  // What the detector's own records of the steps hold in resident memory: they grow with every
-  // step until they are first thinned (16,384 samples of 48 bytes), their pages touched as they
-  // fill, and stay at that size after. Taken out of the resident set, or a healthy loop's resident
-  // memory grows by these bytes, which over ~16,000 steps looked like a slow native leak of ~60
-  // bytes a step.
-  std::int64_t ownRecordBytes() const {
-    return static_cast<std::int64_t>((per_step_most + resident_readings_most) * sizeof(StepSample));
-  }
+      : options(std::move(detector_options)), tracker(resolved) {}
 
   // Warm-up and the steps after it, and a suspected leak: every boundary reads resident memory
   // and renews the verdict.
@@ -158,44 +88,17 @@ struct LeakDetector::State {
     return current_step <= options.warmup + kWatchedStepsAfterWarmup || last_verdict;
   }
 
-  // Whether the boundary whose sample is `sample` (the step now running is current_step) renews
-  // the verdict.
-  bool renewalDue(const StepSample& sample, std::int64_t now_ns) {
-    if (!moved_since_renewal) moved_since_renewal = movedSinceRenewal(sample);
-    if (verdictForming()) return true;
-    if (moved_since_renewal) return verdict_schedule.leastStridePassed(current_step);
-    return verdict_schedule.due(current_step, now_ns, false);
-  }
-
-  // Whether the boundary whose sample is `sample` differs from the last renewal's. CUDA memory is
-  // not in these totals (its blocks come through the allocator's events): a program whose CUDA
-  // allocator reported any keeps renewing on one boundary in 8.
-  bool movedSinceRenewal(const StepSample& sample) const {
-    return graphs_suspected_at_last_renewal || track::deviceEventsSeen() ||
-           sample.live_bytes != at_last_renewal.live_bytes ||
-           sample.live_count != at_last_renewal.live_count ||
-           resident_high > resident_high_at_last_renewal ||
-           (nodes && nodes->linkedSteps() != linked_steps_at_last_renewal);
+  // What the boundary of `sample` shows that a renewal is compared with.
+  detect::VerdictRenewals::Boundary boundary(const StepSample& sample) const {
+    return {sample, records.residentHigh(), nodes ? nodes->linkedSteps() : 0,
+            track::deviceEventsSeen()};
   }
 
   // Whether the renewal at the boundary of `sample` finds more tracked memory than every renewal
-  // since warm-up did (the first one only sets the mark).
+  // since warm-up did.
   bool newTrackedHigh(const StepSample& sample) {
     if (!warmup_done) return false;
-    std::int64_t tracked = sample.live_bytes + detect::deviceAllocatedBytes();
-    bool higher = tracked_high_since_warmup >= 0 && tracked > tracked_high_since_warmup;
-    tracked_high_since_warmup = std::max(tracked_high_since_warmup, tracked);
-    return higher;
-  }
-
-  void noteRenewal(const StepSample& sample, const detect::LeakEvidence& evidence,
-                   std::int64_t start_ns) {
-    verdict_schedule.noteDone(current_step, start_ns, detect::steadyNowNs());
-    at_last_renewal = sample;
-    resident_high_at_last_renewal = resident_high;
-    linked_steps_at_last_renewal = nodes ? nodes->linkedSteps() : 0;
-    graphs_suspected_at_last_renewal = evidence.graphs_suspected;
-    moved_since_renewal = false;
+    return renewals.newTrackedHigh(sample.live_bytes + detect::deviceAllocatedBytes());
   }
 
   bool backwardRan() const {
@@ -206,10 +109,10 @@ struct LeakDetector::State {
     detect::EvidenceInputs inputs;
     inputs.warmup = options.warmup;
     inputs.current_step = current_step;
-    inputs.per_step = &per_step;
-    inputs.resident_readings = &resident_readings;
-    inputs.per_step_series = &per_step_series;
-    inputs.resident_series = &resident_series;
+    inputs.per_step = &records.perStep();
+    inputs.resident_readings = &records.residentReadings();
+    inputs.per_step_series = records.perStepSeries();
+    inputs.resident_series = records.residentSeries();
     inputs.nodes = nodes.get();
     inputs.backward_ran = backwardRan();
     inputs.watch_resident_memory = options.watch_resident_memory;
@@ -220,20 +123,12 @@ struct LeakDetector::State {
     return detect::gatherEvidence(inputs);
   }
 
-  // Findings for groups that build up, made while they are held: once when a build-up is first
-  // judged growing, again each time it doubles (so a long build-up is told as it was at its
-  // largest, at a cost of a few reports per build-up).
-  // A finding names Python frames, which takes the GIL: on a thread that cannot take it now (an op
-  // inside backward, which runs without it, while the caller of step() holds a lock the GIL's
-  // holder may wait for) the refresh waits for the next step or report.
+  // The findings of build-ups, made while they are held (detect/built_findings.h). A finding names
+  // Python frames, which takes the GIL: on a thread that cannot take it now (an op inside
+  // backward, which runs without it, while the caller of step() holds a lock the GIL's holder may
+  // wait for) the refresh waits for the next step or report.
   void refreshBuiltFindings(const detect::LeakEvidence& evidence) {
-    bool needed = findings_due;
-    for (const detect::GroupAtBoundary& group : evidence.groups) {
-      if (!group.grows) continue;
-      auto at = built_at_steps.find(group.id);
-      if (at == built_at_steps.end() || group.judged_steps >= 2 * at->second) needed = true;
-    }
-    if (!needed) return;
+    if (!findings_due && !built.needed(evidence)) return;
     findings_due = !track::pythonFramesReadableNow();
     if (findings_due) return;
     refreshBuiltFindingsNow();
@@ -241,100 +136,18 @@ struct LeakDetector::State {
 
   void refreshBuiltFindingsNow() {
     findings_due = false;
-    detect::LeakEvidence full = this->evidence(/*for_report=*/true);
-    std::map<detect::GroupId, std::uint32_t> judged;
-    for (const detect::GroupAtBoundary& group : full.groups) judged[group.id] = group.judged_steps;
-    for (detect::BuiltFinding& finding : detect::buildFindingsWithGroups(full)) {
-      auto shared = std::make_shared<const detect::BuiltFinding>(std::move(finding));
-      for (const detect::GroupId& id : shared->groups) {
-        built[id] = shared;
-        built_at_steps[id] = judged[id];
-      }
-    }
+    built.refresh(this->evidence(/*for_report=*/true));
   }
 
-  // The resident memory that grew from before `first` to `last`: what graphs without tensor
-  // storage cost while they built up.
-  std::int64_t residentGrowth(std::uint32_t first, std::uint32_t last) const {
-    const StepSample* before = first > 0 ? sampleAtOrBefore(resident_readings, first - 1) : nullptr;
-    const StepSample* after = sampleAtOrBefore(resident_readings, last);
-    if (before == nullptr || after == nullptr) return 0;
-    return std::max<std::int64_t>(0, after->resident_bytes - before->resident_bytes);
-  }
-
-  // The build-ups that collapsed, as findings that say they were freed (one per built finding,
-  // whatever number of its groups collapsed together).
   std::vector<HeldCause> heldCauses(const std::vector<detect::Collapse>& collapses) const {
-    std::map<const detect::BuiltFinding*, std::vector<const detect::Collapse*>> by_finding;
-    for (const detect::Collapse& collapse : collapses) {
-      auto found = built.find(collapse.id);
-      if (found != built.end()) by_finding[found->second.get()].push_back(&collapse);
-    }
-    std::vector<HeldCause> causes;
-    for (const auto& [built_finding, parts] : by_finding) {
-      // Freed only when all it holds was: a part still building up is told with the rest when
-      // it goes (one build-up is not two).
-      bool still_held = std::any_of(
-          built_finding->groups.begin(), built_finding->groups.end(),
-          [&](const detect::GroupId& id) {
-            return history.buildingUp(id) &&
-                   std::none_of(parts.begin(), parts.end(),
-                                [&](const detect::Collapse* part) { return part->id == id; });
-          });
-      if (still_held) continue;
-      HeldCause cause;
-      cause.finding = built_finding->finding;
-      HeldUntilFreed freed;
-      freed.first_step = parts.front()->first_step;
-      cause.detected_at = parts.front()->detected_at;
-      std::uint32_t judged = 0;
-      for (const detect::Collapse* part : parts) {
-        freed.first_step = std::min(freed.first_step, part->first_step);
-        freed.last_step = std::max(freed.last_step, part->last_step);
-        freed.freed_at_step = std::max(freed.freed_at_step, part->freed_by - 1);
-        freed.peak_bytes += part->peak_bytes;
-        judged = std::max(judged, part->judged_steps);
-        cause.detected_at = std::min(cause.detected_at, part->detected_at);
-      }
-      if (freed.peak_bytes == 0)
-        freed.peak_bytes = residentGrowth(freed.first_step, freed.last_step);
-      freed.found_after_steps =
-          cause.detected_at >= freed.first_step ? cause.detected_at - freed.first_step + 1 : 0;
-      freed.times = 1;
-      freed.steps_per_time = freed.last_step - freed.first_step + 1;
-      freed.phase = phases.name(phases.phaseOf(freed.last_step));
-      cause.build_up_lengths[freed.last_step - freed.first_step + 1] = 1;
-      cause.finding.freed = freed;
-      // Its memory is gone: where it was says nothing about what holds memory now.
-      for (LeakPart& part : cause.finding.parts) part.storage_addresses.clear();
-      cause.key = causeKey(cause.finding);
-      cause.by_collector = std::all_of(parts.begin(), parts.end(), [](const detect::Collapse* p) {
-        return detect::freedByCollector(*p, track::collectedFrees(detect::collectorQuery(*p)));
-      });
-      for (const detect::Collapse* part : parts) {
-        cause.freed_before = cause.freed_before || history.segmentStart(part->id) > 0;
-      }
-      causes.push_back(std::move(cause));
-    }
-    return causes;
-  }
-
-  void forgetGroupsNotBuildingUp() {
-    for (auto it = built.begin(); it != built.end();) {
-      if (history.buildingUp(it->first)) {
-        ++it;
-        continue;
-      }
-      built_at_steps.erase(it->first);
-      it = built.erase(it);
-    }
+    return built.heldCauses(collapses, history, phases, records);
   }
 
   LeakReport buildReport() const {
     LeakReport report;
     report.steps = current_step;
     report.warmup = options.warmup;
-    report.per_step = per_step;
+    report.per_step = records.perStep();
     report.backward_ran = backwardRan();
     report.notes = notes;
     report.rank = rankFromEnvironment();  // a rank of a distributed job (torchrun's variables)
@@ -397,11 +210,11 @@ struct LeakDetector::State {
       held_detected = std::min(held_detected.value_or(cause.detected_at), cause.detected_at);
     }
     detect::dropGrowthOfGraphsBroughtBack(evidence, report.findings);
-    std::int64_t held_free = resident.heldFreeGrowth();
+    std::int64_t held_free = records.resident().heldFreeGrowth();
     bool leak_cost = detect::chargeHeldFreeToKeptGraphs(
         held_free >= detect::ResidentMemoryReader::kHeldFreeNoteBytes ? held_free : 0,
         current_step - std::min(current_step, options.warmup), report.findings);
-    if (std::string note = resident.heldFreeNote(leak_cost); !note.empty()) {
+    if (std::string note = records.resident().heldFreeNote(leak_cost); !note.empty()) {
       report.notes.push_back(note);
     }
     detect::orderFindings(report.findings);
@@ -491,22 +304,23 @@ void LeakDetector::step() {
   sample.live_bytes = stats.live_bytes;
   sample.live_count = stats.live_count;
   std::int64_t boundary_ns = detect::steadyNowNs();
-  state.readResidentMemory(sample, boundary_ns);
+  state.records.readResidentMemory(sample, boundary_ns, state.verdictForming(), state.warmup_done);
   ++state.current_step;
   if (!state.warmup_done && state.current_step >= state.options.warmup) {
     state.warmup_done = true;
     state.backward_at_warmup_end = track::backwardFunctionsRun();
   }
   setStep(state.current_step);
-  // Counted where the verdict is renewed; carried over on the boundaries in between.
-  if (!state.per_step.empty()) sample.graph_nodes_alive = state.per_step.back().graph_nodes_alive;
-  state.per_step.push_back(sample);
-  state.per_step_most = std::max(state.per_step_most, state.per_step.size());
-  common::thinOlderHalf(state.per_step, kMaxStepSamples);
-  if (!state.renewalDue(sample, boundary_ns)) return;
+  // Graph nodes alive are counted where the verdict is renewed; carried over on the boundaries in
+  // between.
+  state.records.add(sample);
+  detect::VerdictRenewals::Boundary boundary = state.boundary(sample);
+  if (!state.renewals.due(boundary, state.current_step, state.verdictForming(), boundary_ns)) {
+    return;
+  }
   std::int64_t renewal_start_ns = detect::steadyNowNs();
   detect::LeakEvidence evidence = state.evidence();
-  state.per_step.back().graph_nodes_alive = evidence.graph_samples_alive;
+  state.records.setGraphNodesAlive(evidence.graph_samples_alive);
   std::vector<detect::Collapse> collapses =
       state.history.update(evidence.groups, state.current_step);
   for (const detect::Collapse& collapse : collapses) {
@@ -515,7 +329,7 @@ void LeakDetector::step() {
     if (collapse.id.graph) state.watch_every_step = true;
   }
   for (HeldCause& cause : state.heldCauses(collapses)) addHeldCause(state.held, std::move(cause));
-  state.forgetGroupsNotBuildingUp();
+  state.built.forgetGroupsNotBuildingUp(state.history);
   state.refreshBuiltFindings(evidence);
   // Graphs of two or more watched steps alive: watch every step for a while, so a build-up (or
   // its end) is seen step by step rather than one step in N.
@@ -530,7 +344,8 @@ void LeakDetector::step() {
   if (verdict && !state.last_verdict) state.leak_since = sample.step;
   if (!verdict) state.leak_since.reset();
   state.last_verdict = verdict;
-  state.noteRenewal(sample, evidence, renewal_start_ns);
+  state.renewals.noteRenewal(state.boundary(sample), state.current_step, evidence.graphs_suspected,
+                             renewal_start_ns, detect::steadyNowNs());
 }
 
 void LeakDetector::phase(const std::string& name, std::uint32_t steps_back) {
