@@ -9,7 +9,7 @@
 # Under valgrind the server runs some 300 times slower, and `memseal run` sizes its steps by time:
 # MEMSEAL_RUN_TIME_SCALE=SCALE stretches its clock-based limits so that its steps come as many
 # iterations apart as in a native run. The script prints the iterations per step of a native run
-# and of the counted ones (from the report's notes): compare them before reading the ratio.
+# and of the counted ones (from the report's steps: lines): compare them before reading the ratio.
 # valgrind runs no AVX-512 code, so libtorch's matrix products take their AVX2 path there: the
 # plain count is not the native mix of instructions, and the wall-time ratio (bench/run_overhead.sh)
 # stays the figure to compare with heaptrack.

@@ -61,5 +61,5 @@ print(f"second half ({half[0]} s .. {samples[-1][0]} s): {growth:+.2f} MiB (cap 
 sys.exit(0 if growth <= float(sys.argv[2]) else 1)
 PY
 status=$?
-grep -E "^memseal: |^note: memseal run: [0-9]+ steps" "$work/report" | head -3
+grep -E "^memseal: |^steps: [0-9]+ steps" "$work/report" | head -3
 exit $status

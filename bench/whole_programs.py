@@ -67,10 +67,10 @@ def describe(report, stderr):
 
 
 def program_steps(report):
-    """What the program's own machinery ended steps with, from the report's notes."""
+    """What the program's own machinery ended steps with, from where the report's steps came from."""
     found = []
-    for note in report["notes"]:
-        match = re.match(r"memseal run: one step per call of (.*?), seen through PyTorch's hooks"
+    for note in report.get("steps_from", []):
+        match = re.match(r"one step per call of (.*?), seen through PyTorch's hooks"
                          r"(?:; phase \"[^\"]*\")? \((\d+) steps\)",
                          note.replace("\n", " "))
         if match:
@@ -80,7 +80,7 @@ def program_steps(report):
 
 def loops(stderr):
     found = re.findall(r"(loop \d+) \(([^)]*)\): one step per call of .*?\((\d+) ops, found after "
-                       r"(\d+) ops\): (\d+) steps in (\d+) runs?", stderr.replace("\n      ", " "))
+                       r"(\d+) ops\): (\d+) steps in (\d+) runs?", re.sub(r"\n +", " ", stderr))
     return "; ".join(f"{name}: {ops} ops/iteration, found after {after} ops, {steps} steps, "
                      f"{runs} run{'s' if runs != '1' else ''}"
                      for name, _, ops, after, steps, runs in found)

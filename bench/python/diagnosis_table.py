@@ -72,8 +72,8 @@ def run(path, steps, env, args):
 
 
 def step_source(report):
-    """What `memseal run` took as the step, from its notes."""
-    for note in report.get("notes", []):
+    """What `memseal run` took as the step (the report's steps_from)."""
+    for note in report.get("steps_from", []):
         found = re.search(r"one step per call of (\S+)", note)
         if found:
             return found.group(1).rstrip(",")

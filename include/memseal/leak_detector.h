@@ -207,6 +207,10 @@ struct MEMSEAL_API LeakReport {
   bool backward_ran = false;  // whether the loop ran autograd backward after warm-up
   // What this run could not see, in words (ops not watched, so no graph nodes; ...).
   std::vector<std::string> notes;
+  // Where the steps came from, when memseal took them (`memseal run`): one line per source, saying
+  // what a step was and how many it ended ("one step per call of SGD.step() ... (600 steps)");
+  // empty where the program called step() itself.
+  std::vector<std::string> steps_from;
   // One per CUDA device whose caching allocator's events were seen, by ordinal; empty without.
   std::vector<DeviceMemorySummary> devices;
   // The phases of the steps, by StepSample::phase; empty when the program named none (one phase).

@@ -76,6 +76,9 @@ class LeakReport:
     per_step = property(lambda self: self._native.per_step)
     backward_ran = property(lambda self: self._native.backward_ran)
     notes = property(lambda self: self._native.notes)
+    # Where the steps came from, when `memseal run` took them (one line per source); empty where
+    # the program called step() itself.
+    steps_from = property(lambda self: self._native.steps_from)
     phases = property(lambda self: self._native.phases)
     # A distributed job's rank (rank, local_rank, world_size, run_id, and node and nodes for a job
     # across machines); None outside one.

@@ -121,14 +121,15 @@ void readCheckCauses(const LeakReport& report, ComparableReport& out) {
   }
 }
 
-// How `memseal run` took the report's steps, as its notes say (the report has no field for it).
-std::set<std::string> stepRules(const std::vector<std::string>& notes) {
+// How `memseal run` took the report's steps (LeakReport::steps_from): the step each source
+// ended, without its count.
+std::set<std::string> stepRules(const std::vector<std::string>& steps_from) {
   static const std::regex rule(
-      "^memseal run: .*(one step per (?:outermost )?call of [^ ,]+|time windows of [^ ]+)");
+      "(one step per (?:outermost )?call of [^ ,]+|time windows of [^ ]+)");
   std::set<std::string> rules;
   std::smatch match;
-  for (const std::string& note : notes) {
-    if (std::regex_search(note, match, rule)) rules.insert(match[1].str());
+  for (const std::string& line : steps_from) {
+    if (std::regex_search(line, match, rule)) rules.insert(match[1].str());
   }
   return rules;
 }
@@ -173,7 +174,7 @@ ComparableReport readCheck(const std::string& json) {
     out.splits.push_back(std::move(devices));
   }
   readCheckCauses(report, out);
-  out.step_rules = stepRules(report.notes);
+  out.step_rules = stepRules(report.steps_from);
   return out;
 }
 

@@ -53,7 +53,7 @@ std::vector<std::string> FrameworkSteps::description() {
   std::vector<std::string> lines;
   const auto& uses = clock_.uses();
   for (std::size_t i = 0; i < uses.size(); ++i) {
-    std::string line = "memseal run: " + uses[i].step_is + ", seen through PyTorch's hooks";
+    std::string line = uses[i].step_is + ", seen through PyTorch's hooks";
     if (uses.size() > 1) line += "; phase \"" + uses[i].phase + "\"";
     lines.push_back(line + " (" + std::to_string(phase_steps_[i]) + " steps)");
   }

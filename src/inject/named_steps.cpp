@@ -74,7 +74,7 @@ void NamedSteps::takeStep() {
 }
 
 std::vector<std::string> NamedSteps::description() {
-  return {"memseal run: one step per outermost call of " + name_ + " (--step-on) (" +
+  return {"one step per outermost call of " + name_ + " (--step-on) (" +
           std::to_string(steps_.load()) + " steps)"};
 }
 

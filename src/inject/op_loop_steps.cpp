@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "inject/python_lock.h"
-#include "inject/step_tuning.h"
 #include "inject/step_ledger.h"
+#include "inject/step_tuning.h"
 #include "inject/time_scale.h"
 #include "track/counted_steps.h"
 #include "track/memory_counters.h"
@@ -308,22 +308,19 @@ std::vector<std::string> OpLoopSteps::description() {
   // The program's own signals took over: what was guessed before them, if anything, is history.
   if (handed_over_ && steps_taken_ == 0) return {};
   if (handed_over_) {
-    return {"memseal run: " + std::to_string(steps_taken_) +
-            " steps came before the program's own, from " +
+    return {std::to_string(steps_taken_) + " steps came before the program's own, from " +
             (loops.empty() ? std::string("time windows") : "loops found in its ops")};
   }
   std::vector<std::string> lines;
   if (loops.empty()) {
-    if (phase_.load() == Phase::kWindows) return {"memseal run: " + windows + steps};
-    return {"memseal run: the program ended before its loop was found (" +
-            std::to_string(finder_.opsSeen()) +
+    if (phase_.load() == Phase::kWindows) return {windows + steps};
+    return {"the program ended before its loop was found (" + std::to_string(finder_.opsSeen()) +
             " outermost ops seen: too few iterations, or ops that never repeat); --interval "
             "DURATION or --step-on NAME sets the steps" +
             steps};
   }
-  std::string summary = "memseal run: " + std::to_string(steps_taken_) + " steps in " +
-                        std::to_string(loops.size()) + (loops.size() == 1 ? " loop" : " loops") +
-                        " found in the program's ops";
+  std::string summary = std::to_string(steps_taken_) + " steps in " + std::to_string(loops.size()) +
+                        (loops.size() == 1 ? " loop" : " loops") + " found in the program's ops";
   if (steps_outside_loops_ > 0) {
     summary += ", and " + std::to_string(steps_outside_loops_) +
                " outside them (start-up, between loops" +
@@ -339,15 +336,14 @@ std::vector<std::string> OpLoopSteps::description() {
             ? " (" + std::to_string(iterations) +
                   " iterations: those closer together than a step costs were one step)"
             : "";
-    lines.push_back("memseal run: " + loop.name + ": one step per call of " +
-                    finder_.opName(loop.anchor) + ", the op that starts each of its iterations (" +
-                    std::to_string(loop.period) + " ops, found after " +
-                    std::to_string(loop.found_after) + " ops): " + std::to_string(loop_steps) +
-                    " steps in " + std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs") +
-                    together);
+    lines.push_back(loop.name + ": one step per call of " + finder_.opName(loop.anchor) +
+                    ", the op that starts each of its iterations (" + std::to_string(loop.period) +
+                    " ops, found after " + std::to_string(loop.found_after) +
+                    " ops): " + std::to_string(loop_steps) + " steps in " +
+                    std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs") + together);
   }
   if (std::uint64_t counted = counted_.stepsCounted(); counted > 0) {
-    lines.push_back("memseal run: " + std::to_string(counted) +
+    lines.push_back(std::to_string(counted) +
                     " of these steps were ended by counting the loop's allocations (" +
                     std::to_string(counted_.allocationsPerIteration()) +
                     " an iteration) instead of following every op, checked against the op "
@@ -355,7 +351,7 @@ std::vector<std::string> OpLoopSteps::description() {
                     std::to_string(kCountedStepsBetweenChecks) + " steps");
   }
   if (!windows.empty() && phase_.load() == Phase::kWindows) {
-    lines.push_back("memseal run: then " + windows);
+    lines.push_back("then " + windows);
   }
   return lines;
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "detect/retention_history.h"
+
 namespace memseal::inject {
 
 namespace {
@@ -166,6 +168,47 @@ const Snapshot* snapshotBeforeTeardown(const std::deque<Snapshot>& snapshots,
     if (snapshot->steps_after <= *teardown_from) return &*snapshot;
   }
   return &snapshots.back();
+}
+
+LeakReport reportAtExit(LeakReport now, const std::deque<Snapshot>& snapshots,
+                        std::optional<std::uint32_t> teardown_from,
+                        std::chrono::steady_clock::time_point now_time) {
+  const Snapshot* snapshot = snapshotBeforeTeardown(snapshots, teardown_from);
+  if (snapshot == nullptr || !snapshot->report.leak) return now;
+  const LeakReport& earlier_leak = snapshot->report;
+  framesFromTheSnapshot(now, earlier_leak);
+  if (!now.leak && earlier_leak.detected_at_step &&
+      earlier_leak.steps < *earlier_leak.detected_at_step + kSettledSteps) {
+    return now;
+  }
+  // The detector keeps what a phase held and freed (and what the program freed at once as it
+  // ended), so the report at exit is the one to give when it says so; otherwise unless it has
+  // lost a finding of the earlier one: one the program freed a little at a time as it ended,
+  // while time windows went on.
+  bool phases_judged = std::any_of(now.findings.begin(), now.findings.end(),
+                                   [](const LeakFinding& f) { return f.freed.has_value(); }) ||
+                       std::any_of(now.notes.begin(), now.notes.end(), [](const std::string& note) {
+                         return detect::isFreedNotLeakNote(note);
+                       });
+  if (phases_judged && !teardown_from) return now;
+  bool kept_every_cause = now.leak;
+  for (const LeakFinding& earlier : earlier_leak.findings) {
+    // Resident growth is the weakest evidence: a report at exit without it lost nothing.
+    if (earlier.category == LeakCategory::kUntrackedGrowth) continue;
+    kept_every_cause = kept_every_cause && std::any_of(now.findings.begin(), now.findings.end(),
+                                                       [&](const LeakFinding& f) {
+                                                         return causeOf(f) == causeOf(earlier);
+                                                       });
+  }
+  if (kept_every_cause) return now;
+  LeakReport earlier = earlier_leak;
+  if (snapshot != &snapshots.back()) samplesUpTo(earlier, now);
+  auto before = std::chrono::duration_cast<std::chrono::milliseconds>(now_time - snapshot->time);
+  earlier.notes.push_back("memseal run: this report was taken after step " +
+                          std::to_string(snapshot->steps) + ", " + std::to_string(before.count()) +
+                          " ms before the program ended (at its end the program freed what it "
+                          "held)");
+  return earlier;
 }
 
 }  // namespace memseal::inject

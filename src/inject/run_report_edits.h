@@ -1,6 +1,7 @@
 // What the runtime of `memseal run` changes in the detector's reports: the periods of held causes
 // in loop iterations, Python lines taken from an earlier snapshot once Python has finalised, and
-// the CUDA totals as the loop left them; the interim report's samples.
+// the CUDA totals as the loop left them; the interim report's samples; and which report is given
+// at exit (reportAtExit). Pure: tested alone.
 #pragma once
 
 #include <chrono>
@@ -87,5 +88,22 @@ void samplesUpTo(LeakReport& earlier, const LeakReport& now);
 // boundary that took the sample the fall began from, or the newest when none was.
 const Snapshot* snapshotBeforeTeardown(const std::deque<Snapshot>& snapshots,
                                        std::optional<std::uint32_t> teardown_from);
+
+// Steps a snapshot's leak verdict must have held to be given at exit in place of a report that
+// has no leak.
+inline constexpr std::uint32_t kSettledSteps = 8;
+
+// The report to give at exit, at `now_time`: `now`, the detector's report as the program ends, or
+// the snapshot it is weighed against (snapshotBeforeTeardown), when that one saw a leak. By the
+// time exit handlers run the program has freed what its loop kept (main's locals, Python's
+// globals), so what a leak held can no longer be shown there. `now` is given when it keeps every
+// cause the snapshot found (resident growth aside), when it judged phases (a build-up held and
+// freed) and time windows saw no teardown, or when the snapshot's verdict came only in its last
+// kSettledSteps steps (the last requests still in flight on a server's workers as the loop ended,
+// not what a loop kept). Otherwise the snapshot, with the samples of `now` up to its last step and
+// a note of when it was taken.
+LeakReport reportAtExit(LeakReport now, const std::deque<Snapshot>& snapshots,
+                        std::optional<std::uint32_t> teardown_from,
+                        std::chrono::steady_clock::time_point now_time);
 
 }  // namespace memseal::inject

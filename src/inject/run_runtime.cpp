@@ -29,7 +29,6 @@
 #include <system_error>
 #include <thread>
 
-#include "detect/retention_history.h"
 #include "inject/build_up_probe.h"
 #include "inject/fork_child_watch.h"
 #include "inject/framework_steps.h"
@@ -59,9 +58,6 @@ const char* kindName(ProcessKind kind) {
   return kNames[static_cast<int>(kind)];
 }
 
-// Steps a snapshot's leak verdict must have held to be given at exit in place of a report that
-// has no leak (finalReport).
-constexpr std::uint32_t kSettledSteps = 8;
 // Snapshots kept: the newest may have been made as the program tore down (time windows end on
 // memseal's own thread), and at exit an earlier one is chosen, made before the fall began.
 constexpr std::size_t kKeptSnapshots = 4;
@@ -145,7 +141,7 @@ LeakReport currentReport(Runtime& runtime) {
   LeakReport report = runtime.detector->report();
   report.rank = runtime.rank;
   periodsInIterations(report, iterations);
-  report.notes.insert(report.notes.end(), description.begin(), description.end());
+  report.steps_from = std::move(description);
   return report;
 }
 
@@ -223,9 +219,8 @@ void onPythonExit() {
   takeSnapshot(*runtime, SnapshotWhen::kNow);
 }
 
-// At exit: the last report taken at a step boundary while the loop ran, when it saw a leak. By now
-// the program has freed what its loop kept (main's locals, Python's globals), so what a leak holds
-// can no longer be shown; the report now only adds the last steps.
+// At exit: the report the detector gives now, or the last one taken at a step boundary while the
+// loop ran (reportAtExit).
 LeakReport finalReport(Runtime& runtime) {
   LeakReport now = currentReport(runtime);
   if (runtime.fork_watch) return now;
@@ -236,46 +231,8 @@ LeakReport finalReport(Runtime& runtime) {
   if (runtime.config.rule.kind == StepRule::Kind::kInterval) {
     teardown_from = teardownFrom(now, live_bytes_now, runtime.code_ended);
   }
-  const Snapshot* snapshot = snapshotBeforeTeardown(runtime.snapshots, teardown_from);
-  if (snapshot == nullptr || !snapshot->report.leak) return now;
-  const LeakReport& earlier_leak = snapshot->report;
-  framesFromTheSnapshot(now, earlier_leak);
-  // A verdict the snapshot reached only in its last few steps, which the report at exit does not
-  // hold, is the last requests still in flight on other threads as the loop ended (a server's
-  // workers), not what a loop kept: the report at exit is the one to give.
-  if (!now.leak && earlier_leak.detected_at_step &&
-      earlier_leak.steps < *earlier_leak.detected_at_step + kSettledSteps) {
-    return now;
-  }
-  // The detector keeps what a phase held and freed (and what the program freed at once as it
-  // ended), so the report at exit is the one to give when it says so; otherwise unless it has
-  // lost a finding of the earlier one: one the program freed a little at a time as it ended,
-  // while time windows went on.
-  bool phases_judged = std::any_of(now.findings.begin(), now.findings.end(),
-                                   [](const LeakFinding& f) { return f.freed.has_value(); }) ||
-                       std::any_of(now.notes.begin(), now.notes.end(), [](const std::string& note) {
-                         return detect::isFreedNotLeakNote(note);
-                       });
-  if (phases_judged && !teardown_from) return now;
-  bool kept_every_cause = now.leak;
-  for (const LeakFinding& earlier : earlier_leak.findings) {
-    // Resident growth is the weakest evidence: a report at exit without it lost nothing.
-    if (earlier.category == LeakCategory::kUntrackedGrowth) continue;
-    kept_every_cause = kept_every_cause && std::any_of(now.findings.begin(), now.findings.end(),
-                                                       [&](const LeakFinding& f) {
-                                                         return causeOf(f) == causeOf(earlier);
-                                                       });
-  }
-  if (kept_every_cause) return now;
-  LeakReport earlier = earlier_leak;
-  if (snapshot != &runtime.snapshots.back()) samplesUpTo(earlier, now);
-  auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - snapshot->time);
-  earlier.notes.push_back("memseal run: this report was taken after step " +
-                          std::to_string(snapshot->steps) + ", " + std::to_string(before.count()) +
-                          " ms before the program ended (at its end the program freed what it "
-                          "held)");
-  return earlier;
+  return reportAtExit(std::move(now), runtime.snapshots, teardown_from,
+                      std::chrono::steady_clock::now());
 }
 
 // The report written, as JSON.

@@ -5,8 +5,8 @@
 #include <mutex>
 
 #include "inject/python_lock.h"
-#include "inject/step_tuning.h"
 #include "inject/step_ledger.h"
+#include "inject/step_tuning.h"
 #include "track/device_events.h"
 #include "track/memory_counters.h"
 
@@ -80,7 +80,7 @@ void IntervalSteps::tick() {
 }
 
 std::vector<std::string> IntervalSteps::description() {
-  return {"memseal run: steps are time windows of " + durationText(length_) + " (--interval) (" +
+  return {"time windows of " + durationText(length_) + " (--interval) (" +
           std::to_string(steps_.load()) + " steps)"};
 }
 

@@ -349,6 +349,7 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("per_step", &LeakReport::per_step)
       .def_readonly("backward_ran", &LeakReport::backward_ran)
       .def_readonly("notes", &LeakReport::notes)
+      .def_readonly("steps_from", &LeakReport::steps_from)
       .def_readonly("phases", &LeakReport::phases)
       .def_readonly("rank", &LeakReport::rank)
       .def_readonly("holders", &LeakReport::holders)

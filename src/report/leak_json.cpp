@@ -237,6 +237,8 @@ std::string LeakReport::toJson() const {
   json["detected_at_step"] = detected_at_step ? Json(*detected_at_step) : Json(nullptr);
   json["backward_ran"] = backward_ran;
   json["notes"] = notes;
+  // Only where memseal took the steps.
+  if (!steps_from.empty()) json["steps_from"] = steps_from;
   json["findings"] = Json::array();
   for (const LeakFinding& finding : findings) {
     Json parts = Json::array();
@@ -390,6 +392,7 @@ LeakReport LeakReport::fromJson(const std::string& text) {
   }
   report.backward_ran = readOr<bool>(json, "backward_ran", "report", false);
   report.notes = readOr<std::vector<std::string>>(json, "notes", "report", {});
+  report.steps_from = readOr<std::vector<std::string>>(json, "steps_from", "report", {});
   const Json& findings = field(json, "findings", "report");
   if (!findings.is_array()) fail("report.findings is not an array");
   std::uint32_t observed = report.steps > report.warmup ? report.steps - report.warmup : 0;

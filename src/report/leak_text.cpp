@@ -135,6 +135,16 @@ void writeHolders(std::ostringstream& out, const std::vector<LeakHolder>& holder
   }
 }
 
+// Under the verdict: the phases of the steps, when more than one, and where the steps came from.
+void writeStepsContext(std::ostringstream& out, const LeakReport& leak_report) {
+  if (leak_report.phases.size() > 1) {
+    out << "phases: " << report::wrap(phasesText(leak_report.phases), 94, "        ") << "\n";
+  }
+  for (const std::string& line : leak_report.steps_from) {
+    out << "steps: " << report::wrap(line, 94, "       ") << "\n";
+  }
+}
+
 }  // namespace
 
 std::string LeakReport::toText() const {
@@ -163,9 +173,7 @@ std::string LeakReport::toText() const {
           << " live at the end)";
     }
     out << "\n";
-    if (phases.size() > 1) {
-      out << "phases: " << report::wrap(phasesText(phases), 94, "        ") << "\n";
-    }
+    writeStepsContext(out, *this);
     for (const std::string& note : notes)
       out << "note: " << report::wrap(note, 94, "      ") << "\n";
     return out.str();
@@ -174,9 +182,7 @@ std::string LeakReport::toText() const {
       << " in " << observed << " steps after " << warmup << " warm-up steps";
   if (detected_at_step) out << " (clear from step " << *detected_at_step << " on)";
   out << "\n";
-  if (phases.size() > 1) {
-    out << "phases: " << report::wrap(phasesText(phases), 94, "        ") << "\n";
-  }
+  writeStepsContext(out, *this);
   int index = 0;
   for (const LeakFinding& finding : findings) {
     out << "\n[" << ++index << "] " << categoryId(finding.category) << "\n";

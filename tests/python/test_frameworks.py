@@ -60,7 +60,7 @@ def _needs(module):
 @pytest.mark.parametrize("leak", ["none", "loss", "logits"])
 def test_a_hugging_face_trainer_run(leak, tmp_path):
     report, output = _run(tmp_path, "hf_trainer.py", "--steps", "80", "--leak", leak)
-    assert any("AdamW.step()" in note for note in report["notes"]), output
+    assert any("AdamW.step()" in line for line in report["steps_from"]), output
     if leak == "none":
         assert report["verdict"] == "no_leak", output
         return
@@ -120,7 +120,7 @@ def test_an_accelerate_loop_without_a_trainer(leak, tmp_path):
 def test_a_lightning_trainer_run(leak, tmp_path):
     report, output = _run(tmp_path, "lightning_trainer.py", "--batches", "150", "--epochs", "2",
                           "--leak", leak)
-    assert any("SGD.step()" in note for note in report["notes"]), output
+    assert any("SGD.step()" in line for line in report["steps_from"]), output
     if leak == "none":
         assert report["verdict"] == "no_leak", output
         return

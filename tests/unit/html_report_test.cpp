@@ -142,6 +142,8 @@ Json leakCheck() {
       {"detected_at_step", 9},
       {"backward_ran", true},
       {"notes", Json::array({std::string("ops were sampled: ") + kInjection})},
+      {"steps_from", Json::array({std::string("one step per call of SGD.step() (") + kInjection +
+                                  "), seen through PyTorch's hooks (30 steps)"})},
       {"findings", Json::array({graph_finding, list_finding})},
       {"live_bytes", Json::array()},
       {"per_step", perStep(30, 5)},
@@ -447,6 +449,9 @@ TEST(HtmlReport, LeakCheckHasVerdictTimelineAndOneCardPerFinding) {
   EXPECT_NE(html.find("<details class=\"internal\">"), std::string::npos);
   EXPECT_NE(html.find("<code>total_loss += loss</code>"), std::string::npos);
   EXPECT_NE(html.find("list <code>history</code> (local of train_step)"), std::string::npos);
+  // Where the steps came from, in a card of its own.
+  EXPECT_EQ(occurrences(html, "class=\"card steps-from\""), 1u);
+  EXPECT_NE(html.find("<li>one step per call of SGD.step()"), std::string::npos);
   EXPECT_EQ(html.find("id=\"roles-chart\""), std::string::npos);
   EXPECT_EQ(html.find("id=\"fit-chart\""), std::string::npos);
   EXPECT_EQ(html.find("id=\"peak-timeline-chart\""), std::string::npos);
@@ -489,6 +494,7 @@ TEST(HtmlReport, NoLeakCheckHasGreenVerdictAndNoCards) {
   EXPECT_EQ(occurrences(html, "class=\"top-sites\""), 0u);
   EXPECT_EQ(occurrences(html, "id=\"timeline-chart\""), 1u);
   EXPECT_EQ(html.find("leak clear from step"), std::string::npos);
+  EXPECT_EQ(occurrences(html, "class=\"card steps-from\""), 0u);  // the program's own step()
 }
 
 TEST(HtmlReport, ExplainAndFitHaveOnlyTheirSections) {

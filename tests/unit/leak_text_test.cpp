@@ -1,7 +1,10 @@
-// A report's first line says what was judged: a run too short to judge is never "no leak".
+// A report's first line says what was judged: a run too short to judge is never "no leak"; the
+// lines under it where the steps came from.
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "memseal/leak_detector.h"
 
@@ -40,6 +43,20 @@ TEST(LeakReportText, EnoughStepsWithoutALeakSayNoLeak) {
 
 // An op made inside an optimizer's step is shown inside what the user called, not inside the
 // profiler range's full name ("Optimizer.step#SGD.step").
+TEST(LeakReportText, WhereTheStepsCameFromIsSaidUnderTheVerdictAndKeptInTheJson) {
+  LeakReport report;
+  report.steps = 9;
+  report.warmup = 5;
+  EXPECT_EQ(report.toText().find("steps:"), std::string::npos);  // the program's own step()
+  EXPECT_EQ(nlohmann::json::parse(report.toJson()).count("steps_from"), 0u);
+  report.steps_from = {
+      "one step per call of SGD.step() (the program's optimizer), seen through "
+      "PyTorch's hooks (9 steps)"};
+  std::string text = report.toText();
+  EXPECT_NE(text.find("\nsteps: one step per call of SGD.step()"), std::string::npos) << text;
+  EXPECT_EQ(LeakReport::fromJson(report.toJson()).steps_from, report.steps_from);
+}
+
 TEST(LeakReportText, AnOpInsideAProfilerRangeIsShownInsideWhatTheUserCalled) {
   LeakReport report;
   report.steps = 40;

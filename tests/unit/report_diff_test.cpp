@@ -242,11 +242,11 @@ TEST(ReportDiff, OtherWarmupOrStepCountsAreNamed) {
 
 TEST(ReportDiff, RunsThatTookTheirStepsDifferentlyAreNamed) {
   LeakReport by_loop = check({});
-  by_loop.notes = {"memseal run: 300 steps in 1 loop found in the program's ops",
-                   "memseal run: loop 1: one step per call of aten::linear, the op that starts "
-                   "each of its iterations (12 ops, found after 40 ops): 300 steps in 1 run"};
+  by_loop.steps_from = {"300 steps in 1 loop found in the program's ops",
+                        "loop 1: one step per call of aten::linear, the op that starts each of its "
+                        "iterations (12 ops, found after 40 ops): 300 steps in 1 run"};
   LeakReport by_time = check({});
-  by_time.notes = {"memseal run: steps are time windows of 5ms (--interval) (120 steps)"};
+  by_time.steps_from = {"time windows of 5ms (--interval) (120 steps)"};
   ReportDiff diff = diffReports(by_loop.toJson(), by_time.toJson());
   ASSERT_EQ(diff.warnings.size(), 1u);
   EXPECT_NE(diff.warnings[0].find("one step per call of aten::linear, then time windows of 5ms"),

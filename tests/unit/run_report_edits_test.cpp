@@ -1,10 +1,12 @@
 // How `memseal run` tells the program's teardown from its loop when it chooses the report to give
-// at exit (inject/run_report_edits.h).
+// at exit, and that choice (inject/run_report_edits.h).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "inject/run_report_edits.h"
@@ -12,7 +14,9 @@
 namespace {
 
 using memseal::inject::keepSnapshot;
+using memseal::inject::kSettledSteps;
 using memseal::inject::madeDuringTeardown;
+using memseal::inject::reportAtExit;
 using memseal::inject::samplesUpTo;
 using memseal::inject::Snapshot;
 using memseal::inject::snapshotBeforeTeardown;
@@ -164,6 +168,78 @@ TEST(SnapshotSamples, AnEarlierSnapshotGetsTheSamplesUpToItsLastStepBack) {
   EXPECT_EQ(earlier.per_step.front().step, 100u);
   EXPECT_EQ(earlier.per_step.back().step, 129u);
   EXPECT_EQ(earlier.per_step.back().live_bytes, live[29]);
+}
+
+// A finding of `category` at `op`.
+memseal::LeakFinding finding(memseal::LeakCategory category, const std::string& op) {
+  memseal::LeakFinding f;
+  f.category = category;
+  f.site.op = op;
+  return f;
+}
+
+// A snapshot of 60 steps that saw a leak from step `detected_at` on, taken 250 ms before the end.
+std::deque<Snapshot> leakSnapshot(std::uint32_t detected_at,
+                                  std::chrono::steady_clock::time_point end) {
+  Snapshot snapshot;
+  snapshot.report = reportOf(rising(60));
+  snapshot.report.steps = 60;
+  snapshot.report.leak = true;
+  snapshot.report.detected_at_step = detected_at;
+  snapshot.report.findings.push_back(
+      finding(memseal::LeakCategory::kAutogradGraphRetained, "aten::add"));
+  snapshot.report.findings.push_back(finding(memseal::LeakCategory::kUntrackedGrowth, ""));
+  snapshot.time = end - std::chrono::milliseconds(250);
+  snapshot.steps = 60;
+  snapshot.steps_after = 60;
+  return {snapshot};
+}
+
+TEST(ReportAtExit, TheSnapshotsLeakWhenTheReportAtExitLostIt) {
+  auto end = std::chrono::steady_clock::now();
+  std::deque<Snapshot> snapshots = leakSnapshot(20, end);
+  memseal::LeakReport now = reportOf(rising(62));  // the program freed what it kept: no leak
+  now.steps = 62;
+  memseal::LeakReport given = reportAtExit(now, snapshots, std::nullopt, end);
+  EXPECT_TRUE(given.leak);
+  ASSERT_EQ(given.findings.size(), 2u);
+  ASSERT_FALSE(given.notes.empty());
+  EXPECT_NE(given.notes.back().find("taken after step 60, 250 ms before the program ended"),
+            std::string::npos)
+      << given.notes.back();
+  // No snapshot, or one without a leak: the report at exit.
+  EXPECT_FALSE(reportAtExit(now, {}, std::nullopt, end).leak);
+  snapshots.front().report.leak = false;
+  EXPECT_FALSE(reportAtExit(now, snapshots, std::nullopt, end).leak);
+}
+
+TEST(ReportAtExit, AVerdictOfTheLastFewStepsIsNotWhatTheLoopKept) {
+  auto end = std::chrono::steady_clock::now();
+  memseal::LeakReport now = reportOf(rising(62));
+  EXPECT_FALSE(
+      reportAtExit(now, leakSnapshot(60 - kSettledSteps + 1, end), std::nullopt, end).leak);
+  EXPECT_TRUE(reportAtExit(now, leakSnapshot(60 - kSettledSteps, end), std::nullopt, end).leak);
+}
+
+TEST(ReportAtExit, TheReportAtExitWhenItKeptEveryCauseOrJudgedAPhase) {
+  auto end = std::chrono::steady_clock::now();
+  std::deque<Snapshot> snapshots = leakSnapshot(20, end);
+  memseal::LeakReport kept = reportOf(rising(62));
+  kept.leak = true;
+  // The same cause, without the resident growth: nothing lost.
+  kept.findings.push_back(finding(memseal::LeakCategory::kAutogradGraphRetained, "aten::add"));
+  kept.notes.push_back("as at exit");
+  memseal::LeakReport given = reportAtExit(kept, snapshots, std::nullopt, end);
+  ASSERT_EQ(given.notes.size(), 1u);
+  EXPECT_EQ(given.notes[0], "as at exit");
+  // A build-up held and freed (a phase's), with no teardown seen: the detector judged it.
+  memseal::LeakReport phases = reportOf(rising(62));
+  phases.leak = true;
+  phases.findings.push_back(finding(memseal::LeakCategory::kTensorsRetained, "aten::mul"));
+  phases.findings.back().freed = memseal::HeldUntilFreed{};
+  EXPECT_EQ(reportAtExit(phases, snapshots, std::nullopt, end).findings[0].site.op, "aten::mul");
+  // ... but where time windows saw the program tear down, what it lost as it did counts.
+  EXPECT_EQ(reportAtExit(phases, snapshots, 150u, end).findings[0].site.op, "aten::add");
 }
 
 }  // namespace

@@ -149,6 +149,15 @@ std::string phasesHtml(const ReadJson& check) {
   return out + "</tbody></table></div></div>";
 }
 
+// Where the steps came from, when memseal took them (`memseal run`): one line per source.
+std::string stepsFromHtml(const ReadJson& check) {
+  std::vector<std::string> lines = stringsAt(check, "steps_from");
+  if (lines.empty()) return "";
+  std::string out = "<div class=\"card steps-from\"><h3>Steps</h3><ul>";
+  for (const std::string& line : lines) out += "<li>" + richText(line) + "</li>";
+  return out + "</ul></div>";
+}
+
 std::string findingCard(const ReadJson& finding, int index, const ReadJson& holders) {
   std::string category = textAt(finding, "category");
   std::string retained = textAt(finding, "retained");
@@ -289,6 +298,7 @@ std::string checkSection(const ReadJson& check) {
   out += verdictHtml(check, samples);
   out += timelineCard(check, samples);
   out += phasesHtml(check);
+  out += stepsFromHtml(check);
   const ReadJson& holders = arrayAt(python, "holders");
   int index = 0;
   for (const ReadJson& finding : findings) {
