@@ -1,6 +1,7 @@
-// The parts of `memseal run`'s step sources that decide alone (inject/step_source.h): time windows
-// (when one ends, and which are steps), the ledger every source takes its steps in, and the
-// program's own steps taking over from the guessed ones, against a real leak detector.
+// The parts of `memseal run`'s step sources that decide alone (inject/step_source.h): which names
+// --step-on takes, time windows (when one ends, and which are steps), the ledger every source takes
+// its steps in, and the program's own steps taking over from the guessed ones, against a real leak
+// detector.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "inject/framework_steps.h"
+#include "inject/named_steps.h"
 #include "inject/step_ledger.h"
 #include "inject/step_tuning.h"
 #include "inject/time_windows.h"
@@ -19,6 +21,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+
+TEST(NamedSteps, TheNameTheUserGaveMatchesTheWholeNameOrTheLastPartOfIt) {
+  EXPECT_TRUE(stepNameMatches("aten::linear", "aten::linear"));
+  EXPECT_TRUE(stepNameMatches("aten::linear", "linear"));
+  EXPECT_TRUE(stepNameMatches("__torch__.Model.forward", "forward"));
+  EXPECT_TRUE(stepNameMatches("request", "request"));  // a named region
+  EXPECT_FALSE(stepNameMatches("aten::linear", "line"));
+  EXPECT_FALSE(stepNameMatches("aten::linear_backward", "linear"));
+  EXPECT_FALSE(stepNameMatches("aten::linear", "aten"));
+  EXPECT_FALSE(stepNameMatches(nullptr, "linear"));
+}
 
 TEST(TimeWindows, AWindowIsAStepOnlyWhenTheProgramUsedMemoryInIt) {
   Clock::time_point start{};
