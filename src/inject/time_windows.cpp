@@ -24,6 +24,9 @@ std::int64_t memoryActivity() {
   return activity;
 }
 
+namespace {
+
+// "250 ms", "2 s": the --interval the user gave, as the report says it.
 std::string durationText(std::chrono::nanoseconds duration) {
   char text[32];
   double ms = static_cast<double>(duration.count()) / 1e6;
@@ -34,6 +37,8 @@ std::string durationText(std::chrono::nanoseconds duration) {
   }
   return text;
 }
+
+}  // namespace
 
 std::chrono::nanoseconds TimeWindows::untilEnd(Clock::time_point now) const {
   std::chrono::nanoseconds left = next_end_.load() - now;

@@ -68,7 +68,4 @@ class IntervalSteps final : public StepSource {
   std::atomic<std::uint64_t> steps_{0};
 };
 
-// "250 ms", "2 s".
-std::string durationText(std::chrono::nanoseconds duration);
-
 }  // namespace memseal::inject
