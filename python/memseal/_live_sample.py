@@ -62,11 +62,11 @@ def live_tensors(findings):
     """The LiveSample of the findings."""
     import torch
 
-    wanted = {}
+    wanted = {}  # storage address -> (finding, part)
     for index, finding in enumerate(findings):
-        for part in finding.parts:
+        for part_number, part in enumerate(finding.parts):
             for address in part.storage_addresses:
-                wanted.setdefault(address, index)
+                wanted.setdefault(address, (index, part_number))
     graph_findings = {
         index: finding.tensor.grad_fn
         for index, finding in enumerate(findings)
@@ -80,7 +80,7 @@ def live_tensors(findings):
     for finding in findings:
         functions |= _python_functions(finding)
     sample = LiveSample()
-    per_storage = {}  # finding -> {storage address: tensors sampled}
+    per_part = {}  # (finding, part) -> {storage address: [tensors on it]}
     other_types = {}  # grad_fn type name -> tensors of it in sample.other_graphs
     lru_type = type(functools.lru_cache(maxsize=1)(len))
     for obj in gc.get_objects():
@@ -100,15 +100,15 @@ def live_tensors(findings):
             address = obj.untyped_storage().data_ptr()
         except Exception:  # noqa: BLE001 (sparse, meta, subclasses without storage)
             continue
-        index = wanted.get(address)
-        if index is not None:
+        owner = wanted.get(address)
+        if owner is not None:
             # Every Python tensor on a storage (a view kept in a cache, the base it was made from)
             # up to a few: the one a root names may be any of them.
-            storages = per_storage.setdefault(index, {})
+            storages = per_part.setdefault(owner, {})
             if address in storages or len(storages) < _STORAGES_PER_FINDING:
-                if storages.get(address, 0) < _TENSORS_PER_STORAGE:
-                    storages[address] = storages.get(address, 0) + 1
-                    sample.tensors.setdefault(index, []).append(obj)
+                tensors = storages.setdefault(address, [])
+                if len(tensors) < _TENSORS_PER_STORAGE:
+                    tensors.append(obj)
         grad_fn = obj.grad_fn
         if grad_fn is not None and graph_findings:
             name = type(grad_fn).__name__
@@ -120,7 +120,25 @@ def live_tensors(findings):
                     other_types.get(name, 0) < _OTHER_GRAPH_TENSORS_PER_TYPE:
                 other_types[name] = other_types.get(name, 0) + 1
                 sample.other_graphs.append(obj)
+    _take_storages_of_every_part(per_part, sample)
     return sample
+
+
+def _take_storages_of_every_part(per_part, sample):
+    """Up to _STORAGES_PER_FINDING storages of each finding, taken from its parts in turn: the
+    parts' storages come from different ops and steps (a layer's kept input, the next layer's), and
+    where they sit on the heap (the first ones met) says nothing of which part they are."""
+    by_finding = {}
+    for (index, _), storages in sorted(per_part.items(), key=lambda item: item[0]):
+        by_finding.setdefault(index, []).append(list(storages.values()))
+    for index, parts in by_finding.items():
+        taken = []
+        for depth in range(_STORAGES_PER_FINDING):
+            for storages in parts:
+                if depth < len(storages) and len(taken) < _STORAGES_PER_FINDING:
+                    taken.append(storages[depth])
+        sample.tensors[index] = [tensor for tensors in taken for tensor in tensors]
+    per_part.clear()
 
 
 def _python_functions(finding):

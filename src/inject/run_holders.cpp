@@ -90,11 +90,11 @@ std::vector<LeakHolder> holdersFromSearch(const std::string& answer) {
 
 RunHolders::RunHolders(Search search) : search_(std::move(search)) {}
 
-std::vector<std::string> RunHolders::unsearchedCauses(const LeakReport& report, When when) const {
+std::vector<std::string> RunHolders::causesToSearch(const LeakReport& report, When when) const {
   std::vector<std::string> causes;
   for (const LeakFinding& finding : report.findings) {
     std::string cause = holderCause(finding);
-    bool again = when != When::kEarly && early_.count(cause) != 0;
+    bool again = when == When::kCodeEnded || (when != When::kEarly && early_.count(cause) != 0);
     if (searchable(finding) && (searched_.count(cause) == 0 || again)) {
       causes.push_back(std::move(cause));
     }
@@ -108,9 +108,9 @@ void RunHolders::attach(LeakReport& report, When when) {
   std::vector<std::string> causes;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    bool due = when == When::kNow || when == When::kEarly ||
+    bool due = when == When::kNow || when == When::kCodeEnded || when == When::kEarly ||
                (when == When::kWhenDue && Clock::now() >= next_search_);
-    if (due) causes = unsearchedCauses(report, when);
+    if (due) causes = causesToSearch(report, when);
   }
   if (!causes.empty()) {
     Clock::time_point start = Clock::now();
@@ -133,10 +133,11 @@ void RunHolders::attach(LeakReport& report, When when) {
           fresh[cause].push_back(std::move(holder));
         }
       }
-      // A cause's holders come from the first search that looked for it, or from the one search
-      // after an early one that finds it still held.
+      // A cause's holders come from the first search that looked for it, or from a later one
+      // (after an early one, or as the code ends) that finds it still held.
       for (const std::string& cause : causes) {
-        bool again = early_.erase(cause) != 0;
+        bool again = searched_.count(cause) != 0;
+        early_.erase(cause);
         if (!again && when == When::kEarly) early_.insert(cause);
         if (!again || !fresh[cause].empty()) found_[cause] = std::move(fresh[cause]);
         searched_.insert(cause);

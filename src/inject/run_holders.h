@@ -5,9 +5,12 @@
 // The search walks the program's heap, so it runs once per cause: when a report has a finding
 // whose cause (category, op and the Python line that made it) no search has looked for yet, and no
 // sooner than twenty times the last search's duration after it (a twentieth of the program's time
-// at most); a cause first looked for early, at a build-up in progress, is looked for once more.
-// Every later report of the run takes the holders found for its causes, at its own finding
-// indices.
+// at most); a cause first looked for early, at a build-up in progress, is looked for once more. As
+// the program's own code ends, every cause is looked for again: a finding gathers parts as the run
+// goes on (the storages of a second layer's kept inputs), and the holder the report at exit names
+// is the one that holds the finding as it stands, as `check` names it. Every later report of the
+// run takes the holders found for its causes, at its own finding indices; a search that finds no
+// holder for a cause leaves the earlier one's.
 #pragma once
 
 #include <chrono>
@@ -37,9 +40,10 @@ class RunHolders {
   explicit RunHolders(Search search);
 
   enum class When {
-    kWhenDue,  // a report at a step boundary: searches when a cause is new and the time allows
-    kNow,      // the program's own code has ended (Python's atexit): searches for any new cause
-    kNever,    // Python has finalised: only what earlier searches found
+    kWhenDue,    // a report at a step boundary: searches when a cause is new and the time allows
+    kNow,        // searches for any new cause now
+    kCodeEnded,  // the program's own code has ended (Python's atexit): searches for every cause
+    kNever,      // Python has finalised: only what earlier searches found
     // A build-up in progress (build_up_probe.h): searches for any new cause now, before it is
     // freed. It may be too soon to tell the holder from what the step is using (a local of the
     // forward pass), so the next search looks for such a cause again while it is still held, and
@@ -52,7 +56,7 @@ class RunHolders {
   void attach(LeakReport& report, When when);
 
  private:
-  std::vector<std::string> unsearchedCauses(const LeakReport& report, When when) const;
+  std::vector<std::string> causesToSearch(const LeakReport& report, When when) const;
 
   Search search_;
   std::mutex mutex_;

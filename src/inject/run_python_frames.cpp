@@ -29,6 +29,8 @@ PyObject* atPythonExit(PyObject*, PyObject*) {
   // here is told as garbage (track/collected_frees.h), not as a leak still held at the end of a run
   // too short for the collector to have come round (the Python module's report does the same).
   PyGC_Collect();
+  // The report at exit is made after finalisation, when code objects can no longer be read.
+  memseal::python::readEveryStack();
   if (g_at_python_exit != nullptr) g_at_python_exit();
   Py_RETURN_NONE;
 }

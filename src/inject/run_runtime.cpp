@@ -173,7 +173,7 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
   LeakReport report = currentReport(runtime);
   std::int64_t live_after = track::cpuCounters().liveBytes();
   std::uint64_t steps_after = stepsTaken(runtime);
-  runtime.holders.attach(report, !after_step   ? RunHolders::When::kNow
+  runtime.holders.attach(report, !after_step   ? RunHolders::When::kCodeEnded
                                  : building_up ? RunHolders::When::kEarly
                                                : RunHolders::When::kWhenDue);
   Clock::time_point done = Clock::now();

@@ -3,6 +3,7 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -27,8 +28,21 @@ struct PythonStack {
   PythonFrameRef frames[kMaxPythonFrames];
 };
 
+// A frame's text as its code object gave it.
+struct FrameText {
+  std::string file;  // normalised
+  std::string function;
+  int line = 0;
+};
+
 struct PythonStackEntry {
   PythonStack stack;
+  // The frames' texts, read the first time a report names the stack (and for every stack as the
+  // program's code ends: readEveryStack), then kept: a report made after the interpreter began to
+  // finalise (the report at exit) can no longer read code objects, and without the lines a stack
+  // names it would group and name its findings otherwise than the reports made while it ran.
+  // Written once under the GIL, read without it.
+  std::atomic<const std::vector<FrameText>*> texts{nullptr};
   bool matches(const PythonStack& other) const {
     return stack.depth == other.depth &&
            std::memcmp(stack.frames, other.frames,
@@ -104,22 +118,48 @@ std::string attributeText(PyObject* object, const char* name) {
   return text;
 }
 
+// With the GIL held: the entry's texts, read from its code objects the first time.
+const std::vector<FrameText>* textsOf(PythonStackEntry& entry) {
+  if (const std::vector<FrameText>* texts = entry.texts.load(std::memory_order_acquire)) {
+    return texts;
+  }
+  auto* texts = new std::vector<FrameText>();  // kept for the process, as the stack's id is
+  for (int i = 0; i < entry.stack.depth; ++i) {
+    PyCodeObject* code = entry.stack.frames[i].code;
+    FrameText text;
+    text.file = common::normalPath(attributeText(reinterpret_cast<PyObject*>(code), "co_filename"));
+    text.function = attributeText(reinterpret_cast<PyObject*>(code), "co_qualname");
+    text.line = PyCode_Addr2Line(code, static_cast<int>(entry.stack.frames[i].last_instruction));
+    texts->push_back(std::move(text));
+  }
+  const std::vector<FrameText>* expected = nullptr;
+  if (!entry.texts.compare_exchange_strong(expected, texts, std::memory_order_acq_rel)) {
+    delete texts;  // read by another thread between the GIL's hand-overs
+    return expected;
+  }
+  return texts;
+}
+
 void symbolize(std::uint32_t python_stack, std::vector<StackFrame>& frames) {
-  if (python_stack == 0 || !interpreterUsable()) return;
-  const PythonStack& stack = stackTable().at(python_stack).stack;
+  if (python_stack == 0) return;
+  PythonStackEntry& entry = stackTable().at(python_stack);
+  const std::vector<FrameText>* texts = entry.texts.load(std::memory_order_acquire);
+  if (texts == nullptr) {
+    if (!interpreterUsable()) return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    texts = textsOf(entry);
+    PyGILState_Release(gil);
+  }
   std::vector<std::pair<std::string, std::string>> internal_paths;
   {
     std::lock_guard<std::mutex> lock(g_internal_paths_mutex);
     internal_paths = g_internal_paths;
   }
-  PyGILState_STATE gil = PyGILState_Ensure();
-  for (int i = 0; i < stack.depth; ++i) {
-    PyCodeObject* code = stack.frames[i].code;
+  for (const FrameText& text : *texts) {
     StackFrame frame;
-    frame.file =
-        common::normalPath(attributeText(reinterpret_cast<PyObject*>(code), "co_filename"));
-    frame.function = attributeText(reinterpret_cast<PyObject*>(code), "co_qualname");
-    frame.line = PyCode_Addr2Line(code, static_cast<int>(stack.frames[i].last_instruction));
+    frame.file = text.file;
+    frame.function = text.function;
+    frame.line = text.line;
     frame.library = "python";
     if (frame.file.rfind("<frozen", 0) == 0) {
       frame.is_internal = true;
@@ -134,7 +174,6 @@ void symbolize(std::uint32_t python_stack, std::vector<StackFrame>& frames) {
     }
     frames.push_back(std::move(frame));
   }
-  PyGILState_Release(gil);
 }
 
 bool symbolizesWithoutWaiting() { return !interpreterUsable() || PyGILState_Check() != 0; }
@@ -144,6 +183,13 @@ const track::PythonFrameProvider kProvider{&capture, &symbolize, &symbolizesWith
 }  // namespace
 
 void enablePythonFrames(bool on) { track::setPythonFrameProvider(on ? &kProvider : nullptr); }
+
+void readEveryStack() {
+  if (!interpreterUsable()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  stackTable().forEach([](std::uint32_t, PythonStackEntry& entry) { textsOf(entry); });
+  PyGILState_Release(gil);
+}
 
 void setInternalPaths(std::vector<std::pair<std::string, std::string>> prefixes) {
   // Compared with normalised file names: normalised the same way (a folder keeps its last slash).

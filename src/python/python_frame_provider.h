@@ -15,6 +15,10 @@ namespace memseal::python {
 // Installs the provider (on) or removes it (off). While installed, every captured stack also names
 // its Python stack.
 void enablePythonFrames(bool on);
+// Reads the frames of every Python stack captured so far, for reports made once the interpreter
+// has begun to finalise (which can name only stacks read before). Call it while the program's code
+// ends (from atexit).
+void readEveryStack();
 // Python frames in files under these path prefixes are memseal's, torch's, the standard library's
 // or the test runner's, not the user's: (prefix, the name the report folds them under).
 void setInternalPaths(std::vector<std::pair<std::string, std::string>> prefixes);

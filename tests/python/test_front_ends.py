@@ -61,12 +61,21 @@ def _causes_given_twice(report):
     return twice
 
 
+def _findings_naming_no_line(report):
+    """The categories of the findings that name no line of the program's code (a report made
+    where Python frames could not be read names none, and groups its findings otherwise)."""
+    return [finding["category"] for finding in report["findings"]
+            if not any(not frame.get("internal") and frame.get("file")
+                       for frame in finding.get("frames") or [])]
+
+
 def _summary(report):
     return {
         "verdict": report["verdict"],
         "first category": next((finding["category"] for finding in report["findings"]), None),
         "holder": _holder_root(report),
         "causes given twice": _causes_given_twice(report),
+        "findings naming no line": _findings_naming_no_line(report),
     }
 
 

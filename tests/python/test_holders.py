@@ -220,3 +220,33 @@ def test_a_search_leaves_nothing_alive_once_the_searched_function_returns():
     finally:
         if was_enabled:
             gc.enable()
+
+
+def test_a_finding_whose_parts_sit_in_two_containers_names_both_whatever_the_heap_order():
+    # The storages of a finding's first part all come first on the heap (made earlier, or younger
+    # in the collector's order): a sample of the first ones met would name the first container
+    # alone. The sample takes storages of every part in turn.
+    from types import SimpleNamespace
+
+    from memseal import _holders, _live_sample
+
+    kept = {"inputs": [torch.randn(4, 4) for _ in range(12)],
+            "activations": [torch.randn(4, 4) for _ in range(12)]}
+
+    def part(tensors):
+        return SimpleNamespace(storage_addresses=[t.untyped_storage().data_ptr() for t in tensors],
+                               site=SimpleNamespace(frames=[]))
+
+    finding = SimpleNamespace(
+        category="tensors-retained", tensor=SimpleNamespace(grad_fn=None), freed=None,
+        site=SimpleNamespace(frames=[]), parts=[part(kept["inputs"]), part(kept["activations"])])
+    sample = _live_sample.live_tensors([finding])
+    try:
+        sampled = {t.untyped_storage().data_ptr() for t in sample.tensors[0]}
+        addresses = {name: {t.untyped_storage().data_ptr() for t in kept[name]} for name in kept}
+        assert sampled & addresses["inputs"] and sampled & addresses["activations"], addresses
+        described = [h.description for h in _holders.holders_of([finding], sample)]
+    finally:
+        sample.clear()
+    assert len(described) == 1 and described[0].startswith("list `kept[…]` ("), described
+    assert "under at least 2 keys" in described[0], described

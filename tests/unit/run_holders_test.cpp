@@ -86,6 +86,48 @@ TEST(RunHolders, ACauseIsSearchedForOnceAndItsHoldersFollowItToItsIndexInLaterRe
   EXPECT_EQ(again.holders.size(), 2u);
 }
 
+TEST(RunHolders, AsTheCodeEndsEveryCauseIsSearchedAgainAndAnEmptyAnswerKeepsTheEarlierHolder) {
+  // A search that names whatever the request's first part's storage count says: a finding that
+  // gathered parts since the first search is held by more than it was.
+  int calls = 0;
+  bool finds_nothing = false;
+  RunHolders holders([&](const std::string& request) -> std::optional<std::string> {
+    ++calls;
+    nlohmann::json findings = nlohmann::json::parse(request)["findings"];
+    nlohmann::json found = nlohmann::json::array();
+    if (finds_nothing) return found.dump();
+    std::size_t parts = findings[0]["parts"].size();
+    found.push_back({{"finding", 0},
+                     {"description", "list `kept` of " + std::to_string(parts) + " parts"},
+                     {"kind", "global"},
+                     {"tensors", 8},
+                     {"via_graph", false}});
+    return found.dump();
+  });
+  LeakReport early = leakOf({finding(LeakCategory::kTensorsRetained, "aten::relu")});
+  holders.attach(early, RunHolders::When::kNow);
+  ASSERT_EQ(calls, 1);
+  LeakReport grown = early;
+  grown.holders.clear();
+  grown.findings[0].parts.push_back(grown.findings[0].parts[0]);  // the next layer's inputs
+  holders.attach(grown, RunHolders::When::kNow);
+  EXPECT_EQ(calls, 1) << "a cause already searched for is not looked for again while it runs";
+  holders.attach(grown, RunHolders::When::kCodeEnded);
+  EXPECT_EQ(calls, 2);
+  ASSERT_EQ(grown.holders.size(), 1u);
+  EXPECT_EQ(grown.holders[0].description, "list `kept` of 2 parts");
+
+  // Searched again and found nowhere (the function that held it has returned): the holder found
+  // while it was held stays.
+  finds_nothing = true;
+  LeakReport ended = grown;
+  ended.holders.clear();
+  holders.attach(ended, RunHolders::When::kCodeEnded);
+  EXPECT_EQ(calls, 3);
+  ASSERT_EQ(ended.holders.size(), 1u);
+  EXPECT_EQ(ended.holders[0].description, "list `kept` of 2 parts");
+}
+
 TEST(RunHolders, OneOpsResultsKeptByTwoLinesKeepTheirOwnHolders) {
   CountingSearch search;
   RunHolders holders([&](const std::string& request) { return search(request); });
