@@ -43,4 +43,12 @@ struct RetainedGraphs {
 RetainedGraphs inspectRetainedGraphs(const std::vector<track::NodeRef>& roots,
                                      std::size_t max_nodes, bool python_nodes = true);
 
+// Whether walking down from `from` (the autograd nodes of tensors a program keeps) meets one of
+// `targets` (nodes other steps left alive) within `max_nodes` nodes: those nodes are part of the
+// kept tensors' graphs. A parameter's AccumulateGrad node, which every graph of its model reaches,
+// is never a meeting point.
+bool graphsReachAny(const std::vector<track::NodeRef>& from,
+                    const std::unordered_set<const torch::autograd::Node*>& targets,
+                    std::size_t max_nodes);
+
 }  // namespace memseal::analyze

@@ -220,7 +220,10 @@ void judgeGraphs(const EvidenceInputs& inputs, LeakEvidence& evidence) {
     evidence.groups.push_back(at);
   }
   for (auto& [site, root] : nodes.roots) {
-    if (evidence.graph_roots.count(site) != 0) evidence.alive_roots.push_back(std::move(root));
+    if (evidence.graph_roots.count(site) != 0) {
+      evidence.alive_roots.push_back(std::move(root));
+      evidence.alive_root_sites.push_back(site);
+    }
   }
   evidence.nodes_per_step = inputs.nodes->nodesPerStep();
   evidence.graph_samples_alive = nodes.alive_samples;

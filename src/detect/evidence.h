@@ -41,8 +41,10 @@ struct LeakEvidence {
   bool backward_ran = false;
   std::vector<StorageEvidence> storage;                // groups that keep growing
   std::map<std::uint32_t, GraphEvidence> graph_roots;  // root sites whose graphs keep surviving
-  // The alive root nodes of those graphs (only when asked for: they are kept alive by this).
+  // The alive root nodes of those graphs (only when asked for: they are kept alive by this), and
+  // the root site each was sampled under.
   std::vector<track::NodeRef> alive_roots;
+  std::vector<std::uint32_t> alive_root_sites;
   // Tracked tensor memory grows steadily but no group explains it (survivors spread thinly over
   // sites): the groups holding most of what was retained after warm-up.
   double unexplained_tensor_growth = 0;

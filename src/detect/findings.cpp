@@ -9,11 +9,13 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_set>
 
 #include "analyze/live_view.h"
 #include "analyze/retained_graphs.h"
 #include "common/text.h"
 #include "detect/diagnosis.h"
+#include "detect/group_survivors.h"
 
 namespace memseal::detect {
 
@@ -24,6 +26,8 @@ struct Candidate {
   LeakCategory category;
   std::string cause;  // the user's line that made it; empty when no stack names one
   bool graph_root = false;
+  // A kept tensor whose graph holds another candidate's graph nodes: the root the program keeps.
+  bool kept_root = false;
   GroupId group;  // the evidence it comes from
 };
 
@@ -58,54 +62,7 @@ bool graphCategory(LeakCategory category) {
          category == LeakCategory::kGradEnabledInference;
 }
 
-constexpr std::size_t kStoragesPerGroup = 256;
 constexpr std::size_t kMaxGraphNodesWalked = 20000;
-
-struct GroupSurvivors {
-  TensorInfo example;
-  std::vector<const void*> storages;  // of up to kStoragesPerGroup survivors
-};
-
-// One example survivor per flagged group: the newest whose tensor is still referenced (its
-// metadata is read live: requires_grad set after the op, as modules do, shows), else the newest;
-// and where the group's survivors are.
-std::map<analyze::SurvivorKey, GroupSurvivors> groupSurvivors(
-    const std::vector<StorageEvidence>& groups, std::uint32_t first, std::uint32_t last) {
-  std::map<analyze::SurvivorKey, GroupSurvivors> survivors;
-  std::map<analyze::SurvivorKey, const analyze::LiveItem*> best;
-  std::vector<analyze::SurvivorKey> keys;
-  for (const StorageEvidence& evidence : groups) keys.push_back(evidence.key);
-  std::sort(keys.begin(), keys.end());
-  std::vector<analyze::LiveItem> items = analyze::collectLive(
-      [&](const track::LiveRecord& record) {
-        return record.step >= first && record.step <= last &&
-               std::binary_search(keys.begin(), keys.end(), analyze::survivorKeyOf(record));
-      },
-      analyze::LiveSet::kHeld);
-  for (const analyze::LiveItem& item : items) {
-    analyze::SurvivorKey key = analyze::survivorKeyOf(item.record);
-    std::vector<const void*>& storages = survivors[key].storages;
-    if (storages.size() < kStoragesPerGroup) storages.push_back(item.record.data);
-    const analyze::LiveItem*& chosen = best[key];
-    if (chosen == nullptr) {
-      chosen = &item;
-      continue;
-    }
-    bool has = item.tensor.defined();
-    bool chosen_has = chosen->tensor.defined();
-    if (has != chosen_has ? has : analyze::newerThan(item.record, chosen->record)) chosen = &item;
-  }
-  for (const auto& [key, item] : best) survivors[key].example = analyze::describeTensor(*item);
-  return survivors;
-}
-
-// Most of the group's survivors are held by the retained graphs (saved for their backward).
-bool heldByGraphs(const GroupSurvivors& group, const analyze::RetainedGraphs& graphs) {
-  if (group.storages.empty() || graphs.held_storage.empty()) return false;
-  std::size_t held = 0;
-  for (const void* storage : group.storages) held += graphs.held_storage.count(storage);
-  return held * 2 >= group.storages.size();
-}
 
 Candidate storageCandidate(const StorageEvidence& evidence, const GroupSurvivors& survivors,
                            const LeakEvidence& context) {
@@ -190,8 +147,11 @@ BuiltFinding findingOf(LeakCategory category, std::vector<Candidate> parts,
     finding.count_per_step = root->part.count_per_step;
     finding.survivors = root->part.survivors;
   }
-  // Where the cause is: the kept root, else the largest part; its tensor is the example.
-  const Candidate& primary = root != nullptr ? *root : parts.front();
+  // Where the cause is: the tensor kept with the graph, else the graph's root, else the largest
+  // part; its tensor is the example.
+  auto kept =
+      std::find_if(parts.begin(), parts.end(), [](const Candidate& c) { return c.kept_root; });
+  const Candidate& primary = kept != parts.end() ? *kept : root != nullptr ? *root : parts.front();
   finding.site = primary.part.site;
   finding.tensor = primary.part.tensor;
   if (storage_parts == 1) {
@@ -359,14 +319,57 @@ std::vector<LeakFinding> buildFindings(const LeakEvidence& evidence) {
 
 namespace {
 
+// Kept tensors with history whose graphs hold the nodes a graph candidate's steps left alive (a
+// loss kept in a list, its graph cut by a step boundary inside the forward pass, so that the nodes'
+// newest was made on another line than the loss, or in a program whose frames name no line): the
+// kept tensor is those graphs' root, and its cause theirs. Not a tensor the graphs saved (an
+// activation has history too, and its graph is below the nodes' own), and each graph candidate
+// joins the first root that holds it.
+void joinGraphsToTheirKeptRoots(std::vector<Candidate>& storage_candidates,
+                                const std::vector<const GroupSurvivors*>& groups,
+                                std::vector<Candidate>& graph_candidates,
+                                const analyze::RetainedGraphs& graphs,
+                                const LeakEvidence& evidence) {
+  std::vector<bool> joined(graph_candidates.size(), false);
+  for (std::size_t i = 0; i < storage_candidates.size(); ++i) {
+    Candidate& kept = storage_candidates[i];
+    if (!graphCategory(kept.category) || groups[i]->kept_graphs.empty() ||
+        heldByGraphs(*groups[i], graphs)) {
+      continue;
+    }
+    for (std::size_t g = 0; g < graph_candidates.size(); ++g) {
+      if (joined[g]) continue;
+      std::unordered_set<const torch::autograd::Node*> nodes;
+      for (std::size_t r = 0; r < evidence.alive_roots.size(); ++r) {
+        if (evidence.alive_root_sites[r] == graph_candidates[g].part.site.id) {
+          nodes.insert(evidence.alive_roots[r].get());
+        }
+      }
+      if (analyze::graphsReachAny(groups[i]->kept_graphs, nodes, kMaxGraphNodesWalked)) {
+        graph_candidates[g].cause = kept.cause;
+        graph_candidates[g].category = kept.category;
+        kept.kept_root = true;
+        joined[g] = true;
+      }
+    }
+  }
+}
+
 // Tensor storage that the retained graphs explain joins their cause: a kept tensor of a line whose
 // graphs are retained, a tensor the graphs saved for backward, another layer's output made in the
 // same call as the graph's root.
 std::vector<Candidate> storageCandidates(const LeakEvidence& evidence,
-                                         const std::vector<Candidate>& graph_candidates,
+                                         std::vector<Candidate>& graph_candidates,
                                          const analyze::RetainedGraphs& graphs) {
   std::map<analyze::SurvivorKey, GroupSurvivors> survivors =
       groupSurvivors(evidence.storage, evidence.first_step, evidence.last_step);
+  std::vector<Candidate> candidates;
+  std::vector<const GroupSurvivors*> groups;
+  for (const StorageEvidence& storage : evidence.storage) {
+    groups.push_back(&survivors[storage.key]);
+    candidates.push_back(storageCandidate(storage, *groups.back(), evidence));
+  }
+  joinGraphsToTheirKeptRoots(candidates, groups, graph_candidates, graphs, evidence);
   // The lines whose graphs are retained: what else those lines retain, and what the graphs saved
   // for their backward (an input of the forward pass), belongs to the same cause.
   std::set<std::string> graph_lines;
@@ -374,10 +377,10 @@ std::vector<Candidate> storageCandidates(const LeakEvidence& evidence,
     if (!candidate.cause.empty()) graph_lines.insert(candidate.cause);
   }
   const Candidate* first_graph = graph_candidates.empty() ? nullptr : &graph_candidates.front();
-  std::vector<Candidate> candidates;
-  for (const StorageEvidence& storage : evidence.storage) {
-    const GroupSurvivors& group = survivors[storage.key];
-    Candidate candidate = storageCandidate(storage, group, evidence);
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const GroupSurvivors& group = *groups[i];
+    Candidate& candidate = candidates[i];
+    if (candidate.kept_root) continue;  // its graph's cause is its own
     if (first_graph != nullptr && candidate.category == LeakCategory::kTensorsRetained &&
         graph_lines.count(candidate.cause) != 0) {
       candidate.category = first_graph->category;
@@ -395,7 +398,6 @@ std::vector<Candidate> storageCandidates(const LeakEvidence& evidence,
       // where its node type does not say what it saved.
       candidate.cause = first_graph->cause;
     }
-    candidates.push_back(std::move(candidate));
   }
   return candidates;
 }

@@ -2,6 +2,8 @@
 // (which names the op behind an allocation) and, when an op returns, read the tensors it made.
 #pragma once
 
+#include <cstdint>
+
 namespace memseal::track {
 
 // With the session's control lock held. Whether op outputs are read for tensor metadata.
