@@ -33,9 +33,11 @@ std::map<analyze::SurvivorKey, GroupSurvivors> groupSurvivors(
     if (has != chosen_has ? has : analyze::newerThan(item.record, chosen->record)) chosen = &item;
   }
   for (const auto& [key, item] : best) survivors[key].example = analyze::describeTensor(*item);
+  // Read live, as the example is: only tensors this thread made (another thread may be changing
+  // theirs).
   std::vector<const analyze::LiveItem*> newest_first;
   for (const analyze::LiveItem& item : items) {
-    if (item.tensor) newest_first.push_back(&item);
+    if (analyze::readableHere(item)) newest_first.push_back(&item);
   }
   std::sort(newest_first.begin(), newest_first.end(),
             [](const analyze::LiveItem* a, const analyze::LiveItem* b) {

@@ -23,7 +23,8 @@ constexpr std::size_t kKeptGraphsWalked = 16;
 struct GroupSurvivors {
   TensorInfo example;
   std::vector<const void*> storages;  // of up to kStoragesPerGroup survivors
-  // The graphs of the newest survivors with history (kKeptGraphsWalked at most).
+  // The graphs of the newest survivors with history that this thread made (kKeptGraphsWalked at
+  // most).
   std::vector<track::NodeRef> kept_graphs;
 };
 
