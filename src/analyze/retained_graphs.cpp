@@ -104,28 +104,27 @@ RetainedGraphs inspectRetainedGraphs(const std::vector<track::NodeRef>& roots,
   return graphs;
 }
 
-bool graphsReachAny(const std::vector<track::NodeRef>& from,
-                    const std::unordered_set<const torch::autograd::Node*>& targets,
-                    std::size_t max_nodes) {
-  if (targets.empty()) return false;
+std::unordered_set<const torch::autograd::Node*> nodesReachedFrom(
+    const std::vector<track::NodeRef>& from, std::size_t max_nodes) {
   std::unordered_set<const torch::autograd::Node*> seen;
+  std::unordered_set<const torch::autograd::Node*> reached;
   std::vector<const torch::autograd::Node*> pending;
   for (const track::NodeRef& node : from) {
     if (node && seen.insert(node.get()).second) pending.push_back(node.get());
   }
   // Raw pointers: every node walked is held by the graphs of `from`, which the caller holds.
-  while (!pending.empty() && seen.size() <= max_nodes) {
+  while (!pending.empty() && reached.size() < max_nodes) {
     const torch::autograd::Node* node = pending.back();
     pending.pop_back();
     if (dynamic_cast<const torch::autograd::AccumulateGrad*>(node) != nullptr) continue;
-    if (targets.count(node) != 0) return true;
+    reached.insert(node);
     for (const torch::autograd::Edge& edge : node->next_edges()) {
       if (edge.function && seen.insert(edge.function.get()).second) {
         pending.push_back(edge.function.get());
       }
     }
   }
-  return false;
+  return reached;
 }
 
 }  // namespace memseal::analyze

@@ -43,12 +43,10 @@ struct RetainedGraphs {
 RetainedGraphs inspectRetainedGraphs(const std::vector<track::NodeRef>& roots,
                                      std::size_t max_nodes, bool python_nodes = true);
 
-// Whether walking down from `from` (the autograd nodes of tensors a program keeps) meets one of
-// `targets` (nodes other steps left alive) within `max_nodes` nodes: those nodes are part of the
-// kept tensors' graphs. A parameter's AccumulateGrad node, which every graph of its model reaches,
-// is never a meeting point.
-bool graphsReachAny(const std::vector<track::NodeRef>& from,
-                    const std::unordered_set<const torch::autograd::Node*>& targets,
-                    std::size_t max_nodes);
+// The nodes met walking down from `from` (the autograd nodes of tensors a program keeps), at most
+// `max_nodes`: what the kept tensors' graphs hold. A parameter's AccumulateGrad node, which every
+// graph of its model reaches, is left out (and not walked through). Valid while `from` is held.
+std::unordered_set<const torch::autograd::Node*> nodesReachedFrom(
+    const std::vector<track::NodeRef>& from, std::size_t max_nodes);
 
 }  // namespace memseal::analyze

@@ -337,15 +337,12 @@ void joinGraphsToTheirKeptRoots(std::vector<Candidate>& storage_candidates,
         heldByGraphs(*groups[i], graphs)) {
       continue;
     }
-    for (std::size_t g = 0; g < graph_candidates.size(); ++g) {
-      if (joined[g]) continue;
-      std::unordered_set<const torch::autograd::Node*> nodes;
-      for (std::size_t r = 0; r < evidence.alive_roots.size(); ++r) {
-        if (evidence.alive_root_sites[r] == graph_candidates[g].part.site.id) {
-          nodes.insert(evidence.alive_roots[r].get());
-        }
-      }
-      if (analyze::graphsReachAny(groups[i]->kept_graphs, nodes, kMaxGraphNodesWalked)) {
+    std::unordered_set<const torch::autograd::Node*> held =
+        analyze::nodesReachedFrom(groups[i]->kept_graphs, kMaxGraphNodesWalked);
+    for (std::size_t r = 0; r < evidence.alive_roots.size(); ++r) {
+      if (held.count(evidence.alive_roots[r].get()) == 0) continue;
+      for (std::size_t g = 0; g < graph_candidates.size(); ++g) {
+        if (joined[g] || graph_candidates[g].part.site.id != evidence.alive_root_sites[r]) continue;
         graph_candidates[g].cause = kept.cause;
         graph_candidates[g].category = kept.category;
         kept.kept_root = true;
