@@ -330,6 +330,10 @@ void joinGraphsToTheirKeptRoots(std::vector<Candidate>& storage_candidates,
                                 std::vector<Candidate>& graph_candidates,
                                 const analyze::RetainedGraphs& graphs,
                                 const LeakEvidence& evidence) {
+  std::map<std::uint32_t, std::size_t> graph_of_site;  // one graph candidate per root site
+  for (std::size_t g = 0; g < graph_candidates.size(); ++g) {
+    graph_of_site.emplace(graph_candidates[g].part.site.id, g);
+  }
   std::vector<bool> joined(graph_candidates.size(), false);
   for (std::size_t i = 0; i < storage_candidates.size(); ++i) {
     Candidate& kept = storage_candidates[i];
@@ -340,14 +344,15 @@ void joinGraphsToTheirKeptRoots(std::vector<Candidate>& storage_candidates,
     std::unordered_set<const torch::autograd::Node*> held =
         analyze::nodesReachedFrom(groups[i]->kept_graphs, kMaxGraphNodesWalked);
     for (std::size_t r = 0; r < evidence.alive_roots.size(); ++r) {
-      if (held.count(evidence.alive_roots[r].get()) == 0) continue;
-      for (std::size_t g = 0; g < graph_candidates.size(); ++g) {
-        if (joined[g] || graph_candidates[g].part.site.id != evidence.alive_root_sites[r]) continue;
-        graph_candidates[g].cause = kept.cause;
-        graph_candidates[g].category = kept.category;
-        kept.kept_root = true;
-        joined[g] = true;
+      auto graph = graph_of_site.find(evidence.alive_root_sites[r]);
+      if (graph == graph_of_site.end() || joined[graph->second] ||
+          held.count(evidence.alive_roots[r].get()) == 0) {
+        continue;
       }
+      graph_candidates[graph->second].cause = kept.cause;
+      graph_candidates[graph->second].category = kept.category;
+      kept.kept_root = true;
+      joined[graph->second] = true;
     }
   }
 }
