@@ -82,6 +82,9 @@ struct HeldUntilFreed {
   // memseal run: a build-up's mean length in iterations of its loop, where steps took several
   // iterations (those closer together than a step costs); 0 where steps are iterations.
   double iterations_per_time = 0;
+  // Freed by Python's garbage collector: garbage in reference cycles, waiting for the collector
+  // (LeakReport::freed_build_ups only).
+  bool by_collector = false;
 };
 
 struct LeakFinding {
@@ -172,6 +175,12 @@ struct DeviceMemorySummary {
   std::uint64_t inactive_split_bytes = 0;
   std::uint64_t largest_free_extent = 0;
   std::string hint;  // what the verdict means and what to do
+  // Verdict "leak": how much allocated memory grew per step after warm-up, and where the report
+  // shows it: "tensors" (its findings name the tensors kept), "work" (no block outlived the step
+  // after the one that made it: each step's work grows, which is no leak but runs out of memory)
+  // or "blocks" (a finding of the allocator's own blocks, made outside watched ops).
+  double growth_per_step = 0;
+  std::string growth_shown_as;
   // At each step boundary; past kMaxDeviceSummarySteps, each point stands for a stretch of steps
   // (its last step, the stretch's highest allocated and highest reserved).
   std::vector<DeviceStepPoint> per_step;
@@ -196,6 +205,34 @@ struct RankIdentity {
 // WORLD_SIZE unset or not numbers).
 MEMSEAL_API std::optional<RankIdentity> rankFromEnvironment();
 
+// Freed memory that malloc (glibc) keeps inside the process, when it grew by 64 MiB or more after
+// warm-up: resident, yet in no tensor.
+struct MallocFreeMemory {
+  std::int64_t after_warmup_bytes = 0;
+  std::int64_t now_bytes = 0;
+  // What each step freed, stranded between the autograd graphs kept across steps: part of what
+  // that leak costs (counted in its resident memory per step). Otherwise holes in malloc's heap
+  // between allocations of ever-new sizes: no leak.
+  bool kept_graphs_cost = false;
+};
+
+// memseal run: how a report came to be where it is not simply the one at the program's end.
+struct ReportOrigin {
+  // The program freed what it held as it ended, so this is the report taken after this step,
+  // `ms_before_end` milliseconds before the end.
+  std::optional<std::uint32_t> taken_after_step;
+  std::int64_t ms_before_end = 0;
+  // Taken while the program ran, keeping the newest this many steps' samples (0: all of them).
+  std::uint32_t newest_steps_kept = 0;
+  // Process `pid` ended before its final report (a crash, a kill or _exit): this is its latest
+  // report, taken while it ran, `interim_age` ("3.2 s") before memseal read it; "" otherwise.
+  std::string interim_age;
+  std::int64_t pid = 0;
+  // A forked child (not exec'd) of this pid, watched per time window with tracked tensor memory and
+  // private memory only; 0 otherwise.
+  std::int64_t forked_from_pid = 0;
+};
+
 struct MEMSEAL_API LeakReport {
   bool leak = false;
   std::uint32_t steps = 0;  // steps observed, warm-up included
@@ -205,7 +242,22 @@ struct MEMSEAL_API LeakReport {
   std::vector<LeakFinding> findings;  // largest first
   std::vector<StepSample> per_step;
   bool backward_ran = false;  // whether the loop ran autograd backward after warm-up
-  // What this run could not see, in words (ops not watched, so no graph nodes; ...).
+  // What the report says beside its findings, as fields that memseal's reporters put in words
+  // (noteLines()):
+  // Why autograd graph nodes were not watched ("ops not watched", "tensor metadata off"), so a
+  // graph kept alive without tensor storage is not seen; empty when they were.
+  std::string graph_nodes_unwatched;
+  // Build-ups judged no leak: tensors without autograd history a phase gathered and freed
+  // together, and garbage Python's collector freed (freed->by_collector). Each has `freed`.
+  std::vector<LeakFinding> freed_build_ups;
+  std::optional<MallocFreeMemory> malloc_free;
+  // Nonzero: the program changed phase more than this many times, and later steps were judged with
+  // the phase they began in.
+  std::uint32_t phase_changes_capped_at = 0;
+  // Where what was live when CUDA ran out of memory was written; empty without.
+  std::string cuda_oom_file;
+  ReportOrigin origin;
+  // Notes in words alone: a report of an older memseal, or a tool's own.
   std::vector<std::string> notes;
   // Where the steps came from, when memseal took them (`memseal run`): one line per source, saying
   // what a step was and how many it ended ("one step per call of SGD.step() ... (600 steps)");
@@ -220,6 +272,9 @@ struct MEMSEAL_API LeakReport {
   // What holds the findings, at most a few per finding; empty outside Python or without a leak.
   std::vector<LeakHolder> holders;
 
+  // Every note in words, the fields' above and `notes`, as the text, JSON and HTML reports give
+  // them.
+  std::vector<std::string> noteLines() const;
   std::string toText() const;
   // Schema "memseal.check/1" (kCheckReportSchema), keys in a fixed order with "schema" first.
   std::string toJson() const;

@@ -54,7 +54,9 @@ class LeakReport:
     detected_at_step, findings, per_step, backward_ran, notes, phases), plus holders and
     cycle_garbage. A finding whose memory was freed before the report (a phase's end, a reset)
     has `freed` (first_step, last_step, freed_at_step, times, steps_per_time, peak_bytes, phase,
-    building_up, found_after_steps, iterations_per_time).
+    building_up, found_after_steps, iterations_per_time). `notes` are every note in words;
+    `freed_build_ups` the build-ups judged no leak, as findings with `freed` (by_collector: freed
+    by Python's garbage collector, else a phase gathered and freed them together).
     text() and to_json() (schema memseal.check/1; Python's additions under "python")."""
 
     def __init__(self, native, holders=None, cycle_garbage=None):
@@ -76,6 +78,7 @@ class LeakReport:
     per_step = property(lambda self: self._native.per_step)
     backward_ran = property(lambda self: self._native.backward_ran)
     notes = property(lambda self: self._native.notes)
+    freed_build_ups = property(lambda self: self._native.freed_build_ups)
     # Where the steps came from, when `memseal run` took them (one line per source); empty where
     # the program called step() itself.
     steps_from = property(lambda self: self._native.steps_from)

@@ -13,13 +13,6 @@
 
 namespace memseal::cli {
 
-std::string interimReportNote(long pid, const std::string& age) {
-  return "memseal run: pid " + std::to_string(pid) +
-         " ended before its final report (a crash, a kill or _exit): this is its latest report, "
-         "taken while it ran, " +
-         age + " before memseal read it";
-}
-
 namespace {
 
 // A job across machines: every rank this node did not see, missing, with where it is.
@@ -77,7 +70,8 @@ std::vector<RankReport> readRankReports(const std::vector<RankProcess>& ranks) {
         // Its own word on who it is (a gathered rank's local rank is only there).
         if (rank.report->rank) rank.identity = *rank.report->rank;
         if (!process.interim_age.empty()) {
-          rank.report->notes.push_back(interimReportNote(process.pid, process.interim_age));
+          rank.report->origin.interim_age = process.interim_age;
+          rank.report->origin.pid = process.pid;
         }
       } catch (const std::exception& error) {
         rank.missing_reason = "its report cannot be read: " + std::string(error.what());

@@ -26,13 +26,9 @@ struct RankProcess {
   std::string missing_reason;
 };
 
-// What an interim report (taken while process `pid` ran; it ended before its final one) says of
-// itself, `age` being how long before memseal read it ("3.2 s").
-std::string interimReportNote(long pid, const std::string& age);
-
 // Each rank's report read (one it could not leave or that cannot be read: missing, with why; an
-// interim one with interimReportNote), for mergeRankReports. In a job across machines, the ranks
-// this node neither ran nor gathered are missing, with where they are.
+// interim one with its ReportOrigin's interim age), for mergeRankReports. In a job across machines,
+// the ranks this node neither ran nor gathered are missing, with where they are.
 std::vector<RankReport> readRankReports(const std::vector<RankProcess>& ranks);
 
 // The folder a job's reports go to when the user named none: memseal-RUN_ID in the current folder,

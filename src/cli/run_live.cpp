@@ -23,6 +23,7 @@
 
 #include "cli/run_job.h"
 #include "cli/run_processes.h"
+#include "common/schemas.h"
 #include "common/text.h"
 #include "memseal/html.h"
 #include "memseal/merged_report.h"
@@ -186,7 +187,8 @@ void LivePage::State::refresh(const std::string* how_it_ended) {
     document.clear();
   }
   // The document as the program (or the merge) wrote it: renderHtml has read it as JSON.
-  std::string state = "{\"schema\":\"memseal.live/1\",\"version\":" + std::to_string(live.version) +
+  std::string state = "{\"schema\":\"" + common::kLiveSchema.tag() +
+                      "\",\"version\":" + std::to_string(live.version) +
                       ",\"ended\":" + (live.ended ? "true" : "false") +
                       ",\"status\":" + nlohmann::json(live.status).dump();
   if (!document.empty())

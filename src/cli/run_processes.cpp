@@ -194,9 +194,13 @@ std::optional<LeakReport> processReport(long pid, const ProcessReportFile& file,
     return std::nullopt;
   }
   if (!file.interim_age.empty()) {
-    std::string said = interimReportNote(pid, file.interim_age);
-    text << said << "\n";
-    report.notes.push_back(said);
+    report.origin.interim_age = file.interim_age;
+    report.origin.pid = pid;
+    // The launcher's output says it too, in the report's words for it.
+    LeakReport said;
+    said.origin.interim_age = file.interim_age;
+    said.origin.pid = pid;
+    for (const std::string& line : said.noteLines()) text << line << "\n";
   }
   return report;
 }

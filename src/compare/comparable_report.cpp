@@ -10,6 +10,7 @@
 #include <regex>
 #include <unordered_map>
 
+#include "common/schemas.h"
 #include "common/text.h"
 #include "memseal/leak_detector.h"
 #include "report/finding_cause.h"
@@ -309,8 +310,11 @@ std::string Cause::key() const {
 }
 
 std::string kindOfSchema(const std::string& schema) {
-  for (const char* kind : {"check", "explain", "fit", "merged"}) {
-    if (schema.rfind(std::string("memseal.") + kind + "/", 0) == 0) return kind;
+  for (const common::Schema& readable :
+       {common::kCheckSchema, common::kExplainSchema, common::kFitSchema, common::kMergedSchema}) {
+    if (schema.rfind(std::string(readable.name) + "/", 0) == 0) {
+      return std::string(readable.name).substr(std::string("memseal.").size());
+    }
   }
   return "";
 }
@@ -324,7 +328,8 @@ ComparableReport readComparable(const std::string& json, const std::string& labe
           : "";
   std::string kind = kindOfSchema(schema);
   static const std::set<std::string> readable = {
-      "memseal.check/1", "memseal.explain/1", "memseal.fit/1", "memseal.fit/2", "memseal.merged/1"};
+      common::kCheckSchema.tag(), common::kExplainSchema.tag(), common::kFitSchema.tag(1),
+      common::kFitSchema.tag(), common::kMergedSchema.tag()};
   if (kind.empty()) {
     throw std::invalid_argument(
         label + " is " + (schema.empty() ? "no memseal report" : "a " + schema + " document") +

@@ -9,13 +9,14 @@
 #include <map>
 #include <unordered_map>
 
+#include "common/schemas.h"
 #include "common/text.h"
 #include "compare/comparable_report.h"
 
 namespace memseal {
 
-const char* const kDiffReportSchema = "memseal.diff";
-const int kDiffReportVersion = 1;
+const char* const kDiffReportSchema = common::kDiffSchema.name;
+const int kDiffReportVersion = common::kDiffSchema.version;
 
 namespace {
 

@@ -57,28 +57,24 @@ std::vector<DeviceView> deviceViews(std::uint32_t warmup) {
   return views;
 }
 
-// A device whose allocated memory grows: a note beside the census's findings of its tensors, a
-// note when nothing outlives its step, else the allocator's own finding.
+// A device whose allocated memory grows: the census's findings of its tensors say it, or, when
+// nothing outlives its step, its summary (as "work"); else the allocator's own finding.
 void addDeviceGrowth(const DeviceView& view, const std::string& name, const std::string& totals,
                      LeakReport& report) {
   const detect::DeviceMemoryDiagnosis& diagnosis = view.diagnosis;
   std::string growth = bytes(static_cast<std::uint64_t>(diagnosis.leak_bytes_per_step)) + "/step";
-  if (namesTensorsOn(report.findings, name)) {
-    // The census already found the kept CUDA tensors, with their category and fix.
-    report.notes.push_back(name + ": memory allocated to tensors grows +" + growth + " (" + totals +
-                           "); the findings name the tensors kept");
-    return;
+  std::string shown_as = "blocks";
+  // The census already found the kept CUDA tensors, with their category and fix.
+  if (namesTensorsOn(report.findings, name)) shown_as = "tensors";
+  // Each step needs more than the one before, and gives it back: a growing batch or sequence, not
+  // kept tensors. It still ends in an out-of-memory error.
+  if (shown_as == "blocks" && view.kept.empty()) shown_as = "work";
+  for (DeviceMemorySummary& summary : report.devices) {
+    if (summary.device != name) continue;
+    summary.growth_per_step = diagnosis.leak_bytes_per_step;
+    summary.growth_shown_as = shown_as;
   }
-  if (view.kept.empty()) {
-    // Each step needs more than the one before, and gives it back: a growing batch or sequence,
-    // not kept tensors. It still ends in an out-of-memory error.
-    report.notes.push_back(
-        name + ": memory allocated at step boundaries grows +" + growth + " (" + totals +
-        "), yet no block outlives the step after the one that made it: each step's work grows (a "
-        "batch or a sequence that keeps growing), which is no leak but will run out of memory; "
-        "bound the input's size (memseal explain shows what the peak holds)");
-    return;
-  }
+  if (shown_as != "blocks") return;
   // Blocks the census could not name (made outside watched ops, or before tensors were recorded):
   // the allocator's own view is the finding.
   LeakFinding finding;
@@ -116,23 +112,12 @@ void addDeviceFindings(std::uint32_t warmup, LeakReport& report) {
     std::string name = "cuda:" + std::to_string(view.device);
     std::string totals = bytes(diagnosis.allocated) + " allocated, " + bytes(diagnosis.reserved) +
                          " reserved by PyTorch's caching allocator";
-    switch (diagnosis.verdict) {
-      case detect::DeviceVerdict::kSteady:
-        report.notes.push_back(name + ": steady (" + totals + ")");
-        break;
-      case detect::DeviceVerdict::kCaching:
-      case detect::DeviceVerdict::kFragmentation:
-        report.notes.push_back(name + ": " + detect::deviceVerdictName(diagnosis.verdict) +
-                               ", not a leak (" + totals + "). " + diagnosis.hint);
-        break;
-      case detect::DeviceVerdict::kLeak:
-        addDeviceGrowth(view, name, totals, report);
-        break;
+    // Steady, caching and fragmentation: the summary's verdict and hint say it.
+    if (diagnosis.verdict == detect::DeviceVerdict::kLeak) {
+      addDeviceGrowth(view, name, totals, report);
     }
   }
-  if (!oom_path.empty()) {
-    report.notes.push_back("CUDA ran out of memory; what was live then is in " + oom_path);
-  }
+  report.cuda_oom_file = oom_path;
 }
 
 }  // namespace memseal::detect

@@ -4,42 +4,9 @@
 #include <map>
 #include <utility>
 
-#include "common/text.h"
 #include "detect/findings.h"
 
 namespace memseal::detect {
-
-namespace {
-
-std::string phaseText(const std::string& phase) {
-  return phase.empty() ? std::string() : " of phase \"" + phase + "\"";
-}
-
-// " at FILE:LINE" of the finding's first frame of the user's code, or "".
-std::string userLineText(const LeakFinding& finding) {
-  for (const StackFrame& frame : finding.site.frames) {
-    if (frame.is_internal || frame.file.empty()) continue;
-    return " at " + common::shownPath(frame.file) + ":" + std::to_string(frame.line);
-  }
-  return "";
-}
-
-std::string madeByText(const LeakFinding& finding) {
-  return "made by " +
-         common::shownOpName(finding.site.outer_op.empty() ? finding.site.op
-                                                           : finding.site.outer_op) +
-         userLineText(finding);
-}
-
-// "once, over N steps" or "N times, every ~M steps".
-std::string timesText(const HeldUntilFreed& freed) {
-  return freed.times == 1
-             ? "once, over " + std::to_string(freed.last_step - freed.first_step + 1) + " steps"
-             : std::to_string(freed.times) + " times, every ~" +
-                   std::to_string(static_cast<long long>(freed.steps_per_time + 0.5)) + " steps";
-}
-
-}  // namespace
 
 std::string causeKey(const LeakFinding& finding) {
   std::string line = causeLine(finding.site);
@@ -115,36 +82,6 @@ bool freedByCollector(const Collapse& collapse, const track::CollectedFrees& col
   }
   std::uint32_t steps = collapse.last_step - collapse.first_step + 1;
   return collected.allocation_steps >= std::max<std::uint32_t>(2, steps / 4);
-}
-
-std::string heldTensorsNote(const LeakFinding& finding) {
-  const HeldUntilFreed& freed = *finding.freed;
-  return std::string(kHeldNotLeakNote) + ": tensors without autograd history " +
-         madeByText(finding) + " built up across steps (steps " + std::to_string(freed.first_step) +
-         "-" + std::to_string(freed.last_step) + phaseText(freed.phase) +
-         ") and were freed together " + timesText(freed) + ", at most " +
-         common::bytesText(freed.peak_bytes) +
-         ": memory a phase gathers on purpose (predictions for a metric, a cache cleared when "
-         "full) costs that much at its peak";
-}
-
-std::string collectedNote(const HeldCause& cause, bool building_up_again) {
-  const LeakFinding& finding = cause.finding;
-  const HeldUntilFreed& freed = *finding.freed;
-  std::string what =
-      finding.category == LeakCategory::kTensorsRetained
-          ? "tensors"
-          : "tensors with autograd history (" + std::string(categoryId(finding.category)) + ")";
-  return std::string(kCollectedNotLeakNote) + ": " + what + " " + madeByText(finding) +
-         " built up across steps (steps " + std::to_string(freed.first_step) + "-" +
-         std::to_string(freed.last_step) + phaseText(freed.phase) +
-         ") and were freed by the collector " + timesText(freed) + ", at most " +
-         common::bytesText(freed.peak_bytes) +
-         (building_up_again ? ", building up again now" : "") +
-         ": objects that refer to each other (a tensor kept on its own autograd Function's ctx, "
-         "a module that refers back to its owner) wait for the collector; break the cycle (a "
-         "weakref.ref for the back reference, or clear the attribute after use), or call "
-         "gc.collect() where memory must come back";
 }
 
 }  // namespace memseal::detect

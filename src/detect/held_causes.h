@@ -58,11 +58,4 @@ track::CollectedFreesQuery collectorQuery(const Collapse& collapse);
 // allocations of a quarter of its steps at least, as a collapse leaves at most a quarter held.
 bool freedByCollector(const Collapse& collapse, const track::CollectedFrees& collected);
 
-// A note for tensors without autograd history that a phase gathered and freed together: memory it
-// holds on purpose, not a leak, but its peak is where memory went.
-std::string heldTensorsNote(const LeakFinding& finding);
-// A note for a cause whose build-ups the garbage collector freed; `building_up_again`: at the
-// report it holds a build-up the collector has not come to yet.
-std::string collectedNote(const HeldCause& cause, bool building_up_again);
-
 }  // namespace memseal::detect

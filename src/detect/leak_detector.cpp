@@ -68,7 +68,7 @@ struct LeakDetector::State {
   bool last_verdict = false;
   std::optional<std::uint32_t> leak_since;
   bool finished = false;
-  std::vector<std::string> notes;
+  std::string graph_nodes_unwatched;  // why, when they were not
   // Phases of the steps, and build-ups of memory freed together (a phase's end, a reset).
   detect::StepPhases phases;
   std::uint64_t backward_at_step_start = 0;
@@ -149,7 +149,7 @@ struct LeakDetector::State {
     report.warmup = options.warmup;
     report.per_step = records.perStep();
     report.backward_ran = backwardRan();
-    report.notes = notes;
+    report.graph_nodes_unwatched = graph_nodes_unwatched;
     report.rank = rankFromEnvironment();  // a rank of a distributed job (torchrun's variables)
     detect::LeakEvidence evidence = this->evidence(/*for_report=*/true);
     report.findings = detect::buildFindings(evidence);
@@ -191,11 +191,13 @@ struct LeakDetector::State {
                                     [&](const LeakFinding& f) { return sameCause(f, cause); });
         bool again = current != report.findings.end();
         if (again) report.findings.erase(current);
-        report.notes.push_back(detect::collectedNote(cause, again));
+        report.freed_build_ups.push_back(cause.finding);
+        report.freed_build_ups.back().freed->by_collector = true;
+        report.freed_build_ups.back().freed->building_up = again;
         continue;
       }
       if (cause.finding.category == LeakCategory::kTensorsRetained) {
-        report.notes.push_back(detect::heldTensorsNote(cause.finding));
+        report.freed_build_ups.push_back(cause.finding);
         continue;
       }
       auto current = std::find_if(report.findings.begin(), report.findings.end(),
@@ -214,13 +216,11 @@ struct LeakDetector::State {
     bool leak_cost = detect::chargeHeldFreeToKeptGraphs(
         held_free >= detect::ResidentMemoryReader::kHeldFreeNoteBytes ? held_free : 0,
         current_step - std::min(current_step, options.warmup), report.findings);
-    if (std::string note = records.resident().heldFreeNote(leak_cost); !note.empty()) {
-      report.notes.push_back(note);
-    }
+    report.malloc_free = records.resident().mallocFree(leak_cost);
     detect::orderFindings(report.findings);
     detect::mergeFindingsOfOneCause(report.findings);
-    detect::addDeviceFindings(options.warmup, report);
     report.devices = detect::summarizeDevices(options.warmup);
+    detect::addDeviceFindings(options.warmup, report);
     report.leak = !report.findings.empty();
     if (report.leak) report.detected_at_step = leak_since ? leak_since : held_detected;
     if (!phases.several()) {
@@ -239,9 +239,7 @@ struct LeakDetector::State {
         sample.phase = found == index.end() ? 0 : found->second;
       }
       if (phases.runsLimited()) {
-        report.notes.push_back("the program changed phase more than " +
-                               std::to_string(detect::StepPhases::kMaxRuns) +
-                               " times: later steps were judged with the phase they began in");
+        report.phase_changes_capped_at = detect::StepPhases::kMaxRuns;
       }
     }
     return report;
@@ -258,20 +256,19 @@ LeakDetector::LeakDetector(DetectorOptions options) {
     throw std::invalid_argument("memseal: ReportPolicy::kCallback needs on_leak_callback");
   }
   TrackerOptions resolved = options.tracker.resolved(detectorDefaults());
-  std::string graph_note;
+  std::string graph_nodes_unwatched;
   if (options.watch_graph_nodes &&
       (resolved.observe_ops->mode == OpWatching::Mode::kOff || !*resolved.record_tensor_metadata)) {
     // Graph nodes are seen on op outputs.
     options.watch_graph_nodes = false;
-    graph_note = std::string("autograd graph nodes were not watched (") +
-                 (resolved.observe_ops->mode == OpWatching::Mode::kOff ? "ops not watched"
-                                                                       : "tensor metadata off") +
-                 "): a graph kept alive without tensor storage (`total_loss += loss`) is not seen";
+    graph_nodes_unwatched = resolved.observe_ops->mode == OpWatching::Mode::kOff
+                                ? "ops not watched"
+                                : "tensor metadata off";
   }
   std::uint32_t warmup = options.warmup;
   state_ = std::make_unique<State>(std::move(options), resolved);
   state_->every_step_watched = resolved.observe_ops->mode == OpWatching::Mode::kEveryStep;
-  if (!graph_note.empty()) state_->notes.push_back(graph_note);
+  state_->graph_nodes_unwatched = std::move(graph_nodes_unwatched);
   setStep(0);
   state_->tracker.start();
   track::watchEveryStepUntil(warmup + kWatchedStepsAfterWarmup);

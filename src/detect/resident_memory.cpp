@@ -89,24 +89,9 @@ bool mallocStatisticsCallDue(std::int64_t now_ns, std::int64_t last_end_ns,
   return now_ns - last_end_ns >= ResidentMemoryReader::kTimePerCallCost * cost_ns;
 }
 
-std::string ResidentMemoryReader::heldFreeNote(bool kept_graphs_cost) const {
-  if (heldFreeGrowth() < kHeldFreeNoteBytes) return "";
-  auto mib = [](std::int64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; };
-  std::string held = "malloc holds " + mib(free_last_) + " of freed memory, up from " +
-                     mib(free_after_warmup_) + " after warm-up";
-  if (kept_graphs_cost) {
-    // Without the kept graphs the same loop frees and reuses that memory: it is the leak's.
-    return held +
-           ": what each step freed, stranded between the autograd graphs kept across steps, "
-           "resident but not reusable; part of what that leak costs, counted in its resident "
-           "memory per step. It goes with the leak";
-  }
-  return held +
-         ": holes in its heap between allocations of ever-new sizes, resident but not in use (not "
-         "a leak; left out of the resident memory judged here). If the process's memory keeps "
-         "growing this way: call malloc_trim(0) now and then to return it, set "
-         "MALLOC_ARENA_MAX=2 (fewer heaps to fragment when many threads allocate), or preload "
-         "jemalloc or tcmalloc";
+std::optional<MallocFreeMemory> ResidentMemoryReader::mallocFree(bool kept_graphs_cost) const {
+  if (heldFreeGrowth() < kHeldFreeNoteBytes) return std::nullopt;
+  return MallocFreeMemory{free_after_warmup_, free_last_, kept_graphs_cost};
 }
 
 }  // namespace memseal::detect

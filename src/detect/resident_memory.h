@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "memseal/leak_detector.h"
 
 namespace memseal::detect {
 
@@ -24,7 +27,7 @@ class ResidentMemoryReader {
   // heap's holes fit what comes, and drops when malloc trims its top. Not memory in use, so not a
   // leak: the resident memory the detector judges leaves it out. What it returns moves only when
   // the free bytes moved by kFreeBytesStep or more since it last did. Readings `after_warmup` are
-  // kept for heldFreeNote.
+  // kept for mallocFree.
   //
   // mallinfo2 walks malloc's free lists under their locks, in time that grows with the free
   // chunks: well under a microsecond in a libtorch loop's heap, 10 us with 1,000 free chunks,
@@ -38,13 +41,12 @@ class ResidentMemoryReader {
   static constexpr std::int64_t kCheapCallNs = 8000;
   static constexpr std::int64_t kTimePerCallCost = 1024;
 
-  // When malloc came to hold kHeldFreeNoteBytes more free since warm-up: a note for the report
-  // that says so and what returns it (the process's memory grew by it, without a leak to find).
-  // Empty otherwise.
+  // When malloc came to hold kHeldFreeNoteBytes more free since warm-up: what the report says of it
+  // (the process's memory grew by it, without a leak to find); empty otherwise.
   // `kept_graphs_cost`: the report has autograd graphs kept across steps, whose small objects,
-  // left between what each step freed, keep malloc from reusing or returning it: the note says the
-  // memory is part of what that leak costs (leakyReport charges it to the finding).
-  std::string heldFreeNote(bool kept_graphs_cost) const;
+  // left between what each step freed, keep malloc from reusing or returning it: the memory is part
+  // of what that leak costs (leakyReport charges it to the finding).
+  std::optional<MallocFreeMemory> mallocFree(bool kept_graphs_cost) const;
   // How much more malloc holds free than after warm-up, 0 before warm-up.
   std::int64_t heldFreeGrowth() const {
     return free_after_warmup_ < 0 ? 0 : std::max<std::int64_t>(0, free_last_ - free_after_warmup_);

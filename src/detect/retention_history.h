@@ -18,18 +18,6 @@
 
 namespace memseal::detect {
 
-// How the report's note on memory a phase gathered and freed (tensors without autograd history)
-// begins: the detector judged it, and it is not a leak.
-constexpr const char* kHeldNotLeakNote = "held for a while, then freed (not a leak)";
-// How the note on a build-up Python's garbage collector freed begins (detect/held_causes.h).
-constexpr const char* kCollectedNotLeakNote =
-    "garbage in reference cycles, freed by Python's garbage collector (not a leak)";
-// Whether a report's note says the detector judged a build-up that was freed, by a phase of the
-// program or by the garbage collector, as no leak.
-inline bool isFreedNotLeakNote(const std::string& note) {
-  return note.rfind(kHeldNotLeakNote, 0) == 0 || note.rfind(kCollectedNotLeakNote, 0) == 0;
-}
-
 // The median of lengths counted by value, such as a cause's build-ups by their number of steps
 // (the mean of the two middle ones for an even count).
 double medianLength(const std::map<std::uint32_t, std::uint32_t>& counted_lengths);

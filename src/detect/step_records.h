@@ -27,7 +27,7 @@ class StepRecords {
   // Resident memory into `sample`, the boundary's, begun at `start_ns`: read when the schedule says
   // so (on every boundary while `forming` a verdict), else the last reading carried over. In use:
   // less the records' own bytes and what malloc keeps free (`after_warmup` readings of it are kept
-  // for ResidentMemoryReader::heldFreeNote).
+  // for ResidentMemoryReader::mallocFree).
   void readResidentMemory(StepSample& sample, std::int64_t start_ns, bool forming,
                           bool after_warmup);
   // The boundary's sample, its graph nodes alive carried over from the last one (counted only

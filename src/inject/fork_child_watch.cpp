@@ -60,11 +60,7 @@ LeakReport forkChildReport(pid_t parent, const std::vector<std::int64_t>& tensor
     report.per_step.push_back(sample);
     steps.push_back(sample.step);
   }
-  report.notes.push_back(
-      "memseal run: forked child of pid " + std::to_string(parent) +
-      " (not exec'd), watched per time window: tracked tensor memory and private memory (shown "
-      "as resident); the sites of its tensors are not attributed (an exec'd child gets the full "
-      "report)");
+  report.origin.forked_from_pid = parent;
   std::vector<std::int64_t> tensor_samples(tensor_bytes.begin(), tensor_bytes.begin() + windows);
   double tensor_growth = detect::steadyTensorGrowthPerStep(steps, tensor_samples);
   if (tensor_growth > 0 && !grewBeyondItsChurn(tensor_samples, tensor_growth)) tensor_growth = 0;

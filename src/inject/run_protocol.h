@@ -3,6 +3,10 @@
 // agree; no code.
 #pragma once
 
+#include <string>
+
+#include "common/schemas.h"
+
 namespace memseal::inject {
 
 // Set by the launcher for the program (and inherited by its children).
@@ -45,7 +49,7 @@ constexpr int kDefaultGatherSeconds = 60;
 // empty line, then the rank's memseal.check report as it sent it (nothing after a missing=).
 constexpr const char* kStatusSuffix = ".status";
 constexpr const char* kGatheredSuffix = ".gathered";
-constexpr const char* kGatheredFormat = "memseal.gathered/1";
+inline const std::string kGatheredFormat = common::kGatheredSchema.tag();
 constexpr const char* kInterimReportSuffix = ".interim.json";
 constexpr const char* kReportSuffix = ".json";
 constexpr const char* kMemoryVizSuffix = ".memory_viz.pickle";

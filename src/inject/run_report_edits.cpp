@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "detect/retention_history.h"
-
 namespace memseal::inject {
 
 namespace {
@@ -77,11 +75,7 @@ std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_ste
   };
   bool cut = keepNewest(report.per_step);
   for (DeviceMemorySummary& device : report.devices) cut = keepNewest(device.per_step) || cut;
-  if (cut) {
-    report.notes.push_back(
-        "memseal run: this report, taken while the program ran, keeps the newest " +
-        std::to_string(newest_steps) + " steps' samples");
-  }
+  if (cut) report.origin.newest_steps_kept = static_cast<std::uint32_t>(newest_steps);
   return report.toJson();
 }
 
@@ -187,9 +181,7 @@ LeakReport reportAtExit(LeakReport now, const std::deque<Snapshot>& snapshots,
   // while time windows went on.
   bool phases_judged = std::any_of(now.findings.begin(), now.findings.end(),
                                    [](const LeakFinding& f) { return f.freed.has_value(); }) ||
-                       std::any_of(now.notes.begin(), now.notes.end(), [](const std::string& note) {
-                         return detect::isFreedNotLeakNote(note);
-                       });
+                       !now.freed_build_ups.empty();
   if (phases_judged && !teardown_from) return now;
   bool kept_every_cause = now.leak;
   for (const LeakFinding& earlier : earlier_leak.findings) {
@@ -204,10 +196,8 @@ LeakReport reportAtExit(LeakReport now, const std::deque<Snapshot>& snapshots,
   LeakReport earlier = earlier_leak;
   if (snapshot != &snapshots.back()) samplesUpTo(earlier, now);
   auto before = std::chrono::duration_cast<std::chrono::milliseconds>(now_time - snapshot->time);
-  earlier.notes.push_back("memseal run: this report was taken after step " +
-                          std::to_string(snapshot->steps) + ", " + std::to_string(before.count()) +
-                          " ms before the program ended (at its end the program freed what it "
-                          "held)");
+  earlier.origin.taken_after_step = snapshot->steps;
+  earlier.origin.ms_before_end = before.count();
   return earlier;
 }
 

@@ -312,7 +312,8 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("phase", &HeldUntilFreed::phase)
       .def_readonly("building_up", &HeldUntilFreed::building_up)
       .def_readonly("found_after_steps", &HeldUntilFreed::found_after_steps)
-      .def_readonly("iterations_per_time", &HeldUntilFreed::iterations_per_time);
+      .def_readonly("iterations_per_time", &HeldUntilFreed::iterations_per_time)
+      .def_readonly("by_collector", &HeldUntilFreed::by_collector);
   py::class_<PhaseSummary>(m, "PhaseSummary")
       .def_readonly("name", &PhaseSummary::name)
       .def_readonly("first_step", &PhaseSummary::first_step)
@@ -348,7 +349,9 @@ PYBIND11_MODULE(_memseal, m) {
       .def_readonly("findings", &LeakReport::findings)
       .def_readonly("per_step", &LeakReport::per_step)
       .def_readonly("backward_ran", &LeakReport::backward_ran)
-      .def_readonly("notes", &LeakReport::notes)
+      // Every note in words (the typed fields' and the free ones), as the text report gives them.
+      .def_property_readonly("notes", &LeakReport::noteLines)
+      .def_readonly("freed_build_ups", &LeakReport::freed_build_ups)
       .def_readonly("steps_from", &LeakReport::steps_from)
       .def_readonly("phases", &LeakReport::phases)
       .def_readonly("rank", &LeakReport::rank)

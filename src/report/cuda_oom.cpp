@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/schemas.h"
 #include "common/text.h"
 #include "detect/device_diagnosis.h"
 #include "track/device_events.h"
@@ -37,8 +38,7 @@ std::string oomForensicsJson(const OomRecord& record,
                              const std::function<std::string(std::uint32_t site)>& site_name) {
   using Json = nlohmann::ordered_json;
   Json json;
-  json["schema"] = kCudaOomSchema;
-  json["version"] = kCudaOomVersion;
+  json["schema"] = common::kCudaOomSchema.tag();
   json["cause"] = oomCauseName(oomCause(record));
   json["explanation"] = oomExplanation(record);
   json["device"] = record.device;

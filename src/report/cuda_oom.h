@@ -1,4 +1,4 @@
-// The forensics of a CUDA out-of-memory (memseal.cuda-oom/1): the device's state just before the
+// The forensics of a CUDA out-of-memory (memseal.cuda_oom/1): the device's state just before the
 // request failed, why it failed and what to do, as JSON and as text.
 #pragma once
 
@@ -9,9 +9,6 @@
 #include "track/device_ledger.h"
 
 namespace memseal::report {
-
-constexpr const char* kCudaOomSchema = "memseal.cuda-oom";
-constexpr int kCudaOomVersion = 1;
 
 // Sites are named through `site_name` (an empty function names them "site N").
 std::string oomForensicsJson(const track::OomRecord& record,

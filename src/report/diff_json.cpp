@@ -2,6 +2,7 @@
 // first, keys in a fixed order.
 #include <nlohmann/json.hpp>
 
+#include "common/schemas.h"
 #include "memseal/diff.h"
 
 namespace memseal {
@@ -62,7 +63,7 @@ Json causesJson(const std::vector<CauseDiff>& causes) {
 
 std::string ReportDiff::toJson() const {
   Json json;
-  json["schema"] = std::string(kDiffReportSchema) + "/" + std::to_string(kDiffReportVersion);
+  json["schema"] = common::kDiffSchema.tag();
   json["kind"] = kind;
   json["empty"] = empty();
   json["peak_measure"] = peak_measure;

@@ -2,6 +2,7 @@
 // in a fixed order, schema first, as in memseal.check/1.
 #include <nlohmann/json.hpp>
 
+#include "common/schemas.h"
 #include "memseal/explain.h"
 #include "report/json_fields.h"
 
@@ -32,7 +33,7 @@ Json remediesJson(const std::vector<PeakRemedy>& remedies) {
 
 std::string PeakReport::toJson() const {
   Json json;
-  json["schema"] = "memseal.explain/1";
+  json["schema"] = common::kExplainSchema.tag();
   // Only in a distributed job's reports, as in memseal.check/1.
   if (rank) json["rank"] = report::rankJson(*rank);
   json["steps"] = steps;
@@ -151,7 +152,7 @@ Json phasesJson(const FitReport& report) {
 
 std::string FitReport::toJson() const {
   Json json;
-  json["schema"] = "memseal.fit/2";
+  json["schema"] = common::kFitSchema.tag();
   Json point_list = Json::array();
   for (const FitPoint& point : points) {
     Json phase_peaks = Json::object();

@@ -4,17 +4,19 @@
 // defaults), and rejects other schemas and newer versions with a message saying what it got.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
+#include "common/schemas.h"
 #include "memseal/leak_detector.h"
 #include "report/json_fields.h"
 
 namespace memseal {
 
-const char* const kCheckReportSchema = "memseal.check";
-const int kCheckReportVersion = 1;
+const char* const kCheckReportSchema = common::kCheckSchema.name;
+const int kCheckReportVersion = common::kCheckSchema.version;
 
 namespace {
 
@@ -74,6 +76,8 @@ Json deviceJson(const DeviceMemorySummary& device) {
           {"inactive_split_bytes", device.inactive_split_bytes},
           {"largest_free_extent", device.largest_free_extent},
           {"hint", device.hint},
+          {"growth_per_step", device.growth_per_step},
+          {"growth_shown_as", device.growth_shown_as},
           {"per_step", per_step}};
 }
 
@@ -87,7 +91,58 @@ Json freedJson(const HeldUntilFreed& freed) {
           {"phase", freed.phase},
           {"building_up", freed.building_up},
           {"found_after_steps", freed.found_after_steps},
-          {"iterations_per_time", freed.iterations_per_time}};
+          {"iterations_per_time", freed.iterations_per_time},
+          {"by_collector", freed.by_collector}};
+}
+
+Json findingJson(const LeakFinding& finding) {
+  Json parts = Json::array();
+  for (const LeakPart& part : finding.parts) parts.push_back(partJson(part));
+  Json item = {{"category", categoryId(finding.category)}};
+  writeGrowthFields(item, finding);
+  item["explained_bytes_per_step"] = finding.explained_bytes_per_step;
+  item["resident_bytes_per_step"] = finding.resident_bytes_per_step;
+  item["parts"] = parts;
+  item["hint"] = finding.hint;
+  // Only for what was freed before the report, as older readers expect.
+  if (finding.freed) item["freed"] = freedJson(*finding.freed);
+  return item;
+}
+
+// The fields the notes are made of, each only where it says something (older readers expect none).
+void writeNoteFields(const LeakReport& report, Json& json) {
+  if (!report.graph_nodes_unwatched.empty()) {
+    json["graph_nodes_unwatched"] = report.graph_nodes_unwatched;
+  }
+  if (!report.freed_build_ups.empty()) {
+    Json build_ups = Json::array();
+    for (const LeakFinding& build_up : report.freed_build_ups) {
+      build_ups.push_back(findingJson(build_up));
+    }
+    json["freed_build_ups"] = build_ups;
+  }
+  if (report.malloc_free) {
+    json["malloc_free"] = {{"after_warmup_bytes", report.malloc_free->after_warmup_bytes},
+                           {"now_bytes", report.malloc_free->now_bytes},
+                           {"kept_graphs_cost", report.malloc_free->kept_graphs_cost}};
+  }
+  if (report.phase_changes_capped_at != 0) {
+    json["phase_changes_capped_at"] = report.phase_changes_capped_at;
+  }
+  if (!report.cuda_oom_file.empty()) json["cuda_oom_file"] = report.cuda_oom_file;
+  const ReportOrigin& origin = report.origin;
+  Json origin_json = Json::object();
+  if (origin.taken_after_step) {
+    origin_json["taken_after_step"] = *origin.taken_after_step;
+    origin_json["ms_before_end"] = origin.ms_before_end;
+  }
+  if (origin.newest_steps_kept != 0) origin_json["newest_steps_kept"] = origin.newest_steps_kept;
+  if (!origin.interim_age.empty()) {
+    origin_json["interim_age"] = origin.interim_age;
+    origin_json["pid"] = origin.pid;
+  }
+  if (origin.forked_from_pid != 0) origin_json["forked_from_pid"] = origin.forked_from_pid;
+  if (!origin_json.empty()) json["origin"] = origin_json;
 }
 
 // ---- reading ----
@@ -185,6 +240,7 @@ HeldUntilFreed readFreed(const Json& json, const std::string& where) {
   freed.building_up = readOr<bool>(json, "building_up", where, false);
   freed.found_after_steps = readOr<std::uint32_t>(json, "found_after_steps", where, 0);
   freed.iterations_per_time = readOr<double>(json, "iterations_per_time", where, 0);
+  freed.by_collector = readOr<bool>(json, "by_collector", where, false);
   return freed;
 }
 
@@ -209,6 +265,8 @@ DeviceMemorySummary readDevice(const Json& json, const std::string& where) {
   device.inactive_split_bytes = read<std::uint64_t>(json, "inactive_split_bytes", where);
   device.largest_free_extent = read<std::uint64_t>(json, "largest_free_extent", where);
   device.hint = readOr<std::string>(json, "hint", where, "");
+  device.growth_per_step = readOr<double>(json, "growth_per_step", where, 0);
+  device.growth_shown_as = readOr<std::string>(json, "growth_shown_as", where, "");
   if (json.contains("per_step") && !json.at("per_step").is_null()) {
     const Json& per_step = json.at("per_step");
     if (!per_step.is_array()) fail(where + ".per_step is not an array");
@@ -228,7 +286,7 @@ DeviceMemorySummary readDevice(const Json& json, const std::string& where) {
 
 std::string LeakReport::toJson() const {
   Json json;
-  json["schema"] = std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion);
+  json["schema"] = common::kCheckSchema.tag();
   json["verdict"] = leak ? "leak" : "no_leak";
   // Only in a distributed job's reports.
   if (rank) json["rank"] = rankJson(*rank);
@@ -236,22 +294,14 @@ std::string LeakReport::toJson() const {
   json["warmup"] = warmup;
   json["detected_at_step"] = detected_at_step ? Json(*detected_at_step) : Json(nullptr);
   json["backward_ran"] = backward_ran;
-  json["notes"] = notes;
+  // The notes in words, for people and older readers; the fields they come from beside them.
+  json["notes"] = noteLines();
+  writeNoteFields(*this, json);
   // Only where memseal took the steps.
   if (!steps_from.empty()) json["steps_from"] = steps_from;
   json["findings"] = Json::array();
   for (const LeakFinding& finding : findings) {
-    Json parts = Json::array();
-    for (const LeakPart& part : finding.parts) parts.push_back(partJson(part));
-    Json item = {{"category", categoryId(finding.category)}};
-    writeGrowthFields(item, finding);
-    item["explained_bytes_per_step"] = finding.explained_bytes_per_step;
-    item["resident_bytes_per_step"] = finding.resident_bytes_per_step;
-    item["parts"] = parts;
-    item["hint"] = finding.hint;
-    // Only for what was freed before the report, as older readers expect.
-    if (finding.freed) item["freed"] = freedJson(*finding.freed);
-    json["findings"].push_back(std::move(item));
+    json["findings"].push_back(findingJson(finding));
   }
   Json live = Json::array();
   Json per_step_json = Json::array();
@@ -305,7 +355,7 @@ Json parseCheckDocument(const std::string& text) {
     // Syntax, and numbers too large for a double (out_of_range), alike.
     fail(std::string("not valid JSON (") + error.what() + ")");
   }
-  std::string reads = std::string(kCheckReportSchema) + "/" + std::to_string(kCheckReportVersion);
+  std::string reads = common::kCheckSchema.tag();
   if (!json.is_object() || !json.contains("schema") || !json["schema"].is_string()) {
     fail("not a memseal report: no \"schema\" (this memseal reads " + reads + ")");
   }
@@ -376,6 +426,51 @@ std::vector<Item> readOptionalArray(const Json& json, const char* key, ReadItem 
   return items;
 }
 
+// The fields the notes are made of (absent from older files), then the notes in words that none of
+// them makes: an older memseal's, or a tool's own.
+void readNoteFields(const Json& json, std::uint32_t observed, LeakReport& report) {
+  report.graph_nodes_unwatched = readOr<std::string>(json, "graph_nodes_unwatched", "report", "");
+  report.freed_build_ups = readOptionalArray<LeakFinding>(
+      json, "freed_build_ups", [observed](const Json& item, const std::string& where) {
+        LeakFinding build_up = readFinding(item, where, observed);
+        if (!build_up.freed) fail(where + " has no \"freed\"");
+        return build_up;
+      });
+  if (json.contains("malloc_free") && !json["malloc_free"].is_null()) {
+    const Json& free = json["malloc_free"];
+    if (!free.is_object()) fail("report.malloc_free is not an object");
+    report.malloc_free =
+        MallocFreeMemory{read<std::int64_t>(free, "after_warmup_bytes", "malloc_free"),
+                         read<std::int64_t>(free, "now_bytes", "malloc_free"),
+                         read<bool>(free, "kept_graphs_cost", "malloc_free")};
+  }
+  report.phase_changes_capped_at =
+      readOr<std::uint32_t>(json, "phase_changes_capped_at", "report", 0);
+  report.cuda_oom_file = readOr<std::string>(json, "cuda_oom_file", "report", "");
+  if (json.contains("origin") && !json["origin"].is_null()) {
+    const Json& origin = json["origin"];
+    if (!origin.is_object()) fail("report.origin is not an object");
+    if (origin.contains("taken_after_step")) {
+      report.origin.taken_after_step = read<std::uint32_t>(origin, "taken_after_step", "origin");
+      report.origin.ms_before_end = read<std::int64_t>(origin, "ms_before_end", "origin");
+    }
+    report.origin.newest_steps_kept =
+        readOr<std::uint32_t>(origin, "newest_steps_kept", "origin", 0);
+    report.origin.interim_age = readOr<std::string>(origin, "interim_age", "origin", "");
+    report.origin.pid = readOr<std::int64_t>(origin, "pid", "origin", 0);
+    report.origin.forked_from_pid = readOr<std::int64_t>(origin, "forked_from_pid", "origin", 0);
+  }
+  std::vector<std::string> made = report.noteLines();
+  for (std::string& line : readOr<std::vector<std::string>>(json, "notes", "report", {})) {
+    auto found = std::find(made.begin(), made.end(), line);
+    if (found != made.end()) {
+      made.erase(found);
+    } else {
+      report.notes.push_back(std::move(line));
+    }
+  }
+}
+
 }  // namespace
 
 LeakReport LeakReport::fromJson(const std::string& text) {
@@ -391,7 +486,6 @@ LeakReport LeakReport::fromJson(const std::string& text) {
     report.detected_at_step = read<std::uint32_t>(json, "detected_at_step", "report");
   }
   report.backward_ran = readOr<bool>(json, "backward_ran", "report", false);
-  report.notes = readOr<std::vector<std::string>>(json, "notes", "report", {});
   report.steps_from = readOr<std::vector<std::string>>(json, "steps_from", "report", {});
   const Json& findings = field(json, "findings", "report");
   if (!findings.is_array()) fail("report.findings is not an array");
@@ -434,6 +528,7 @@ LeakReport LeakReport::fromJson(const std::string& text) {
       }
     }
   }
+  readNoteFields(json, observed, report);
   return report;
 }
 

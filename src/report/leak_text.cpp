@@ -174,7 +174,7 @@ std::string LeakReport::toText() const {
     }
     out << "\n";
     writeStepsContext(out, *this);
-    for (const std::string& note : notes)
+    for (const std::string& note : noteLines())
       out << "note: " << report::wrap(note, 94, "      ") << "\n";
     return out.str();
   }
@@ -213,7 +213,7 @@ std::string LeakReport::toText() const {
     writeHolders(out, holders, index - 1);
     out << "    fix       " << report::wrap(finding.hint, 88, kIndent) << "\n";
   }
-  std::vector<std::string> all_notes = notes;
+  std::vector<std::string> all_notes = noteLines();
   for (const LeakHolder& holder : holders) {
     if (holder.finding < 0) all_notes.push_back(holder.description);
   }

@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "common/schemas.h"
+
 namespace memseal::report {
 
 namespace {
@@ -47,8 +49,6 @@ using GenericList = c10::List<IValue>;
 
 // Under the top-level key "memseal", beside what torch's snapshot holds; the viewers ignore keys
 // they do not read.
-const char* const kMemoryVizSchema = "memseal.memory_viz";
-const std::int64_t kMemoryVizVersion = 1;
 
 GenericDict newDict() { return GenericDict(c10::AnyType::get(), c10::AnyType::get()); }
 GenericList newList() { return GenericList(c10::AnyType::get()); }
@@ -462,8 +462,7 @@ GenericDict aboutTheFile(const Names& names, GenericList device_names) {
     event_actions.push_back(*action);
   }
   GenericDict about = newDict();
-  about.insert("schema", kMemoryVizSchema);
-  about.insert("version", kMemoryVizVersion);
+  about.insert("schema", common::kMemoryVizSchema.tag());
   about.insert("devices", std::move(device_names));
   about.insert("event_fields", std::move(event_fields));
   about.insert("event_actions", std::move(event_actions));

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "common/schemas.h"
 #include "common/text.h"
 #include "report/finding_cause.h"
 #include "report/json_fields.h"
@@ -20,8 +21,8 @@
 
 namespace memseal {
 
-const char* const kMergedReportSchema = "memseal.merged";
-const int kMergedReportVersion = 1;
+const char* const kMergedReportSchema = common::kMergedSchema.name;
+const int kMergedReportVersion = common::kMergedSchema.version;
 
 namespace {
 
@@ -181,14 +182,15 @@ RankReport rankReportFromJson(const std::string& json, const std::string& source
       document.is_object() && document.contains("schema") && document["schema"].is_string()
           ? document["schema"].get<std::string>()
           : "";
-  if (schema.rfind("memseal.explain/", 0) != 0) {
+  if (schema.rfind(std::string(common::kExplainSchema.name) + "/", 0) != 0) {
     LeakReport report = LeakReport::fromJson(json);  // says what is wrong with anything else
     rank.identity = report.rank.value_or(RankIdentity{0, 0, 0, ""});
     rank.report = std::move(report);
     return rank;
   }
-  if (schema != "memseal.explain/1") {
-    throw std::invalid_argument("a " + schema + " document: this memseal reads memseal.explain/1");
+  if (schema != common::kExplainSchema.tag()) {
+    throw std::invalid_argument("a " + schema + " document: this memseal reads " +
+                                common::kExplainSchema.tag());
   }
   RankPeak peak;
   peak.peak_bytes = report::read<std::int64_t>(document, "peak_bytes", "explain");

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/schemas.h"
 #include "common/text.h"
 #include "memseal/merged_report.h"
 #include "report/json_fields.h"
@@ -268,7 +269,7 @@ std::string MergedReport::toText() const {
 
 std::string MergedReport::toJson() const {
   Json json;
-  json["schema"] = std::string(kMergedReportSchema) + "/" + std::to_string(kMergedReportVersion);
+  json["schema"] = common::kMergedSchema.tag();
   json["verdict"] = leak() ? "leak" : "no_leak";
   json["world_size"] = world_size;
   json["ranks"] = Json::array();

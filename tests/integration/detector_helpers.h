@@ -26,7 +26,7 @@ inline const LeakFinding* findCategory(const LeakReport& report, LeakCategory ca
 
 // Whether one of the report's notes contains text.
 inline bool hasNote(const LeakReport& report, const std::string& text) {
-  for (const std::string& note : report.notes) {
+  for (const std::string& note : report.noteLines()) {
     if (note.find(text) != std::string::npos) return true;
   }
   return false;

@@ -462,9 +462,11 @@ std::int64_t makeHeapHoles(std::size_t count, std::size_t bytes, std::vector<voi
 }
 
 bool saysMallocHoldsFreedMemory(const LeakReport& report) {
-  return std::any_of(report.notes.begin(), report.notes.end(), [](const std::string& note) {
-    return note.find("malloc holds") != std::string::npos;
-  });
+  std::vector<std::string> notes = report.noteLines();
+  return report.malloc_free.has_value() &&
+         std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+           return note.find("malloc holds") != std::string::npos;
+         });
 }
 
 // Memory a program freed and malloc keeps for reuse is resident, not in use: a loop of ever-new

@@ -154,8 +154,9 @@ TEST(Phases, PredictionsGatheredWithoutHistoryAreANoteNotALeak) {
   }
   LeakReport report = detector.finish();
   EXPECT_FALSE(report.leak) << report.toText();
+  EXPECT_FALSE(report.freed_build_ups.empty()) << report.toText();
   bool noted = false;
-  for (const std::string& note : report.notes) {
+  for (const std::string& note : report.noteLines()) {
     noted = noted || note.find("not a leak") != std::string::npos;
   }
   EXPECT_TRUE(noted) << report.toText();
@@ -172,7 +173,8 @@ TEST(Phases, ABoundedCacheThatEvictsIsNeitherALeakNorANote) {
   recent.clear();
   LeakReport report = detector.finish();
   EXPECT_FALSE(report.leak) << report.toText();
-  for (const std::string& note : report.notes) {
+  EXPECT_TRUE(report.freed_build_ups.empty()) << report.toText();
+  for (const std::string& note : report.noteLines()) {
     EXPECT_EQ(note.find("not a leak"), std::string::npos) << report.toText();
   }
 }

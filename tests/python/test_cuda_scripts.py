@@ -136,7 +136,7 @@ def test_an_out_of_memory_error_says_where_what_was_live_is(tmp_path):
     assert said, output
     with open(said.group(1)) as forensics_file:
         forensics = json.load(forensics_file)
-    assert forensics["schema"] == "memseal.cuda-oom", forensics
+    assert forensics["schema"] == "memseal.cuda_oom/1", forensics
     assert forensics["device"] == 0, forensics
     assert forensics["requested_bytes"] > 0, forensics
     assert forensics["reserved_bytes"] >= forensics["allocated_bytes"] > 0, forensics

@@ -20,6 +20,7 @@ TEST(ForkChildReport, TensorMemoryThatKeepsGrowingIsRetained) {
   memseal::LeakReport report = forkChildReport(1, tensors, flat(40, 50'000'000));
   ASSERT_EQ(report.findings.size(), 1u);
   EXPECT_EQ(report.findings[0].category, memseal::LeakCategory::kTensorsRetained);
+  EXPECT_EQ(report.origin.forked_from_pid, 1);
 }
 
 TEST(ForkChildReport, TensorsInFlightThatRiseByChanceAreNot) {

@@ -227,7 +227,7 @@ TEST(ReportDiff, ReportsOfTwoKindsOrTwoProgramsAreRefused) {
   EXPECT_NE(forced.warnings[0].find("two programs"), std::string::npos);
   EXPECT_THROW(diffReports("{not json", explained), std::invalid_argument);
   EXPECT_THROW(diffReports(R"({"schema":"memseal.explain/2"})", explained), std::invalid_argument);
-  EXPECT_THROW(diffReports(R"({"schema":"memseal.cuda-oom/1"})", explained), std::invalid_argument);
+  EXPECT_THROW(diffReports(R"({"schema":"memseal.cuda_oom/1"})", explained), std::invalid_argument);
 }
 
 TEST(ReportDiff, OtherWarmupOrStepCountsAreNamed) {

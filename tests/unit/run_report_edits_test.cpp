@@ -203,10 +203,13 @@ TEST(ReportAtExit, TheSnapshotsLeakWhenTheReportAtExitLostIt) {
   memseal::LeakReport given = reportAtExit(now, snapshots, std::nullopt, end);
   EXPECT_TRUE(given.leak);
   ASSERT_EQ(given.findings.size(), 2u);
-  ASSERT_FALSE(given.notes.empty());
-  EXPECT_NE(given.notes.back().find("taken after step 60, 250 ms before the program ended"),
+  EXPECT_EQ(given.origin.taken_after_step, std::optional<std::uint32_t>(60));
+  EXPECT_EQ(given.origin.ms_before_end, 250);
+  std::vector<std::string> notes = given.noteLines();
+  ASSERT_FALSE(notes.empty());
+  EXPECT_NE(notes.front().find("taken after step 60, 250 ms before the program ended"),
             std::string::npos)
-      << given.notes.back();
+      << notes.front();
   // No snapshot, or one without a leak: the report at exit.
   EXPECT_FALSE(reportAtExit(now, {}, std::nullopt, end).leak);
   snapshots.front().report.leak = false;
@@ -232,6 +235,7 @@ TEST(ReportAtExit, TheReportAtExitWhenItKeptEveryCauseOrJudgedAPhase) {
   memseal::LeakReport given = reportAtExit(kept, snapshots, std::nullopt, end);
   ASSERT_EQ(given.notes.size(), 1u);
   EXPECT_EQ(given.notes[0], "as at exit");
+  EXPECT_FALSE(given.origin.taken_after_step);
   // A build-up held and freed (a phase's), with no teardown seen: the detector judged it.
   memseal::LeakReport phases = reportOf(rising(62));
   phases.leak = true;
@@ -240,6 +244,14 @@ TEST(ReportAtExit, TheReportAtExitWhenItKeptEveryCauseOrJudgedAPhase) {
   EXPECT_EQ(reportAtExit(phases, snapshots, std::nullopt, end).findings[0].site.op, "aten::mul");
   // ... but where time windows saw the program tear down, what it lost as it did counts.
   EXPECT_EQ(reportAtExit(phases, snapshots, 150u, end).findings[0].site.op, "aten::add");
+  // A build-up judged no leak (a phase's tensors without history, freed together) is a judged
+  // phase too: the report at exit, without the earlier leak.
+  memseal::LeakReport noted = reportOf(rising(62));
+  noted.freed_build_ups.push_back(finding(memseal::LeakCategory::kTensorsRetained, "aten::cat"));
+  noted.freed_build_ups.back().freed = memseal::HeldUntilFreed{};
+  memseal::LeakReport given_noted = reportAtExit(noted, snapshots, std::nullopt, end);
+  EXPECT_FALSE(given_noted.leak);
+  EXPECT_EQ(given_noted.freed_build_ups.size(), 1u);
 }
 
 }  // namespace

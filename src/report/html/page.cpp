@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/schemas.h"
 #include "report/html/json_reader.h"
 #include "report/html/report_assets.h"
 #include "report/html/sections.h"
@@ -52,9 +53,10 @@ namespace {
 // reads, with a warning instead of a silent guess.
 // `older` is an earlier version of the same schema that the section still reads whole (its new
 // fields are optional there), or nullptr.
-std::string schemaWarning(const ReadJson& document, const char* expected, const char* older) {
+std::string schemaWarning(const ReadJson& document, const std::string& expected,
+                          const std::string& older) {
   std::string schema = textAt(document, "schema");
-  if (schema.empty() || schema == expected || (older != nullptr && schema == older)) return "";
+  if (schema.empty() || schema == expected || (!older.empty() && schema == older)) return "";
   return "<div class=\"card warning\">This document says it is <code>" + escapeHtml(schema) +
          "</code>; this page reads <code>" + expected +
          "</code>, so parts of it may be missing.</div>";
@@ -160,17 +162,17 @@ RenderedSections renderSections(const nlohmann::json& page) {
   struct Document {
     const ReadJson& json;
     const char* key;
-    const char* schema;
-    const char* older_schema;
+    std::string schema;
+    std::string older_schema;  // also read without a warning; "" for none
     const char* name;
     std::string (*render)(const ReadJson&);
   };
   const Document documents[] = {
-      {check, "check", "memseal.check/1", nullptr, "Leak check", checkSection},
-      {explain, "explain", "memseal.explain/1", nullptr, "Peak", explainSection},
-      {fit, "fit", "memseal.fit/2", "memseal.fit/1", "Fit", fitSection},
-      {merged, "merged", "memseal.merged/1", nullptr, "Ranks", mergedSection},
-      {diff, "diff", "memseal.diff/1", nullptr, "Diff", diffSection}};
+      {check, "check", common::kCheckSchema.tag(), "", "Leak check", checkSection},
+      {explain, "explain", common::kExplainSchema.tag(), "", "Peak", explainSection},
+      {fit, "fit", common::kFitSchema.tag(), common::kFitSchema.tag(1), "Fit", fitSection},
+      {merged, "merged", common::kMergedSchema.tag(), "", "Ranks", mergedSection},
+      {diff, "diff", common::kDiffSchema.tag(), "", "Diff", diffSection}};
   for (const Document& document : documents) {
     if (document.json.is_null()) continue;
     if (!document.json.is_object()) {
