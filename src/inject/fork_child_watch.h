@@ -4,7 +4,8 @@
 // memory is watched per time window: tracked tensor memory, and private memory (pages no longer
 // shared). Private memory that keeps growing while tensor memory does not is copy-on-write: the
 // child writes pages it shares with its parent, as Python does on every read of an object (its
-// reference count), which copies a dataset held as Python lists into every worker.
+// reference count), which copies a dataset held as Python lists into every worker. This records
+// the windows; detect/forked_child_verdict.h judges them.
 #pragma once
 
 #include <sys/types.h>
@@ -20,11 +21,6 @@ namespace memseal::inject {
 // Private memory of this process (Private_Clean + Private_Dirty of /proc/self/smaps_rollup), in
 // bytes; 0 where it cannot be read.
 std::int64_t privateMemoryBytes();
-
-// The verdict over a forked child's windows (pure: tested on its own). `tensor_bytes` and
-// `private_bytes` are samples at the end of each window.
-LeakReport forkChildReport(pid_t parent, const std::vector<std::int64_t>& tensor_bytes,
-                           const std::vector<std::int64_t>& private_bytes);
 
 class ForkChildWatch {
  public:

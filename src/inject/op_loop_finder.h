@@ -17,12 +17,14 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "analyze/repeating_ops.h"
+#include "inject/followed_iterations.h"
+#include "inject/inner_loops.h"
+#include "inject/op_catalog.h"
 
 namespace memseal::inject {
 
@@ -105,15 +107,14 @@ class OpLoopFinder {
   void judgeAfresh();
 
   // The followed loop's anchor, the op a step ends at.
-  const std::string& anchorName() const { return op_names_[loops_[current_].anchor]; }
+  const std::string& anchorName() const { return ops_.name(loops_[current_].anchor); }
   const std::vector<Loop>& loops() const { return loops_; }
-  const std::string& opName(std::uint32_t id) const { return op_names_[id]; }
+  const std::string& opName(std::uint32_t id) const { return ops_.name(id); }
   std::size_t opsSeen() const { return ops_seen_; }
   // How time windows were decided and why, in words; empty when they never were.
   const std::string& windowsDecision() const { return windows_decision_; }
 
  private:
-  std::uint32_t opId(const char* name);
   void resetLearning();
   // A checkpoint of `thread`'s ops.
   std::optional<Decision> decideFromCheckpoint(std::uint64_t thread, bool time_is_up);
@@ -124,34 +125,11 @@ class OpLoopFinder {
   // Whether op `id` on `thread` completes two iterations in a row of a loop found before (it then
   // runs again).
   std::optional<Decision> recogniseKnownLoop(std::uint32_t id, std::uint64_t thread);
-  // Moves the loop's anchor to the op of its iteration where the least tensor memory is live.
-  void startAtLeastLiveMemory(analyze::LoopShape& loop, const std::vector<std::uint32_t>& ops,
-                              const std::vector<std::int64_t>& live) const;
-  // Whether op `id` may start an iteration: a real op, outside every inner loop.
-  bool mayStartIteration(std::uint32_t id) const;
-  // Once loops are known to lie inside longer iterations: each run of their ops on a thread is
-  // seen as one op (kInnerLoopRun), so that the iterations around them are alike however many
-  // times they ran it (sequences of several lengths). False: `id` goes on such a run and is not
-  // seen at all.
-  bool collapseInnerLoops(std::uint32_t& id, std::uint64_t thread);
-  // The followed loop's iteration that did not match, after `matched_run_` that did: whether the
-  // loop, so interrupted again and again, lies inside a longer iteration.
-  bool interruptedAgainAndAgain(std::size_t period);
   // Its ops never start an iteration again, and each run of them is one op: from the next op on,
   // and in every thread's ops stored so far (collapseStoredOps).
   void markInner(Loop& loop);
   // Every thread's ops stored so far, seen again with each run of the inner loops' ops as one op.
   void collapseStoredOps();
-  // Counts the backward pass's ops (the autograd engine's), per thread: a loop is judged by the
-  // backward run on its own thread (where a CUDA program's backward runs on the engine's device
-  // threads, its loops never are).
-  void noteBackward(std::uint32_t id, std::uint64_t thread) {
-    if (id < backward_op_.size() && backward_op_[id]) ++backward_by_thread_[thread];
-  }
-  std::uint64_t backwardOn(std::uint64_t thread) const {
-    auto found = backward_by_thread_.find(thread);
-    return found == backward_by_thread_.end() ? 0 : found->second;
-  }
   // A loop without backward run again, or interrupted, with backward run on its thread since
   // `backward_before` was counted: once kInnerLoopRuns times in a row, it lies inside the
   // training iteration that runs it (a data loader's loop over the samples of each batch).
@@ -163,10 +141,7 @@ class OpLoopFinder {
   std::optional<Decision> startWindows(std::string reason);
 
   TimeLimits limits_;
-  std::deque<std::string> op_names_;  // a deque: its strings never move (op_ids_ views them)
-  std::vector<bool> backward_op_;     // by op id: one of the backward pass's
-  std::unordered_map<std::uint64_t, std::uint64_t> backward_by_thread_;  // backward ops seen
-  std::unordered_map<std::string_view, std::uint32_t> op_ids_;
+  OpCatalog ops_;
   // Learning: each thread's ops, and the tracked tensor memory live as each began.
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> ops_by_thread_;
   std::unordered_map<std::uint64_t, std::vector<std::int64_t>> live_by_thread_;
@@ -177,31 +152,15 @@ class OpLoopFinder {
   // validation pass of twenty batches) is found when it runs again.
   std::deque<std::pair<std::size_t, std::uint64_t>> candidates_;
   std::vector<Loop> loops_;
-  std::size_t current_ = 0;  // the loop followed
-  // The followed loop, checked on its thread: the ops since its anchor's last call, whether each
-  // of the last iterations matched (bits, newest lowest), and how many were judged.
-  std::uint64_t segment_hash_ = 0;
-  std::size_t segment_length_ = 0;
-  bool segment_started_ = false;
-  std::uint32_t recent_matches_ = 0;
-  std::uint32_t recent_judged_ = 0;
-  // Steps taken when the current run of iterations that did not match began (see steps_back).
-  std::uint64_t steps_at_mismatch_ = 0;
-  bool mismatching_ = false;
-  std::size_t ops_since_anchor_ = 0;
+  std::size_t current_ = 0;      // the loop followed
+  FollowedIterations followed_;  // the loop followed, checked on its thread
   // After a decision, its thread's ops are kept a while longer and judged again: a deep model's
   // layers can look like the loop until a few iterations have run.
   std::vector<std::uint32_t> verify_ops_;
   std::size_t verify_until_ = 0;
   std::size_t verify_period_ = 0;
-  std::size_t iterations_this_run_ = 0;        // of the loop entered now
-  std::vector<std::uint32_t> inner_loop_ops_;  // never the anchor of a loop found from now on
-  std::unordered_map<std::uint64_t, bool> in_inner_run_;  // per thread: its last op was one
-  // The followed loop's matched iterations since the last that did not match, and the lengths of
-  // the last runs of them that such an iteration broke, newest last.
-  std::uint32_t matched_run_ = 0;
-  std::vector<std::uint32_t> interrupted_runs_;
-  std::uint64_t segment_backward_ = 0;  // backwardOn(its thread) as the current iteration began
+  std::size_t iterations_this_run_ = 0;  // of the loop entered now
+  InnerLoops inner_;
   std::size_t last_left_loop_ = std::numeric_limits<std::size_t>::max();
   std::string windows_decision_;
 };
