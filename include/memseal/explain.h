@@ -119,11 +119,19 @@ struct MEMSEAL_API PeakReport {
   std::vector<StepPeak> step_peaks;
   bool model_identified = false;      // parameters/gradients were named by the caller
   bool optimizer_identified = false;  // optimizer state was named by the caller
+  bool backward_ran = true;           // backward ran in the measured step (activations are known)
+  // Allocations and frees of the step past max_events_per_step, not kept: its peak is read from the
+  // newest only.
+  std::uint64_t dropped_events = 0;
+  std::uint32_t max_events_per_step = 0;
+  // Notes in words alone (a tool's own); noteLines() gives every note, the fields' above included.
   std::vector<std::string> notes;
   std::vector<PeakRemedy> remedies;  // what would lower this peak, most bytes first
   std::optional<RankIdentity> rank;  // a distributed job's rank (memseal merge compares peaks)
 
   std::int64_t bytesOf(MemoryRole role) const;
+  // Every note in words, as the text, JSON and HTML reports give them.
+  std::vector<std::string> noteLines() const;
   std::string toText() const;
   // Schema memseal.explain/1 (docs/explain-json.md).
   std::string toJson() const;

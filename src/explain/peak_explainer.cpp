@@ -301,28 +301,6 @@ void listSitesAndModules(PeakTotals& totals, PeakReport& report) {
   if (report.modules.size() > kMaxListed) report.modules.resize(kMaxListed);
 }
 
-// What the breakdown could not tell, said in the report.
-void addNotes(const MeasuredStep& measured, const ExplainOptions& options, PeakReport& report) {
-  if (!measured.backward_ran) {
-    report.notes.push_back(
-        "no backward ran in the step: nothing is counted as activations saved for backward");
-  }
-  if (!measured.named_model) {
-    report.notes.push_back(
-        "no model named: parameters and gradients are those backward reached (frozen parameters "
-        "and buffers count as other)");
-  }
-  if (!measured.named_optimizer) {
-    report.notes.push_back("no optimizer named: its state counts as other");
-  }
-  if (measured.dropped_events > 0) {
-    report.notes.push_back("the step made more than " +
-                           std::to_string(options.max_events_per_step) +
-                           " allocations and frees (max_events_per_step): its peak is read from "
-                           "the newest only, and roles told by backward may be missing");
-  }
-}
-
 PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options) {
   PeakReport report;
   report.steps = options.steps;
@@ -349,7 +327,10 @@ PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options)
   }
   listSitesAndModules(totals, report);
   report.remedies = explain::peakRemedies(holdings, report.bytesOf(MemoryRole::kParameters));
-  addNotes(measured, options, report);
+  // What the breakdown could not tell: report/ puts it in words (PeakReport::noteLines).
+  report.backward_ran = measured.backward_ran;
+  report.dropped_events = measured.dropped_events;
+  report.max_events_per_step = options.max_events_per_step;
   return report;
 }
 

@@ -101,7 +101,9 @@ std::string PeakReport::toJson() const {
   }
   json["step_peaks"] = peaks;
   json["identified"] = {{"model", model_identified}, {"optimizer", optimizer_identified}};
-  json["notes"] = notes;
+  json["notes"] = noteLines();
+  json["backward_ran"] = backward_ran;
+  json["dropped_events"] = dropped_events;
   json["remedies"] = remediesJson(remedies);
   return json.dump(2) + "\n";
 }

@@ -94,7 +94,7 @@ std::string PeakReport::toText() const {
           << "\n";
     }
   }
-  for (const std::string& note : notes) {
+  for (const std::string& note : noteLines()) {
     out << "note: " << report::wrap(note, 94, "      ") << "\n";
   }
   return out.str();

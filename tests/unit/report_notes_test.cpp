@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memseal/explain.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal {
@@ -164,6 +165,26 @@ TEST(ReportNotes, ABuildUpWithoutItsFreedFieldIsRefused) {
               std::string::npos)
         << error.what();
   }
+}
+
+TEST(ReportNotes, ExplainsNotesComeFromWhatItCouldNotTell) {
+  PeakReport report;
+  report.model_identified = true;
+  report.optimizer_identified = true;
+  EXPECT_TRUE(report.noteLines().empty());
+  report.backward_ran = false;
+  report.optimizer_identified = false;
+  report.dropped_events = 12;
+  report.max_events_per_step = 1000;
+  std::vector<std::string> lines = report.noteLines();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(saysSomewhere(lines, "no backward ran in the step"));
+  EXPECT_TRUE(saysSomewhere(lines, "no optimizer named"));
+  EXPECT_TRUE(saysSomewhere(lines, "the step made more than 1000 allocations and frees"));
+  nlohmann::json json = nlohmann::json::parse(report.toJson());
+  EXPECT_EQ(json["notes"].get<std::vector<std::string>>(), lines);
+  EXPECT_FALSE(json["backward_ran"].get<bool>());
+  EXPECT_EQ(json["dropped_events"], 12);
 }
 
 }  // namespace
