@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "detect/findings.h"
-#include "inject/run_report_edits.h"
+#include "detect/program_end.h"
 #include "inject/time_scale.h"
 #include "report/json_fields.h"
 
@@ -42,7 +42,7 @@ bool searchable(const LeakFinding& finding) {
 // A cause as holders follow it from report to report: causeOf (category and op) and the Python
 // line that made it, so that one op's results kept by two lines keep their own holders.
 std::string holderCause(const LeakFinding& finding) {
-  std::string cause = causeOf(finding);
+  std::string cause = detect::causeOf(finding);
   for (const StackFrame& frame : finding.site.frames) {
     if (frame.library == "python" && !frame.is_internal) {
       return cause + "|" + frame.file + ":" + std::to_string(frame.line);

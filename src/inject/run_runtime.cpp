@@ -29,6 +29,7 @@
 #include <system_error>
 #include <thread>
 
+#include "detect/program_end.h"
 #include "inject/build_up_probe.h"
 #include "inject/fork_child_watch.h"
 #include "inject/framework_steps.h"
@@ -49,6 +50,15 @@
 #include "track/python_frames.h"
 
 namespace memseal::inject {
+
+// The program's end is the detector's to judge; the runtime keeps its snapshots.
+using detect::framesFromTheSnapshot;
+using detect::keepSnapshot;
+using detect::madeDuringTeardown;
+using detect::ProgramCodeEnded;
+using detect::reportAtExit;
+using detect::Snapshot;
+using detect::teardownFrom;
 
 namespace {
 

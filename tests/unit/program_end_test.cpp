@@ -1,5 +1,5 @@
 // How `memseal run` tells the program's teardown from its loop when it chooses the report to give
-// at exit, and that choice (inject/run_report_edits.h).
+// at exit, and that choice (detect/program_end.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,18 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "inject/run_report_edits.h"
+#include "detect/program_end.h"
 
 namespace {
 
-using memseal::inject::keepSnapshot;
-using memseal::inject::kSettledSteps;
-using memseal::inject::madeDuringTeardown;
-using memseal::inject::reportAtExit;
-using memseal::inject::samplesUpTo;
-using memseal::inject::Snapshot;
-using memseal::inject::snapshotBeforeTeardown;
-using memseal::inject::teardownFrom;
+using memseal::detect::keepSnapshot;
+using memseal::detect::kSettledSteps;
+using memseal::detect::madeDuringTeardown;
+using memseal::detect::reportAtExit;
+using memseal::detect::samplesUpTo;
+using memseal::detect::Snapshot;
+using memseal::detect::snapshotBeforeTeardown;
+using memseal::detect::teardownFrom;
 
 // A report whose steps (numbered from 100) held `live` tracked bytes each.
 memseal::LeakReport reportOf(const std::vector<std::int64_t>& live) {
@@ -90,7 +90,7 @@ TEST(TeardownFrom, WhatFollowsTheEndOfAPythonProgramsOwnCodeIsTeardown) {
   EXPECT_EQ(teardownFrom(reportOf(live), 0, std::nullopt), std::nullopt);
   // But the program's own code ended two steps after the fall (its atexit): the eight steps after
   // are the interpreter finalising, which a busy machine spreads over many short windows.
-  memseal::inject::ProgramCodeEnded ended{132, 10'000};
+  memseal::detect::ProgramCodeEnded ended{132, 10'000};
   EXPECT_EQ(teardownFrom(reportOf(live), 0, ended), std::optional<std::uint32_t>(129));
   // Code that went on for ten steps after the fall is the program's, not its teardown.
   ended.steps = 140;
