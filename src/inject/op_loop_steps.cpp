@@ -49,35 +49,35 @@ std::uint64_t onCountedStep() {
 
 void OpLoopSteps::onOp(const char* name, bool outermost) {
   if (!outermost || ledger_.stopped()) return;
-  switch (phase_.load(std::memory_order_acquire)) {
-    case Phase::kLearning: {
+  switch (mode_.load(std::memory_order_acquire)) {
+    case Mode::kLearning: {
       bool changed;
       {
         std::lock_guard<std::mutex> lock(learn_mutex_);
-        if (phase_.load() != Phase::kLearning) return;
+        if (mode_.load() != Mode::kLearning) return;
         changed = decided(
             finder_.learn(name, threadNumber(), track::cpuCounters().liveBytes(), Clock::now()));
       }
       if (changed) applyPhaseChange(false);
       return;
     }
-    case Phase::kOps:
+    case Mode::kOps:
       onOpInLoop(name);
       return;
-    case Phase::kWindows: {
+    case Mode::kWindows: {
       // Loops found before may run again.
       bool changed = false;
       {
         std::lock_guard<std::mutex> lock(learn_mutex_);
         std::uint64_t thread = numberOfThisThreadIfAny();
-        if (phase_.load() != Phase::kWindows || thread == 0) return;
+        if (mode_.load() != Mode::kWindows || thread == 0) return;
         changed = decided(finder_.recogniseInWindows(name, thread));
       }
       if (changed) applyPhaseChange(false);
       return;
     }
-    case Phase::kSwitching:
-    case Phase::kStopped:
+    case Mode::kSwitching:
+    case Mode::kStopped:
       return;
   }
 }
@@ -102,18 +102,18 @@ void OpLoopSteps::onOpInLoop(const char* name) {
     counted_.checkAnchor();
     return;
   }
-  if (phase_.load(std::memory_order_acquire) != Phase::kOps) return;
+  if (mode_.load(std::memory_order_acquire) != Mode::kOps) return;
   Clock::time_point now = Clock::now();
   bool count = counted_.countIterationAllocations(now);
   takeStep();
-  if (count && phase_.load(std::memory_order_acquire) == Phase::kOps) counted_.start(now);
+  if (count && mode_.load(std::memory_order_acquire) == Mode::kOps) counted_.start(now);
 }
 
 void OpLoopSteps::applyPhaseChange(bool on_runtime_thread) {
   PythonLock python(on_runtime_thread ? PythonLock::Threads::kAny
                                       : PythonLock::Threads::kPythonOnly);
   std::lock_guard<std::mutex> steps(ledger_.mutex());
-  if (phase_.load() != Phase::kSwitching) return;  // handed over meanwhile
+  if (mode_.load() != Mode::kSwitching) return;  // handed over meanwhile
   OpLoopFinder::Decision change = change_;
   // Steps already taken that were the new phase's, and the one running now, join it first.
   if (change.phase_first && !change.detector_phase.empty()) {
@@ -131,23 +131,23 @@ void OpLoopSteps::applyPhaseChange(bool on_runtime_thread) {
   if (!change.phase_first && !change.detector_phase.empty()) {
     ledger_.phaseLocked(change.detector_phase);
   }
-  Phase next = Phase::kLearning;
+  Mode next = Mode::kLearning;
   switch (change.next) {
     case OpLoopFinder::Decision::Next::kFollowLoop:
-      next = Phase::kOps;
+      next = Mode::kOps;
       current_ = change.loop;
       loop_steps_.resize(loops_size_, 0);
       loop_iterations_.resize(loops_size_, 0);
       loop_thread_.store(change.loop_thread, std::memory_order_release);
       break;
     case OpLoopFinder::Decision::Next::kWindows:
-      next = Phase::kWindows;
+      next = Mode::kWindows;
       windows_.endNextAt(Clock::now() + kShortestWindow);
       break;
     case OpLoopFinder::Decision::Next::kLearning:
       break;
   }
-  phase_.store(next, std::memory_order_release);
+  mode_.store(next, std::memory_order_release);
 }
 
 bool OpLoopSteps::decided(std::optional<OpLoopFinder::Decision> decision) {
@@ -160,13 +160,13 @@ bool OpLoopSteps::decided(std::optional<OpLoopFinder::Decision> decision) {
   }
   // Without a loop found, time windows for good: the op callback is no longer needed.
   if (!change_.ops_needed) callback_.setInstalled(false);
-  phase_.store(Phase::kSwitching, std::memory_order_release);
+  mode_.store(Mode::kSwitching, std::memory_order_release);
   return true;
 }
 
 bool OpLoopSteps::checkLoopStillRepeats(const char* name) {
   std::lock_guard<std::mutex> lock(learn_mutex_);
-  if (phase_.load() != Phase::kOps) return false;
+  if (mode_.load() != Mode::kOps) return false;
   OpLoopFinder::LoopCheck check = finder_.checkLoopStillRepeats(
       name, threadNumber(), steps_seen_.load(std::memory_order_relaxed));
   if (check.anchor_moved) {
@@ -179,8 +179,8 @@ bool OpLoopSteps::checkLoopStillRepeats(const char* name) {
 void OpLoopSteps::handOver() {
   {
     std::lock_guard<std::mutex> lock(ledger_.mutex());
-    // A phase change decided meanwhile finds the phase no longer kSwitching and is dropped.
-    phase_.store(Phase::kStopped, std::memory_order_release);
+    // A phase change decided meanwhile finds the mode no longer kSwitching and is dropped.
+    mode_.store(Mode::kStopped, std::memory_order_release);
     handed_over_ = true;
     counted_.stopForGood();
     if (counted_.opsFollowCounting()) {
@@ -191,17 +191,17 @@ void OpLoopSteps::handOver() {
       ledger_.watchOpsLocked(OpWatching::automatic());
     }
   }
-  // A thread still counting finds the phase stopped at its next boundary and counts no more.
+  // A thread still counting finds the mode stopped at its next boundary and counts no more.
   callback_.setInstalled(false);
 }
 
-bool OpLoopSteps::stepLocked(Clock::time_point now, bool coalesce, Phase expected,
+bool OpLoopSteps::stepLocked(Clock::time_point now, bool coalesce, Mode expected,
                              std::uint64_t iterations) {
   std::lock_guard<std::mutex> lock(ledger_.mutex());
-  Phase phase = phase_.load();
-  // The phase the caller saw may have changed while it waited for the GIL or this lock.
-  if (phase != expected) return false;
-  bool in_loop = phase == Phase::kOps && current_ < loop_iterations_.size();
+  Mode mode = mode_.load();
+  // The mode the caller saw may have changed while it waited for the GIL or this lock.
+  if (mode != expected) return false;
+  bool in_loop = mode == Mode::kOps && current_ < loop_iterations_.size();
   if (in_loop) loop_iterations_[current_] += iterations;
   if (!ledger_.takeLocked(now, coalesce && steps_taken_ > 0)) return false;
   ++steps_taken_;
@@ -216,13 +216,13 @@ bool OpLoopSteps::stepLocked(Clock::time_point now, bool coalesce, Phase expecte
 
 bool OpLoopSteps::takeCountedStep(Clock::time_point now, std::uint64_t iterations) {
   PythonLock python(PythonLock::Threads::kPythonOnly);
-  return stepLocked(now, false, Phase::kOps, iterations);
+  return stepLocked(now, false, Mode::kOps, iterations);
 }
 
 void OpLoopSteps::afterCountedStep() { ledger_.afterStep(); }
 
 bool OpLoopSteps::followingLoop() const {
-  return phase_.load(std::memory_order_acquire) == Phase::kOps && !ledger_.stopped();
+  return mode_.load(std::memory_order_acquire) == Mode::kOps && !ledger_.stopped();
 }
 
 bool OpLoopSteps::loopSettled() {
@@ -247,29 +247,29 @@ void OpLoopSteps::takeStep() {
   {
     // The detector writes down findings at some steps, naming Python frames.
     PythonLock python(PythonLock::Threads::kPythonOnly);
-    taken = stepLocked(Clock::now(), true, Phase::kOps);
+    taken = stepLocked(Clock::now(), true, Mode::kOps);
   }
   if (taken) ledger_.afterStep();
 }
 
 std::chrono::nanoseconds OpLoopSteps::untilNextTick() const {
-  if (phase_.load() != Phase::kWindows) return scaledByTimeScale(kLearningTick);
+  if (mode_.load() != Mode::kWindows) return scaledByTimeScale(kLearningTick);
   return windows_.untilEnd(Clock::now());
 }
 
 void OpLoopSteps::tick() {
-  if (phase_.load() == Phase::kOps) counted_.stopWhenQuiet();
-  if (phase_.load() == Phase::kLearning) {
+  if (mode_.load() == Mode::kOps) counted_.stopWhenQuiet();
+  if (mode_.load() == Mode::kLearning) {
     bool changed = false;
     {
       std::lock_guard<std::mutex> lock(learn_mutex_);
-      if (phase_.load() == Phase::kLearning) {
+      if (mode_.load() == Mode::kLearning) {
         changed = decided(finder_.decideIfTimeIsUp(Clock::now()));
       }
     }
     if (changed) applyPhaseChange(true);
   }
-  if (phase_.load() == Phase::kWindows) tickWindow();
+  if (mode_.load() == Mode::kWindows) tickWindow();
 }
 
 void OpLoopSteps::tickWindow() {
@@ -278,9 +278,9 @@ void OpLoopSteps::tickWindow() {
   bool taken;
   {
     PythonLock python;
-    taken = stepLocked(now, false, Phase::kWindows);
+    taken = stepLocked(now, false, Mode::kWindows);
   }
-  // Not taken: the phase changed meanwhile (a loop found again), and the windows wait for the next.
+  // Not taken: the mode changed meanwhile (a loop found again), and the windows wait for the next.
   if (!taken) return;
   ledger_.afterStep();
   windows_.next(now);
@@ -313,7 +313,7 @@ std::vector<std::string> OpLoopSteps::description() {
   }
   std::vector<std::string> lines;
   if (loops.empty()) {
-    if (phase_.load() == Phase::kWindows) return {windows + steps};
+    if (mode_.load() == Mode::kWindows) return {windows + steps};
     return {"the program ended before its loop was found (" + std::to_string(finder_.opsSeen()) +
             " outermost ops seen: too few iterations, or ops that never repeat); --interval "
             "DURATION or --step-on NAME sets the steps" +
@@ -350,7 +350,7 @@ std::vector<std::string> OpLoopSteps::description() {
                     "that starts each iteration every " +
                     std::to_string(kCountedStepsBetweenChecks) + " steps");
   }
-  if (!windows.empty() && phase_.load() == Phase::kWindows) {
+  if (!windows.empty() && mode_.load() == Mode::kWindows) {
     lines.push_back("then " + windows);
   }
   return lines;

@@ -47,9 +47,10 @@ class OpLoopSteps final : public StepSource, private OpListener, private Counted
   std::uint64_t onCountedBoundary() { return counted_.onBoundary(); }
 
  private:
-  // kSwitching: a thread decided a change of phase and makes it (applyPhaseChange); other threads'
-  // ops are not looked at meanwhile.
-  enum class Phase : std::uint8_t { kLearning, kOps, kWindows, kSwitching, kStopped };
+  // What the source does now (its mode; the detector's phases are the loops'). kSwitching: a thread
+  // decided a change of the detector's phase and makes it (applyPhaseChange); other threads' ops
+  // are not looked at meanwhile.
+  enum class Mode : std::uint8_t { kLearning, kOps, kWindows, kSwitching, kStopped };
   using Clock = std::chrono::steady_clock;
 
   // OpListener: every op of every thread; only outermost ones count.
@@ -60,7 +61,7 @@ class OpLoopSteps final : public StepSource, private OpListener, private Counted
   // Makes the finder's decision change_ once learn_mutex_ is released (the GIL, then the step
   // lock, as every step is taken).
   void applyPhaseChange(bool on_runtime_thread);
-  // With learn_mutex_ held: keeps the finder's decision for applyPhaseChange (the phase is
+  // With learn_mutex_ held: keeps the finder's decision for applyPhaseChange (the mode is
   // kSwitching until then); whether there was one.
   bool decided(std::optional<OpLoopFinder::Decision> decision);
   // While a loop is followed: the finder checks the op (of the loop's thread only); whether it
@@ -69,7 +70,7 @@ class OpLoopSteps final : public StepSource, private OpListener, private Counted
   void takeStep();
   // The step itself, under the step lock; false when it was not taken. `iterations`: the loop's
   // iterations it ends (a counted step ends several).
-  bool stepLocked(Clock::time_point now, bool coalesce, Phase expected,
+  bool stepLocked(Clock::time_point now, bool coalesce, Mode expected,
                   std::uint64_t iterations = 1);
   void tickWindow();
 
@@ -84,7 +85,7 @@ class OpLoopSteps final : public StepSource, private OpListener, private Counted
   void watchOps(OpWatching watching) override;
 
   StepLedger& ledger_;
-  std::atomic<Phase> phase_{Phase::kLearning};
+  std::atomic<Mode> mode_{Mode::kLearning};
   TimeWindows windows_{std::chrono::nanoseconds::zero(), Clock::now()};  // sized to the run
   // Under the ledger's lock (steps_seen_ is steps_taken_ for readers without it).
   std::uint64_t steps_taken_ = 0;
@@ -95,7 +96,7 @@ class OpLoopSteps final : public StepSource, private OpListener, private Counted
   // Iterations of each loop (calls of its anchor), steps or not: iterations closer together than a
   // step costs are taken as one step.
   std::vector<std::uint64_t> loop_iterations_;
-  // The loop of kOps, written while the phase is kSwitching (by the one thread that switches) and
+  // The loop of kOps, written while the mode is kSwitching (by the one thread that switches) and
   // read after kOps is seen; the thread it runs on, where its steps are taken.
   std::size_t current_ = 0;
   std::atomic<std::uint64_t> loop_thread_{0};
