@@ -5,10 +5,8 @@
 // ends memseal the same way); 1 instead of 0 with --fail-on-leak when a leak was reported; 2 when
 // the program cannot be started under memseal.
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +29,7 @@
 #include "cli/command_support.h"
 #include "cli/commands.h"
 #include "cli/run_job.h"
+#include "cli/run_launch.h"
 #include "cli/run_live.h"
 #include "cli/run_processes.h"
 #include "cli/run_progress.h"
@@ -39,32 +38,9 @@
 #include "inject/step_rule.h"
 #include "memseal/leak_detector.h"
 
-extern char** environ;
-
 namespace memseal::cli {
 
 namespace {
-
-struct RunOptions {
-  std::vector<std::string> command;
-  std::string output_path;
-  OutputFlags output;
-  std::string memory_viz_path;
-  std::size_t memory_viz_events = 40000;
-  std::optional<std::string> interval;
-  std::optional<std::string> step_on;
-  std::uint32_t warmup = 5;
-  bool follow_fork = false;
-  bool op_loops = false;       // Python programs too: steps from a loop found in the ops
-  bool program_steps = false;  // the default, accepted as a flag for older command lines
-  bool fail_on_leak = false;
-  bool quiet = false;               // no progress line on the terminal while the program runs
-  std::optional<std::string> live;  // --live [ADDRESS]: serve the report as a page while it runs
-  std::string job_folder;           // a distributed job's reports; empty: defaultJobFolder
-  // A job across machines: how long rank 0 waits at its end for the other nodes' reports.
-  unsigned gather_seconds = inject::kDefaultGatherSeconds;
-  TrackerFlags tracker;
-};
 
 void fail(const std::string& message) { std::cerr << "memseal run: " << message << "\n"; }
 
@@ -98,20 +74,7 @@ std::string childPath(const std::string& path, long pid) {
   return path.substr(0, dot) + tag + path.substr(dot);
 }
 
-std::string exitText(int status) {
-  if (WIFSIGNALED(status)) {
-    return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-           strsignal(WTERMSIG(status)) + ")";
-  }
-  return "exit status " + std::to_string(WEXITSTATUS(status));
-}
-
-pid_t g_child = -1;
 std::vector<std::string> g_program_after_dashes;
-
-void forwardSignal(int signal_number) {
-  if (g_child > 0) kill(g_child, signal_number);
-}
 
 // The step rule the program's runtime reads (auto, interval:NS or on:NAME), or nothing after
 // saying what is wrong with --interval / --step-on.
@@ -145,94 +108,6 @@ bool optionsHold(const RunOptions& options) {
   }
   return checkOutputPath("run", "--output", options.output_path) && options.output.check("run") &&
          checkOutputPath("run", "--memory-viz", options.memory_viz_path);
-}
-
-// What the child needs to become the program with memseal injected.
-struct Launch {
-  std::string program;
-  std::string libraries;  // where libmemseal_preload.so and libmemseal_run.so are
-  std::string session;    // the folder the program's reports go to
-  std::string step_rule;
-  // SIGPIPE as memseal was started with: the live page's server ignores it in memseal, the
-  // program gets it back as it would have had it.
-  struct sigaction broken_pipe {};
-};
-
-// In the forked child: the environment the injected runtime reads, then exec. On failure, errno
-// goes to the parent through `error_pipe`.
-[[noreturn]] void becomeTheProgram(const RunOptions& options, const Launch& launch,
-                                   int error_pipe) {
-  sigaction(SIGPIPE, &launch.broken_pipe, nullptr);
-  std::string preload = launch.libraries + "/libmemseal_preload.so";
-  if (const char* existing = std::getenv("LD_PRELOAD"); existing != nullptr && *existing) {
-    preload += std::string(":") + existing;
-  }
-  setenv("LD_PRELOAD", preload.c_str(), 1);
-  setenv(inject::kEnvRuntime, (launch.libraries + "/libmemseal_run.so").c_str(), 1);
-  setenv(inject::kEnvDirectory, launch.session.c_str(), 1);
-  setenv(inject::kEnvRootPid, std::to_string(getpid()).c_str(), 1);
-  setenv(inject::kEnvFollowFork, options.follow_fork ? "1" : "0", 1);
-  setenv(inject::kEnvProgramSteps, options.op_loops ? "0" : "1", 1);
-  setenv(inject::kEnvStep, launch.step_rule.c_str(), 1);
-  setenv(inject::kEnvWarmup, std::to_string(options.warmup).c_str(), 1);
-  setenv(inject::kEnvGatherSeconds, std::to_string(options.gather_seconds).c_str(), 1);
-  if (!options.output_path.empty()) setenv(inject::kEnvOutput, options.output_path.c_str(), 1);
-  if (!options.memory_viz_path.empty()) {
-    setenv(inject::kEnvMemoryVizEvents, std::to_string(options.memory_viz_events).c_str(), 1);
-  }
-  // The program reads the flags as its environment (TrackerOptions::fromEnvironment).
-  const TrackerFlags& flags = options.tracker;
-  for (const auto& [name, value] :
-       {std::pair{"stacks", &flags.stacks}, std::pair{"observe_ops", &flags.observe_ops},
-        std::pair{"tensor_metadata", &flags.tensor_metadata}}) {
-    if (*value) setenv(TrackerOptions::environmentVariable(name).c_str(), (*value)->c_str(), 1);
-  }
-  std::vector<char*> argv;
-  for (const std::string& argument : options.command) {
-    argv.push_back(const_cast<char*>(argument.c_str()));
-  }
-  argv.push_back(nullptr);
-  execv(launch.program.c_str(), argv.data());
-  int error = errno;
-  ssize_t ignored = write(error_pipe, &error, sizeof(error));
-  (void)ignored;
-  _exit(127);
-}
-
-// Ctrl-C and Ctrl-\ reach the program from the terminal (same process group): memseal waits for
-// it to act on them. What is sent to memseal alone is passed on.
-void forwardSignalsTo(pid_t child) {
-  g_child = child;
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
-  struct sigaction forward {};
-  forward.sa_handler = &forwardSignal;
-  sigemptyset(&forward.sa_mask);
-  forward.sa_flags = SA_RESTART;
-  for (int signal_number : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) {
-    sigaction(signal_number, &forward, nullptr);
-  }
-}
-
-// How the program ended: its wait status, or the errno of an exec that failed.
-struct Ending {
-  int status = 0;
-  std::optional<int> exec_error;
-};
-
-Ending waitForTheProgram(pid_t child, int error_pipe) {
-  Ending ending;
-  int exec_error = 0;
-  ssize_t got = 0;
-  do {
-    got = read(error_pipe, &exec_error, sizeof(exec_error));
-  } while (got < 0 && errno == EINTR);
-  close(error_pipe);
-  while (waitpid(child, &ending.status, 0) < 0 && errno == EINTR) {
-  }
-  g_child = -1;
-  if (got == static_cast<ssize_t>(sizeof(exec_error))) ending.exec_error = exec_error;
-  return ending;
 }
 
 // --memory-viz: the trace the process wrote beside its report, to `path`; a line in `text` says
@@ -352,48 +227,6 @@ bool reportEachProcess(const RunOptions& options, const std::string& session, in
     outputs_ok = reportJob(ranks, folder, options.output, text, any_leak) && outputs_ok;
   }
   return outputs_ok;
-}
-
-// memseal's exit: the program's own (a signal that ended it ends memseal the same way), 1 instead
-// of 0 with --fail-on-leak when a leak was reported.
-int exitLikeTheProgram(int status, bool fail_on_leak, bool any_leak) {
-  if (WIFSIGNALED(status)) {
-    // End the way the program ended, so a shell sees the same.
-    int signal_number = WTERMSIG(status);
-    signal(signal_number, SIG_DFL);
-    kill(getpid(), signal_number);
-    return 128 + signal_number;
-  }
-  int code = WEXITSTATUS(status);
-  if (code == 0 && fail_on_leak && any_leak) return kExitLeak;
-  return code;
-}
-
-// Forks the child that becomes the program: its pid, or -1 after saying why it cannot.
-// `*exec_errors`: the pipe's end through which the child says why exec failed (nothing arrives on
-// success).
-pid_t forkTheProgram(const RunOptions& options, const Launch& launch, int* exec_errors) {
-  int exec_pipe[2];
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    fail(std::string("pipe: ") + std::strerror(errno));
-    return -1;
-  }
-  std::cout.flush();
-  std::cerr.flush();
-  pid_t child = fork();
-  if (child < 0) {
-    fail(std::string("fork: ") + std::strerror(errno));
-    close(exec_pipe[0]);
-    close(exec_pipe[1]);
-    return -1;
-  }
-  if (child == 0) {
-    close(exec_pipe[0]);
-    becomeTheProgram(options, launch, exec_pipe[1]);
-  }
-  close(exec_pipe[1]);
-  *exec_errors = exec_pipe[0];
-  return child;
 }
 
 // --live: the page, listening before the program is forked (no thread runs in memseal until
