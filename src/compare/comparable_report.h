@@ -53,7 +53,8 @@ struct ComparableReport {
   std::vector<std::int64_t> sizes;           // fit: the sizes measured
   int world_size = 0;                        // merged
   // memseal run: how its steps were taken ("one step per call of aten::linear", "time windows of
-  // 5ms"), from its notes; empty for a report of check or watch, where the program named its steps.
+  // 5ms"), from its steps_from; empty for a report of check or watch, where the program named its
+  // steps.
   std::set<std::string> step_rules;
   std::string timeline_axis;
   std::vector<DiffPoint> timeline;

@@ -18,14 +18,13 @@ class PythonLock {
   explicit PythonLock(Threads threads = Threads::kAny) {
     using IntCall = int (*)();
     static auto is_initialized = reinterpret_cast<IntCall>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-    static auto is_finalizing = reinterpret_cast<IntCall>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
     static auto ensure = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_Ensure"));
     static auto release =
         reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "PyGILState_Release"));
     static auto this_thread_state =
         reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
     if (is_initialized == nullptr || ensure == nullptr || release == nullptr ||
-        is_initialized() == 0 || (is_finalizing != nullptr && is_finalizing() != 0)) {
+        is_initialized() == 0 || finalizing()) {
       return;
     }
     if (threads == Threads::kPythonOnly &&
@@ -36,7 +35,10 @@ class PythonLock {
     state_ = ensure();
   }
   ~PythonLock() {
-    if (release_ != nullptr) release_(state_);
+    // Python ends a thread that wants the GIL back once it has begun to finalise (this thread let
+    // the GIL go while it ran Python, at the switch interval): the thread unwinds through here with
+    // its thread state deleted, and releasing that would abort the process.
+    if (release_ != nullptr && !finalizing()) release_(state_);
   }
   // Whether the GIL was taken (not where Python is not running, or is finalising).
   bool held() const { return release_ != nullptr; }
@@ -44,6 +46,12 @@ class PythonLock {
   PythonLock& operator=(const PythonLock&) = delete;
 
  private:
+  static bool finalizing() {
+    static auto is_finalizing =
+        reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+    return is_finalizing != nullptr && is_finalizing() != 0;
+  }
+
   void (*release_)(int) = nullptr;
   int state_ = 0;
 };

@@ -100,4 +100,26 @@ std::string PeakReport::toText() const {
   return out.str();
 }
 
+// What the breakdown could not tell, in words (the fields are explain's, the words report/'s).
+std::vector<std::string> PeakReport::noteLines() const {
+  std::vector<std::string> lines;
+  if (!backward_ran) {
+    lines.push_back(
+        "no backward ran in the step: nothing is counted as activations saved for backward");
+  }
+  if (!model_identified) {
+    lines.push_back(
+        "no model named: parameters and gradients are those backward reached (frozen parameters "
+        "and buffers count as other)");
+  }
+  if (!optimizer_identified) lines.push_back("no optimizer named: its state counts as other");
+  if (dropped_events > 0) {
+    lines.push_back("the step made more than " + std::to_string(max_events_per_step) +
+                    " allocations and frees (max_events_per_step): its peak is read from the "
+                    "newest only, and roles told by backward may be missing");
+  }
+  lines.insert(lines.end(), notes.begin(), notes.end());
+  return lines;
+}
+
 }  // namespace memseal

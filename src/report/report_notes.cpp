@@ -1,12 +1,12 @@
-// The words of a report's notes (a leak report's, and explain's). The detector, `memseal run` and
-// its launcher write a note as fields of LeakReport (why graph nodes were not watched, build-ups
-// freed, malloc's free memory, a device's verdict, where the report came from); this is the one
-// place those fields become text, for the text, JSON and HTML reports and the Python module alike.
+// The words of a leak report's notes. The detector, `memseal run` and its launcher write a note as
+// fields of LeakReport (why graph nodes were not watched, build-ups freed, malloc's free memory, a
+// device's verdict, where the report came from); this is the one place those fields become text,
+// for the text, JSON and HTML reports and the Python module alike. (explain's notes become text in
+// explain_text.cpp: its report needs libtorch's headers, which this file is built without.)
 #include <string>
 #include <vector>
 
 #include "common/text.h"
-#include "memseal/explain.h"
 #include "memseal/leak_detector.h"
 
 namespace memseal {
@@ -171,27 +171,6 @@ std::vector<std::string> LeakReport::noteLines() const {
     lines.push_back("the program changed phase more than " +
                     std::to_string(phase_changes_capped_at) +
                     " times: later steps were judged with the phase they began in");
-  }
-  lines.insert(lines.end(), notes.begin(), notes.end());
-  return lines;
-}
-
-std::vector<std::string> PeakReport::noteLines() const {
-  std::vector<std::string> lines;
-  if (!backward_ran) {
-    lines.push_back(
-        "no backward ran in the step: nothing is counted as activations saved for backward");
-  }
-  if (!model_identified) {
-    lines.push_back(
-        "no model named: parameters and gradients are those backward reached (frozen parameters "
-        "and buffers count as other)");
-  }
-  if (!optimizer_identified) lines.push_back("no optimizer named: its state counts as other");
-  if (dropped_events > 0) {
-    lines.push_back("the step made more than " + std::to_string(max_events_per_step) +
-                    " allocations and frees (max_events_per_step): its peak is read from the "
-                    "newest only, and roles told by backward may be missing");
   }
   lines.insert(lines.end(), notes.begin(), notes.end());
   return lines;
