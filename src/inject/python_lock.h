@@ -46,9 +46,14 @@ class PythonLock {
   PythonLock& operator=(const PythonLock&) = delete;
 
  private:
+  // Whether Python is finalising: Py_IsFinalizing from Python 3.13 on, _Py_IsFinalizing before.
   static bool finalizing() {
-    static auto is_finalizing =
-        reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+    using IntCall = int (*)();
+    static auto is_finalizing = [] {
+      auto call = reinterpret_cast<IntCall>(dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
+      return call != nullptr ? call
+                             : reinterpret_cast<IntCall>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+    }();
     return is_finalizing != nullptr && is_finalizing() != 0;
   }
 
