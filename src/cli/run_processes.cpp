@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/schemas.h"
 #include "inject/run_protocol.h"
 
 namespace memseal::cli {
@@ -119,8 +120,7 @@ namespace {
 // empty where the file is not one.
 std::optional<RankProcess> gatheredRank(const std::string& text) {
   std::size_t body = text.find("\n\n");
-  if (body == std::string::npos ||
-      text.rfind(std::string(inject::kGatheredFormat) + "\n", 0) != 0) {
+  if (body == std::string::npos || text.rfind(common::kGatheredSchema.tag() + "\n", 0) != 0) {
     return std::nullopt;
   }
   RankProcess rank;

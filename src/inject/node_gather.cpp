@@ -11,6 +11,7 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "common/schemas.h"
 #include "common/text.h"
 #include "inject/run_protocol.h"
 
@@ -68,7 +69,7 @@ std::unique_ptr<c10d::TCPStore> connect(const JobStore& store, std::chrono::mill
 
 // The head of a rank-R.gathered file (run_protocol.h), up to its empty line.
 std::string gatheredHead(const RankIdentity& rank, const std::string& more) {
-  return std::string(kGatheredFormat) + "\nrank=" + std::to_string(rank.rank) +
+  return common::kGatheredSchema.tag() + "\nrank=" + std::to_string(rank.rank) +
          "\nworld_size=" + std::to_string(rank.world_size) + "\nrun_id=" + rank.run_id +
          "\nnodes=" + std::to_string(rank.nodes) + "\n" + more + "\n";
 }

@@ -3,10 +3,6 @@
 // agree; no code.
 #pragma once
 
-#include <string>
-
-#include "common/schemas.h"
-
 namespace memseal::inject {
 
 // Set by the launcher for the program (and inherited by its children).
@@ -44,12 +40,12 @@ constexpr int kDefaultGatherSeconds = 60;
 // written to a temporary name and renamed: complete or absent, never truncated.
 //
 // In a job across machines, rank 0 also writes "rank-R.gathered" for each rank R of the other
-// nodes (node_gather.h): the line kGatheredFormat, lines "key=value" (rank, world_size, run_id,
-// nodes, then node, host and pid of the rank's process, or missing=WHY where no report came), an
-// empty line, then the rank's memseal.check report as it sent it (nothing after a missing=).
+// nodes (node_gather.h): the line common::kGatheredSchema.tag() (memseal.gathered/1), lines
+// "key=value" (rank, world_size, run_id, nodes, then node, host and pid of the rank's process, or
+// missing=WHY where no report came), an empty line, then the rank's memseal.check report as it sent
+// it (nothing after a missing=).
 constexpr const char* kStatusSuffix = ".status";
 constexpr const char* kGatheredSuffix = ".gathered";
-inline const std::string kGatheredFormat = common::kGatheredSchema.tag();
 constexpr const char* kInterimReportSuffix = ".interim.json";
 constexpr const char* kReportSuffix = ".json";
 constexpr const char* kMemoryVizSuffix = ".memory_viz.pickle";

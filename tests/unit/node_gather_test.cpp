@@ -14,6 +14,7 @@
 #include <iterator>
 #include <string>
 
+#include "common/schemas.h"
 #include "inject/run_protocol.h"
 
 namespace memseal::inject {
@@ -109,7 +110,7 @@ TEST_F(NodeGather, AReportOfManyPartsArrivesWholeAndARankWithoutMemsealIsSaidSo)
   gatherOtherNodes(*jobStoreOf(rankOfTwoNodes(0, 0)), rankOfTwoNodes(0, 0), folder_,
                    std::chrono::seconds(600));
   std::string one = gathered(1);
-  ASSERT_EQ(one.rfind(std::string(kGatheredFormat) + "\n", 0), 0u) << one.substr(0, 200);
+  ASSERT_EQ(one.rfind(common::kGatheredSchema.tag() + "\n", 0), 0u) << one.substr(0, 200);
   EXPECT_NE(one.find("\nrank=1\n"), std::string::npos);
   EXPECT_NE(one.find("\nnode=1\n"), std::string::npos);
   EXPECT_NE(one.find("\npid=4242\n"), std::string::npos);
