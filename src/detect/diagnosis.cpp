@@ -137,6 +137,20 @@ std::string hintFor(const LeakFinding& finding) {
   return "";
 }
 
+std::string forkedChildHintFor(LeakCategory category) {
+  if (category == LeakCategory::kUntrackedGrowth) {
+    return "Private memory of this forked child grows while its tensor memory does not: it is "
+           "writing pages it shares with its parent (copy-on-write). Python writes an object on "
+           "every read (its reference count), so a worker that reads a dataset held as Python "
+           "lists, dicts or strings copies the parent's dataset page by page, in every worker. "
+           "Keep the dataset in a few large objects (numpy arrays or tensors, strings packed into "
+           "one array), or load it inside each worker (DataLoader worker_init_fn).";
+  }
+  return "Tracked tensor memory of this forked child grows every window. Run the child's work "
+         "under `memseal check` or in an exec'd process (multiprocessing's 'spawn' start method) "
+         "for the site, tensors and cause.";
+}
+
 }  // namespace memseal::detect
 
 namespace memseal {

@@ -53,8 +53,8 @@ struct LeakEvidence {
   double untracked_growth = 0;  // resident growth beyond what tensors and graphs explain
   double explained_growth = 0;  // what they explain
   std::int64_t nodes_per_step = 0;
-  std::uint32_t graph_sampled_steps = 0;  // observed steps whose graph nodes were sampled
-  std::int64_t graph_samples_alive = 0;   // sampled nodes of the observed steps still alive
+  std::uint32_t graph_sampled_steps = 0;  // watched steps whose graph nodes were sampled
+  std::int64_t graph_samples_alive = 0;   // sampled nodes of those steps still alive
   // Graph root sites with survivors from two or more watched steps of their segment: worth
   // watching every step for a while, so a build-up is seen step by step.
   bool graphs_suspected = false;

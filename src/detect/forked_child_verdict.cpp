@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "detect/diagnosis.h"
 #include "detect/growth_criterion.h"
 
 namespace memseal::detect {
@@ -54,10 +55,7 @@ LeakReport forkedChildReport(std::int64_t parent, const std::vector<std::int64_t
     finding.bytes_per_step = tensor_growth;
     finding.steps_observed = report.steps;
     finding.site.op = "<not attributed in a forked child>";
-    finding.hint =
-        "Tracked tensor memory of this forked child grows every window. Run the child's work "
-        "under `memseal check` or in an exec'd process (multiprocessing's 'spawn' start method) "
-        "for the site, tensors and cause.";
+    finding.hint = forkedChildHintFor(finding.category);
     report.findings.push_back(finding);
   }
   if (private_growth > 0 && private_growth > 4 * std::max(tensor_growth, 0.0)) {
@@ -67,13 +65,7 @@ LeakReport forkedChildReport(std::int64_t parent, const std::vector<std::int64_t
     finding.bytes_per_step = private_growth;
     finding.explained_bytes_per_step = std::max(tensor_growth, 0.0);
     finding.steps_observed = report.steps;
-    finding.hint =
-        "Private memory of this forked child grows while its tensor memory does not: it is "
-        "writing pages it shares with its parent (copy-on-write). Python writes an object on "
-        "every read (its reference count), so a worker that reads a dataset held as Python "
-        "lists, dicts or strings copies the parent's dataset page by page, in every worker. Keep "
-        "the dataset in a few large objects (numpy arrays or tensors, strings packed into one "
-        "array), or load it inside each worker (DataLoader worker_init_fn).";
+    finding.hint = forkedChildHintFor(finding.category);
     report.findings.push_back(finding);
   }
   std::sort(report.findings.begin(), report.findings.end(),

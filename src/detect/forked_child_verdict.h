@@ -2,8 +2,9 @@
 // (inject/fork_child_watch.h records its windows). Such a child starts as a copy of its parent, its
 // tracker's tables included, and runs no census of its own: it is judged on two series, tracked
 // tensor memory and private memory at the end of each time window, with the detector's own growth
-// criterion and categories: tensors retained, or untracked growth where private memory grows while
-// tensor memory does not (copy-on-write of pages shared with the parent). Pure: tested on its own.
+// criterion, categories and fixes (diagnosis.h): tensors retained, or untracked growth where
+// private memory grows while tensor memory does not (copy-on-write of pages shared with the
+// parent). Pure: tested on its own.
 #pragma once
 
 #include <cstdint>

@@ -18,15 +18,12 @@ std::string causeOf(const LeakFinding& finding) {
   return std::string(categoryId(finding.category)) + "|" + finding.site.op;
 }
 
-// Python has finalised by the time exit handlers run, so a report made then names no Python line.
-// An earlier snapshot, taken while the program ran, named them: a finding of the same cause in the
-// later report takes the snapshot's frames, and so does each of its parts made by the same ops.
-void framesFromTheSnapshot(LeakReport& now, const LeakReport& snapshot) {
+void framesFromEarlier(LeakReport& now, const LeakReport& earlier_report) {
   for (LeakFinding& finding : now.findings) {
     auto earlier =
-        std::find_if(snapshot.findings.begin(), snapshot.findings.end(),
+        std::find_if(earlier_report.findings.begin(), earlier_report.findings.end(),
                      [&](const LeakFinding& f) { return causeOf(f) == causeOf(finding); });
-    if (earlier == snapshot.findings.end()) continue;
+    if (earlier == earlier_report.findings.end()) continue;
     if (!namesPythonLines(finding.site) && namesPythonLines(earlier->site)) {
       finding.site.frames = earlier->site.frames;
     }
@@ -100,15 +97,6 @@ std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t li
   return teardownFromSamples(before, code_ended->live_bytes);
 }
 
-void keepSnapshot(std::deque<Snapshot>& snapshots, Snapshot newest, std::size_t most) {
-  if (!snapshots.empty()) {
-    std::vector<StepSample>& samples = snapshots.back().report.per_step;
-    if (samples.size() > 1) samples = std::vector<StepSample>{samples.back()};  // frees the rest
-  }
-  snapshots.push_back(std::move(newest));
-  while (snapshots.size() > most) snapshots.pop_front();
-}
-
 void samplesUpTo(LeakReport& earlier, const LeakReport& now) {
   if (earlier.per_step.empty()) return;
   std::uint32_t last = earlier.per_step.back().step;
@@ -118,24 +106,24 @@ void samplesUpTo(LeakReport& earlier, const LeakReport& now) {
   }
 }
 
-const Snapshot* snapshotBeforeTeardown(const std::deque<Snapshot>& snapshots,
-                                       std::optional<std::uint32_t> teardown_from) {
-  if (snapshots.empty()) return nullptr;
-  if (!teardown_from) return &snapshots.back();
+const BoundaryReport* lastBeforeTeardown(const std::deque<BoundaryReport>& reports,
+                                         std::optional<std::uint32_t> teardown_from) {
+  if (reports.empty()) return nullptr;
+  if (!teardown_from) return &reports.back();
   // The boundary that took sample N took the (N + 1)th step.
-  for (auto snapshot = snapshots.rbegin(); snapshot != snapshots.rend(); ++snapshot) {
-    if (snapshot->steps_after <= *teardown_from) return &*snapshot;
+  for (auto report = reports.rbegin(); report != reports.rend(); ++report) {
+    if (report->steps_after <= *teardown_from) return &*report;
   }
-  return &snapshots.back();
+  return &reports.back();
 }
 
-LeakReport reportAtExit(LeakReport now, const std::deque<Snapshot>& snapshots,
+LeakReport reportAtExit(LeakReport now, const std::deque<BoundaryReport>& reports,
                         std::optional<std::uint32_t> teardown_from,
                         std::chrono::steady_clock::time_point now_time) {
-  const Snapshot* snapshot = snapshotBeforeTeardown(snapshots, teardown_from);
-  if (snapshot == nullptr || !snapshot->report.leak) return now;
-  const LeakReport& earlier_leak = snapshot->report;
-  framesFromTheSnapshot(now, earlier_leak);
+  const BoundaryReport* weighed = lastBeforeTeardown(reports, teardown_from);
+  if (weighed == nullptr || !weighed->report.leak) return now;
+  const LeakReport& earlier_leak = weighed->report;
+  framesFromEarlier(now, earlier_leak);
   if (!now.leak && earlier_leak.detected_at_step &&
       earlier_leak.steps < *earlier_leak.detected_at_step + kSettledSteps) {
     return now;
@@ -159,11 +147,39 @@ LeakReport reportAtExit(LeakReport now, const std::deque<Snapshot>& snapshots,
   }
   if (kept_every_cause) return now;
   LeakReport earlier = earlier_leak;
-  if (snapshot != &snapshots.back()) samplesUpTo(earlier, now);
-  auto before = std::chrono::duration_cast<std::chrono::milliseconds>(now_time - snapshot->time);
-  earlier.origin.taken_after_step = snapshot->steps;
+  if (weighed != &reports.back()) samplesUpTo(earlier, now);
+  auto before = std::chrono::duration_cast<std::chrono::milliseconds>(now_time - weighed->time);
+  earlier.origin.taken_after_step = weighed->steps;
   earlier.origin.ms_before_end = before.count();
   return earlier;
+}
+
+const LeakReport* ProgramEnd::atStepBoundary(LeakReport report, std::int64_t live_before,
+                                             std::int64_t live_after, std::uint64_t steps,
+                                             std::uint64_t steps_after,
+                                             std::chrono::steady_clock::time_point done) {
+  peak_live_ = std::max(peak_live_, live_before);
+  if (!reports_.empty()) {
+    // While the program tears down (its tensor memory mostly freed), its loop is over: the report
+    // taken while it ran stands.
+    if (madeDuringTeardown(live_before, live_after, peak_live_)) return nullptr;
+    // Taken as Python finalises (what the loop kept still there), it names no Python line.
+    framesFromEarlier(report, reports_.back().report);
+    // Those older than the newest keep only their last step's sample: the steps' samples are the
+    // detector's (up to 16,384), and the report at exit has them all (samplesUpTo gives them back).
+    std::vector<StepSample>& samples = reports_.back().report.per_step;
+    if (samples.size() > 1) samples = std::vector<StepSample>{samples.back()};  // frees the rest
+  }
+  reports_.push_back(BoundaryReport{std::move(report), done, steps, steps_after});
+  while (reports_.size() > kKeptReports) reports_.pop_front();
+  return &reports_.back().report;
+}
+
+LeakReport ProgramEnd::atExit(LeakReport now, std::int64_t live_bytes_now, bool time_windows,
+                              std::chrono::steady_clock::time_point now_time) const {
+  std::optional<std::uint32_t> teardown_from;
+  if (time_windows) teardown_from = teardownFrom(now, live_bytes_now, code_ended_);
+  return reportAtExit(std::move(now), reports_, teardown_from, now_time);
 }
 
 }  // namespace memseal::detect

@@ -1,9 +1,9 @@
 // The program's end, as the detector judges it for `memseal run`: by the time exit handlers run,
 // main() has returned (or Python has finalised) and what the loop kept is freed, so the verdict is
-// the one of the last step boundaries while the loop ran (snapshots taken then), unless the report
-// at the end keeps every cause they found. This says when a report was made as the program tore
-// down, which snapshot stands for the loop, and which report is given (reportAtExit). Pure: tested
-// alone.
+// the one of the last step boundaries while the loop ran (boundary reports, taken then), unless the
+// report at the end keeps every cause they found. This says when a report was made as the program
+// tore down, which boundary report stands for the loop, and which report is given (ProgramEnd).
+// Tested alone.
 #pragma once
 
 #include <chrono>
@@ -21,14 +21,14 @@ namespace memseal::detect {
 std::string causeOf(const LeakFinding& finding);
 
 // Python has finalised by the time exit handlers run, so a report made then names no Python line.
-// An earlier snapshot, taken while the program ran, named them: a finding of the same cause in the
-// later report takes the snapshot's frames, and so does each of its parts made by the same ops.
-void framesFromTheSnapshot(LeakReport& now, const LeakReport& snapshot);
+// An earlier report, taken while the program ran, named them: a finding of the same cause in the
+// later report takes the earlier one's frames, and so does each of its parts made by the same ops.
+void framesFromEarlier(LeakReport& now, const LeakReport& earlier);
 
 // Whether a report taken at a step boundary while the program runs was made as it tore down (its
 // loop over, what the loop kept being freed): tracked tensor memory read before and after the
-// report, against the most any snapshot began with. Below half of that, before or after: time
-// windows end on memseal's own thread, and the program may free its loop's memory while the
+// report, against the most any boundary report began with. Below half of that, before or after:
+// time windows end on memseal's own thread, and the program may free its loop's memory while the
 // report is made, which then shows only part of what the loop kept.
 bool madeDuringTeardown(std::int64_t live_before_report, std::int64_t live_after_report,
                         std::int64_t peak_live);
@@ -53,42 +53,74 @@ struct ProgramCodeEnded {
 std::optional<std::uint32_t> teardownFrom(const LeakReport& now, std::int64_t live_bytes_now,
                                           const std::optional<ProgramCodeEnded>& code_ended);
 
-// A report taken at a step boundary while the program ran, and when.
-struct Snapshot {
+// A report taken at a step boundary while the program ran, and when: a boundary report.
+struct BoundaryReport {
   LeakReport report;
   std::chrono::steady_clock::time_point time{};
   std::uint64_t steps = 0;        // step boundaries taken when it began
   std::uint64_t steps_after = 0;  // and when it was done
 };
 
-// Adds the newest snapshot, keeping `most`. Those older than the newest keep only their last
-// step's sample: the steps' samples are the detector's (up to 16,384), and the report at exit has
-// them all (samplesUpTo gives them back).
-void keepSnapshot(std::deque<Snapshot>& snapshots, Snapshot newest, std::size_t most);
-// An earlier snapshot given at exit: its samples are those of `now` up to its last step.
+// An earlier boundary report given at exit: its samples are those of `now` up to its last step.
 void samplesUpTo(LeakReport& earlier, const LeakReport& now);
 
-// The snapshot (of `snapshots`, the newest last) the report at exit is weighed against: the newest;
-// when time windows saw the program tear down (`teardown_from`), the newest finished before the
-// boundary that took the sample the fall began from, or the newest when none was.
-const Snapshot* snapshotBeforeTeardown(const std::deque<Snapshot>& snapshots,
-                                       std::optional<std::uint32_t> teardown_from);
+// The boundary report (of `reports`, the newest last) the report at exit is weighed against: the
+// newest; when time windows saw the program tear down (`teardown_from`), the newest finished
+// before the boundary that took the sample the fall began from, or the newest when none was.
+const BoundaryReport* lastBeforeTeardown(const std::deque<BoundaryReport>& reports,
+                                         std::optional<std::uint32_t> teardown_from);
 
-// Steps a snapshot's leak verdict must have held to be given at exit in place of a report that
-// has no leak.
+// Steps a boundary report's leak verdict must have held to be given at exit in place of a report
+// that has no leak.
 inline constexpr std::uint32_t kSettledSteps = 8;
 
 // The report to give at exit, at `now_time`: `now`, the detector's report as the program ends, or
-// the snapshot it is weighed against (snapshotBeforeTeardown), when that one saw a leak. By the
+// the boundary report it is weighed against (lastBeforeTeardown), when that one saw a leak. By the
 // time exit handlers run the program has freed what its loop kept (main's locals, Python's
 // globals), so what a leak held can no longer be shown there. `now` is given when it keeps every
-// cause the snapshot found (resident growth aside), when it judged phases (a build-up held and
-// freed) and time windows saw no teardown, or when the snapshot's verdict came only in its last
+// cause the earlier report found (resident growth aside), when it judged phases (a build-up held
+// and freed) and time windows saw no teardown, or when the earlier verdict came only in its last
 // kSettledSteps steps (the last requests still in flight on a server's workers as the loop ended,
-// not what a loop kept). Otherwise the snapshot, with the samples of `now` up to its last step and
-// a note of when it was taken.
-LeakReport reportAtExit(LeakReport now, const std::deque<Snapshot>& snapshots,
+// not what a loop kept). Otherwise the earlier report, with the samples of `now` up to its last
+// step and the origin of when it was taken.
+LeakReport reportAtExit(LeakReport now, const std::deque<BoundaryReport>& reports,
                         std::optional<std::uint32_t> teardown_from,
                         std::chrono::steady_clock::time_point now_time);
+
+// The program's end as an event of the detector's. `memseal run` hands it the reports it takes at
+// step boundaries while the loop runs and the moment a Python program's own code ends; at exit it
+// gives the verdict of the loop (reportAtExit), not one re-judged from what teardown left. Not
+// thread-safe: the runtime holds its lock around each call.
+class ProgramEnd {
+ public:
+  // Boundary reports kept: the newest may have been made as the program tore down (time windows
+  // end on memseal's own thread), and at exit an earlier one is chosen, made before the fall began.
+  static constexpr std::size_t kKeptReports = 4;
+
+  // A report made at a step boundary, `done` when it was: tracked tensor memory before and after
+  // it was made, and step boundaries taken then. Kept unless an earlier one was and this one was
+  // made as the program tore down; its Python lines come from the earlier one where it names none.
+  // The report kept, or null.
+  const LeakReport* atStepBoundary(LeakReport report, std::int64_t live_before,
+                                   std::int64_t live_after, std::uint64_t steps,
+                                   std::uint64_t steps_after,
+                                   std::chrono::steady_clock::time_point done);
+
+  // A Python program's own code ended (its atexit, before the interpreter finalises).
+  void codeEnded(ProgramCodeEnded ended) { code_ended_ = ended; }
+
+  // The report to give at exit, at `now_time`, `now` being the detector's report as the program
+  // ends and `live_bytes_now` tracked tensor memory then. `time_windows`: the steps were time
+  // windows, which go on as the program tears down (teardownFrom is looked for only then).
+  LeakReport atExit(LeakReport now, std::int64_t live_bytes_now, bool time_windows,
+                    std::chrono::steady_clock::time_point now_time) const;
+
+  const std::deque<BoundaryReport>& reports() const { return reports_; }
+
+ private:
+  std::deque<BoundaryReport> reports_;  // the newest last, kKeptReports at most
+  std::int64_t peak_live_ = 0;          // tracked tensor bytes, the most as any report began
+  std::optional<ProgramCodeEnded> code_ended_;
+};
 
 }  // namespace memseal::detect

@@ -118,15 +118,10 @@ void OpLoopSteps::applyPhaseChange(bool on_runtime_thread) {
   // Steps already taken that were the new phase's, and the one running now, join it first.
   if (change.phase_first && !change.detector_phase.empty()) {
     ledger_.phaseLocked(change.detector_phase, static_cast<std::uint32_t>(change.steps_back));
-    std::uint64_t moved =
-        current_ < loop_steps_.size() ? std::min(loop_steps_[current_], change.steps_back) : 0;
-    if (moved > 0) loop_steps_[current_] -= moved;
-    steps_outside_loops_ += moved;
+    counts_.moveOutOfLoop(current_, change.steps_back);
   }
-  if (change.end_step && steps_taken_ > 0 && ledger_.takeLocked(Clock::now(), false)) {
-    ++steps_taken_;
-    steps_seen_.store(steps_taken_, std::memory_order_relaxed);
-    ++steps_outside_loops_;
+  if (change.end_step && counts_.taken() > 0 && ledger_.takeLocked(Clock::now(), false)) {
+    counts_.stepTaken(std::nullopt);
   }
   if (!change.phase_first && !change.detector_phase.empty()) {
     ledger_.phaseLocked(change.detector_phase);
@@ -136,8 +131,7 @@ void OpLoopSteps::applyPhaseChange(bool on_runtime_thread) {
     case OpLoopFinder::Decision::Next::kFollowLoop:
       next = Mode::kOps;
       current_ = change.loop;
-      loop_steps_.resize(loops_size_, 0);
-      loop_iterations_.resize(loops_size_, 0);
+      counts_.loopsFound(loops_size_);
       loop_thread_.store(change.loop_thread, std::memory_order_release);
       break;
     case OpLoopFinder::Decision::Next::kWindows:
@@ -167,8 +161,8 @@ bool OpLoopSteps::decided(std::optional<OpLoopFinder::Decision> decision) {
 bool OpLoopSteps::checkLoopStillRepeats(const char* name) {
   std::lock_guard<std::mutex> lock(learn_mutex_);
   if (mode_.load() != Mode::kOps) return false;
-  OpLoopFinder::LoopCheck check = finder_.checkLoopStillRepeats(
-      name, threadNumber(), steps_seen_.load(std::memory_order_relaxed));
+  OpLoopFinder::LoopCheck check =
+      finder_.checkLoopStillRepeats(name, threadNumber(), counts_.seen());
   if (check.anchor_moved) {
     std::lock_guard<std::mutex> anchor(anchor_mutex_);
     anchor_ = finder_.anchorName();
@@ -181,7 +175,7 @@ void OpLoopSteps::handOver() {
     std::lock_guard<std::mutex> lock(ledger_.mutex());
     // A phase change decided meanwhile finds the mode no longer kSwitching and is dropped.
     mode_.store(Mode::kStopped, std::memory_order_release);
-    handed_over_ = true;
+    counts_.handOver();
     counted_.stopForGood();
     if (counted_.opsFollowCounting()) {
       // The program's steps are one iteration each, so the allocations of unwatched steps are
@@ -201,16 +195,10 @@ bool OpLoopSteps::stepLocked(Clock::time_point now, bool coalesce, Mode expected
   Mode mode = mode_.load();
   // The mode the caller saw may have changed while it waited for the GIL or this lock.
   if (mode != expected) return false;
-  bool in_loop = mode == Mode::kOps && current_ < loop_iterations_.size();
-  if (in_loop) loop_iterations_[current_] += iterations;
-  if (!ledger_.takeLocked(now, coalesce && steps_taken_ > 0)) return false;
-  ++steps_taken_;
-  steps_seen_.store(steps_taken_, std::memory_order_relaxed);
-  if (in_loop) {
-    ++loop_steps_[current_];
-  } else {
-    ++steps_outside_loops_;
-  }
+  bool in_loop = mode == Mode::kOps && counts_.knows(current_);
+  if (in_loop) counts_.iterated(current_, iterations);
+  if (!ledger_.takeLocked(now, coalesce && counts_.taken() > 0)) return false;
+  counts_.stepTaken(in_loop ? std::optional<std::size_t>(current_) : std::nullopt);
   return true;
 }
 
@@ -289,71 +277,23 @@ void OpLoopSteps::tickWindow() {
 std::vector<std::pair<std::string, double>> OpLoopSteps::iterationsPerStep() {
   std::lock_guard<std::mutex> learn(learn_mutex_);
   std::lock_guard<std::mutex> lock(ledger_.mutex());
-  std::vector<std::pair<std::string, double>> ratios;
-  const std::vector<OpLoopFinder::Loop>& loops = finder_.loops();
-  for (std::size_t i = 0; i < loops.size() && i < loop_steps_.size(); ++i) {
-    if (loop_steps_[i] == 0 || loop_iterations_[i] <= loop_steps_[i]) continue;
-    ratios.emplace_back(loops[i].name, static_cast<double>(loop_iterations_[i]) /
-                                           static_cast<double>(loop_steps_[i]));
-  }
-  return ratios;
+  return counts_.iterationsPerStep(finder_.loops());
 }
 
 std::vector<std::string> OpLoopSteps::description() {
   std::lock_guard<std::mutex> learn(learn_mutex_);
   std::lock_guard<std::mutex> lock(ledger_.mutex());
-  std::string steps = " (" + std::to_string(steps_taken_) + " steps)";
-  const std::vector<OpLoopFinder::Loop>& loops = finder_.loops();
-  const std::string& windows = finder_.windowsDecision();
-  // The program's own signals took over: what was guessed before them, if anything, is history.
-  if (handed_over_ && steps_taken_ == 0) return {};
-  if (handed_over_) {
-    return {std::to_string(steps_taken_) + " steps came before the program's own, from " +
-            (loops.empty() ? std::string("time windows") : "loops found in its ops")};
+  FoundLoops found;
+  found.loops = &finder_.loops();
+  for (const OpLoopFinder::Loop& loop : finder_.loops()) {
+    found.anchor_names.push_back(finder_.opName(loop.anchor));
   }
-  std::vector<std::string> lines;
-  if (loops.empty()) {
-    if (mode_.load() == Mode::kWindows) return {windows + steps};
-    return {"the program ended before its loop was found (" + std::to_string(finder_.opsSeen()) +
-            " outermost ops seen: too few iterations, or ops that never repeat); --interval "
-            "DURATION or --step-on NAME sets the steps" +
-            steps};
-  }
-  std::string summary = std::to_string(steps_taken_) + " steps in " + std::to_string(loops.size()) +
-                        (loops.size() == 1 ? " loop" : " loops") + " found in the program's ops";
-  if (steps_outside_loops_ > 0) {
-    summary += ", and " + std::to_string(steps_outside_loops_) +
-               " outside them (start-up, between loops" +
-               (windows.empty() ? std::string(")") : ", time windows)");
-  }
-  lines.push_back(summary);
-  for (std::size_t i = 0; i < loops.size(); ++i) {
-    const OpLoopFinder::Loop& loop = loops[i];
-    std::uint64_t loop_steps = i < loop_steps_.size() ? loop_steps_[i] : 0;
-    std::uint64_t iterations = i < loop_iterations_.size() ? loop_iterations_[i] : 0;
-    std::string together =
-        iterations > loop_steps
-            ? " (" + std::to_string(iterations) +
-                  " iterations: those closer together than a step costs were one step)"
-            : "";
-    lines.push_back(loop.name + ": one step per call of " + finder_.opName(loop.anchor) +
-                    ", the op that starts each of its iterations (" + std::to_string(loop.period) +
-                    " ops, found after " + std::to_string(loop.found_after) +
-                    " ops): " + std::to_string(loop_steps) + " steps in " +
-                    std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs") + together);
-  }
-  if (std::uint64_t counted = counted_.stepsCounted(); counted > 0) {
-    lines.push_back(std::to_string(counted) +
-                    " of these steps were ended by counting the loop's allocations (" +
-                    std::to_string(counted_.allocationsPerIteration()) +
-                    " an iteration) instead of following every op, checked against the op "
-                    "that starts each iteration every " +
-                    std::to_string(kCountedStepsBetweenChecks) + " steps");
-  }
-  if (!windows.empty() && mode_.load() == Mode::kWindows) {
-    lines.push_back("then " + windows);
-  }
-  return lines;
+  found.windows = finder_.windowsDecision();
+  found.ops_seen = finder_.opsSeen();
+  found.in_windows = mode_.load() == Mode::kWindows;
+  found.counted_steps = counted_.stepsCounted();
+  found.allocations_per_iteration = counted_.allocationsPerIteration();
+  return counts_.description(found);
 }
 
 }  // namespace memseal::inject

@@ -24,6 +24,7 @@
 #include "inject/counted_loop_steps.h"
 #include "inject/op_callback.h"
 #include "inject/op_loop_finder.h"
+#include "inject/op_loop_step_counts.h"
 #include "inject/step_source.h"
 #include "inject/time_windows.h"
 
@@ -87,15 +88,7 @@ class OpLoopSteps final : public StepSource, private OpListener, private Counted
   StepLedger& ledger_;
   std::atomic<Mode> mode_{Mode::kLearning};
   TimeWindows windows_{std::chrono::nanoseconds::zero(), Clock::now()};  // sized to the run
-  // Under the ledger's lock (steps_seen_ is steps_taken_ for readers without it).
-  std::uint64_t steps_taken_ = 0;
-  bool handed_over_ = false;
-  std::atomic<std::uint64_t> steps_seen_{0};
-  std::uint64_t steps_outside_loops_ = 0;
-  std::vector<std::uint64_t> loop_steps_;  // steps taken in each loop
-  // Iterations of each loop (calls of its anchor), steps or not: iterations closer together than a
-  // step costs are taken as one step.
-  std::vector<std::uint64_t> loop_iterations_;
+  OpLoopStepCounts counts_;                                              // under the ledger's lock
   // The loop of kOps, written while the mode is kSwitching (by the one thread that switches) and
   // read after kOps is seen; the thread it runs on, where its steps are taken.
   std::size_t current_ = 0;

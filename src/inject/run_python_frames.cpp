@@ -36,10 +36,10 @@ PyObject* atPythonExit(PyObject*, PyObject*) {
 }
 
 PyMethodDef g_at_python_exit_method = {"memseal_run_at_exit", &atPythonExit, METH_NOARGS,
-                                       "memseal run: the report's last snapshot"};
+                                       "memseal run: the last report at a step boundary"};
 
 // atexit.register(...) of the runtime's callback. Best effort: without it, the report at exit
-// falls back on the snapshots taken while the program ran.
+// falls back on the reports taken at step boundaries while the program ran.
 void registerAtPythonExit() {
   PyObject* atexit_module = PyImport_ImportModule("atexit");
   PyObject* function = PyCFunction_New(&g_at_python_exit_method, nullptr);

@@ -27,8 +27,8 @@ void devicesAtTheLastStep(LeakReport& report) {
   }
 }
 
-std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_steps) {
-  LeakReport report = snapshot;
+std::string interimReportJson(const LeakReport& boundary_report, std::size_t newest_steps) {
+  LeakReport report = boundary_report;
   auto keepNewest = [newest_steps](auto& samples) {
     if (samples.size() <= newest_steps) return false;
     samples.erase(samples.begin(), samples.end() - static_cast<std::ptrdiff_t>(newest_steps));

@@ -26,6 +26,6 @@ void devicesAtTheLastStep(LeakReport& report);
 // samples only (said in a note when some were left out): a file that grew with every step,
 // written every second, would grow the program's heap step by step, and memseal judges the
 // program's resident memory.
-std::string interimReportJson(const LeakReport& snapshot, std::size_t newest_steps);
+std::string interimReportJson(const LeakReport& boundary_report, std::size_t newest_steps);
 
 }  // namespace memseal::inject

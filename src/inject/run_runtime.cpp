@@ -51,14 +51,7 @@
 
 namespace memseal::inject {
 
-// The program's end is the detector's to judge; the runtime keeps its snapshots.
-using detect::framesFromTheSnapshot;
-using detect::keepSnapshot;
-using detect::madeDuringTeardown;
 using detect::ProgramCodeEnded;
-using detect::reportAtExit;
-using detect::Snapshot;
-using detect::teardownFrom;
 
 namespace {
 
@@ -68,12 +61,16 @@ const char* kindName(ProcessKind kind) {
   return kNames[static_cast<int>(kind)];
 }
 
-// Snapshots kept: the newest may have been made as the program tore down (time windows end on
-// memseal's own thread), and at exit an earlier one is chosen, made before the fall began.
-constexpr std::size_t kKeptSnapshots = 4;
-
 // One byte per event on the self-pipe: a signal number, or these.
 constexpr unsigned char kWakeStop = 0;
+
+// When the runtime takes its reports at step boundaries.
+struct BoundaryReportTimes {
+  std::chrono::steady_clock::time_point next_report{};
+  std::chrono::steady_clock::time_point next_interim_write{};
+  bool interim_said_leak = false;  // the verdict of the last interim report written
+  bool reporting = false;          // one report at a time
+};
 
 struct Runtime {
   RunConfig config;
@@ -96,17 +93,13 @@ struct Runtime {
   std::atomic<bool> inert{false};  // a forked child not followed: reports nothing
   std::mutex report_mutex;
   bool final_written = false;
-  // The report as of a recent step, taken while the program runs: by the time exit handlers run,
-  // main() has returned (or Python has finalised) and what the loop kept is freed.
-  std::mutex snapshot_mutex;
-  std::deque<Snapshot> snapshots;  // the newest last, kKeptSnapshots at most
-  std::chrono::steady_clock::time_point next_snapshot{};
-  std::chrono::steady_clock::time_point next_interim_write{};
-  bool interim_said_leak = false;       // the verdict of the last interim report written
-  std::int64_t peak_snapshot_live = 0;  // tracked tensor bytes, the most at any snapshot
-  bool snapshotting = false;
+  // Reports taken at step boundaries while the program runs (the program's end is judged from
+  // them: by the time exit handlers run, main() has returned or Python has finalised, and what the
+  // loop kept is freed), when the next is due, and the interim report streamed from them.
+  std::mutex boundary_mutex;
+  detect::ProgramEnd program_end;
+  BoundaryReportTimes boundary_times;
   bool python_program = false;  // Python frames were found: its holders can be searched for
-  std::optional<ProgramCodeEnded> code_ended;  // a Python program's, at its atexit
   BuildUpProbe build_up_probe{scaledByTimeScale(std::chrono::seconds(1))};
 };
 
@@ -155,7 +148,7 @@ LeakReport currentReport(Runtime& runtime) {
   return report;
 }
 
-enum class SnapshotWhen { kAfterThePause, kNow };
+enum class BoundaryReportWhen { kAfterThePause, kNow };
 
 constexpr std::chrono::seconds kInterimReportEvery{1};
 constexpr std::size_t kInterimSteps = 256;  // per-step samples an interim report keeps
@@ -165,19 +158,20 @@ constexpr std::size_t kInterimSteps = 256;  // per-step samples an interim repor
 // reports at most) unless a build-up is in progress (build_up_probe.h: its holders are searched at
 // once), on the thread that ended the step, after the step lock is released (currentReport takes
 // the GIL first). And once more as Python begins to finalise (kNow).
-void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
+void takeBoundaryReport(Runtime& runtime, BoundaryReportWhen when) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point now = Clock::now();
   if (runtime.fork_watch || runtime.inert.load()) return;
   std::int64_t live = track::cpuCounters().liveBytes();
-  bool after_step = when == SnapshotWhen::kAfterThePause;
+  bool after_step = when == BoundaryReportWhen::kAfterThePause;
   bool building_up = false;
+  BoundaryReportTimes& times = runtime.boundary_times;
   {
-    std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
+    std::lock_guard<std::mutex> lock(runtime.boundary_mutex);
     building_up =
         after_step && runtime.python_program && runtime.build_up_probe.reportNow(live, now);
-    if ((after_step && now < runtime.next_snapshot && !building_up) || runtime.snapshotting) return;
-    runtime.snapshotting = true;
+    if ((after_step && now < times.next_report && !building_up) || times.reporting) return;
+    times.reporting = true;
   }
   std::uint64_t steps = stepsTaken(runtime);
   LeakReport report = currentReport(runtime);
@@ -187,34 +181,28 @@ void takeSnapshot(Runtime& runtime, SnapshotWhen when) {
                                  : building_up ? RunHolders::When::kEarly
                                                : RunHolders::When::kWhenDue);
   Clock::time_point done = Clock::now();
-  std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
-  runtime.snapshotting = false;
+  std::lock_guard<std::mutex> lock(runtime.boundary_mutex);
+  times.reporting = false;
   Clock::duration shortest = scaledByTimeScale(std::chrono::milliseconds(100));
-  runtime.next_snapshot = done + std::max<Clock::duration>(shortest, 20 * (done - now));
+  times.next_report = done + std::max<Clock::duration>(shortest, 20 * (done - now));
   // Taken for the holders of a build-up not yet judged: at exit it is no report to fall back on
   // (the program's last pass, still gathering as it ended, would read as a leak).
   if (building_up) return;
-  runtime.peak_snapshot_live = std::max(runtime.peak_snapshot_live, live);
-  // While the program tears down (its tensor memory mostly freed), its loop is over: keep the
-  // report taken while it ran.
-  bool earlier = !runtime.snapshots.empty();
-  if (earlier && madeDuringTeardown(live, live_after, runtime.peak_snapshot_live)) return;
-  // Taken as Python finalises (what the loop kept still there), it names no Python line.
-  if (earlier) framesFromTheSnapshot(report, runtime.snapshots.back().report);
-  keepSnapshot(runtime.snapshots, Snapshot{std::move(report), done, steps, steps_after},
-               kKeptSnapshots);
+  const LeakReport* kept = runtime.program_end.atStepBoundary(std::move(report), live, live_after,
+                                                              steps, steps_after, done);
+  if (kept == nullptr) return;  // made as the program tore down
   // Streamed to the launcher, so a crash or a kill still leaves the latest report: once a second,
   // and at once when the verdict changes (a kill right after a leak shows itself still finds it).
-  const LeakReport& newest = runtime.snapshots.back().report;
-  if (done >= runtime.next_interim_write || newest.leak != runtime.interim_said_leak) {
-    runtime.next_interim_write = done + scaledByTimeScale(kInterimReportEvery);
-    runtime.interim_said_leak = newest.leak;
-    writeFileWhole(runFile(runtime, kInterimReportSuffix),
-                   interimReportJson(newest, kInterimSteps));
+  if (done >= times.next_interim_write || kept->leak != times.interim_said_leak) {
+    times.next_interim_write = done + scaledByTimeScale(kInterimReportEvery);
+    times.interim_said_leak = kept->leak;
+    writeFileWhole(runFile(runtime, kInterimReportSuffix), interimReportJson(*kept, kInterimSteps));
   }
 }
 
-void snapshotAfterStep(Runtime& runtime) { takeSnapshot(runtime, SnapshotWhen::kAfterThePause); }
+void reportAfterStep(Runtime& runtime) {
+  takeBoundaryReport(runtime, BoundaryReportWhen::kAfterThePause);
+}
 
 // Called from Python's atexit (run_python_frames.cpp), before the interpreter finalises: the
 // program's own code has ended, its globals still hold what its loop kept, and Python lines can
@@ -223,26 +211,24 @@ void onPythonExit() {
   Runtime* runtime = g_runtime;
   if (runtime == nullptr || runtime->pid != getpid() || runtime->inert.load()) return;
   {
-    std::lock_guard<std::mutex> lock(runtime->snapshot_mutex);
-    runtime->code_ended = ProgramCodeEnded{stepsTaken(*runtime), track::cpuCounters().liveBytes()};
+    std::lock_guard<std::mutex> lock(runtime->boundary_mutex);
+    runtime->program_end.codeEnded(
+        ProgramCodeEnded{stepsTaken(*runtime), track::cpuCounters().liveBytes()});
   }
-  takeSnapshot(*runtime, SnapshotWhen::kNow);
+  takeBoundaryReport(*runtime, BoundaryReportWhen::kNow);
 }
 
 // At exit: the report the detector gives now, or the last one taken at a step boundary while the
-// loop ran (reportAtExit).
+// loop ran (detect::ProgramEnd).
 LeakReport finalReport(Runtime& runtime) {
   LeakReport now = currentReport(runtime);
   if (runtime.fork_watch) return now;
   std::int64_t live_bytes_now = track::cpuCounters().liveBytes();
   devicesAtTheLastStep(now);
-  std::optional<std::uint32_t> teardown_from;
-  std::lock_guard<std::mutex> lock(runtime.snapshot_mutex);
-  if (runtime.config.rule.kind == StepRule::Kind::kInterval) {
-    teardown_from = teardownFrom(now, live_bytes_now, runtime.code_ended);
-  }
-  return reportAtExit(std::move(now), runtime.snapshots, teardown_from,
-                      std::chrono::steady_clock::now());
+  std::lock_guard<std::mutex> lock(runtime.boundary_mutex);
+  return runtime.program_end.atExit(std::move(now), live_bytes_now,
+                                    runtime.config.rule.kind == StepRule::Kind::kInterval,
+                                    std::chrono::steady_clock::now());
 }
 
 // The report written, as JSON.
@@ -465,9 +451,9 @@ void afterForkInChild() {
   runtime->kind = ProcessKind::kFork;
   runtime->final_written = false;
   new (&runtime->report_mutex) std::mutex();
-  new (&runtime->snapshot_mutex) std::mutex();
-  runtime->snapshots.clear();
-  runtime->snapshotting = false;
+  new (&runtime->boundary_mutex) std::mutex();
+  runtime->program_end = detect::ProgramEnd();
+  runtime->boundary_times = BoundaryReportTimes();
   runtime->memory_trace = nullptr;  // the parent's history, not the child's
   runtime->fork_watch = std::make_unique<ForkChildWatch>(getppid());
   writeStatus(*runtime);
@@ -522,7 +508,7 @@ int activate() {
   }
   Runtime* raw = runtime.get();
   runtime->steps =
-      std::make_unique<StepLedger>(*runtime->detector, [raw] { snapshotAfterStep(*raw); });
+      std::make_unique<StepLedger>(*runtime->detector, [raw] { reportAfterStep(*raw); });
   runtime->step_source = makeStepSource(runtime->config.rule, *runtime->steps, !ops_chosen);
   runtime->framework_steps =
       std::make_unique<FrameworkSteps>(*runtime->steps, *runtime->step_source);

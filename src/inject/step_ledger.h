@@ -62,7 +62,7 @@ class StepLedger {
     std::lock_guard<std::mutex> lock(mutex_);
     return taken_;
   }
-  // After a step taken, with no lock held (the runtime's snapshot takes the GIL first).
+  // After a step taken, with no lock held (the runtime's boundary report takes the GIL first).
   void afterStep() {
     if (after_step_) after_step_();
   }

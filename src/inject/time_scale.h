@@ -1,7 +1,7 @@
 // MEMSEAL_RUN_TIME_SCALE=N (an integer, 1 to 1000): `memseal run`'s clock-based limits (the step
-// gaps, how long learning may take, when a loop is quiet, the pause between snapshots) are N times
-// longer. For memseal's developers, who count instructions under valgrind: a program there runs
-// some 300 times slower (the example server's 50 us requests take 15 ms), and with the limits
+// gaps, how long learning may take, when a loop is quiet, the pause between boundary reports) are N
+// times longer. For memseal's developers, who count instructions under valgrind: a program there
+// runs some 300 times slower (the example server's 50 us requests take 15 ms), and with the limits
 // unscaled its steps come one per iteration instead of the native run's two or more, so the count
 // would measure a configuration no native run takes (bench/run_instruction_counts.sh). Not a user
 // option: the launcher does not set it. Internal to src/inject/.

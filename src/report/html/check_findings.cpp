@@ -306,7 +306,7 @@ std::string checkSection(const ReadJson& check) {
     out += findingCard(finding.is_object() ? finding : nullJson(), index, holders);
   }
   out += topSitesHtml(findings);
-  out += cudaMemoryHtml(check);
+  out += deviceMemoryHtml(check);
   out += pythonHtml(python, findings.size());
   out += notesHtml(stringsAt(check, "notes"));
   return out + "</section>";

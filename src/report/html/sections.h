@@ -26,8 +26,8 @@ bool growsResident(const ReadJson& finding);
 std::string verdictHtml(const ReadJson& check, const std::vector<StepSample>& samples);
 std::string timelineChart(const ReadJson& check, const std::vector<StepSample>& samples);
 std::string timelineCard(const ReadJson& check, const std::vector<StepSample>& samples);
-// The check's optional "devices": a card per CUDA device, or nothing.
-std::string cudaMemoryHtml(const ReadJson& check);
+// The check's optional "devices": a card per device (CUDA devices today), or nothing.
+std::string deviceMemoryHtml(const ReadJson& check);
 std::string checkSection(const ReadJson& check);
 
 // ---- explain (memseal.explain/1) and fit (memseal.fit/2, and /1) ----

@@ -1,5 +1,5 @@
-// The check's CUDA memory (its optional "devices"): allocated against reserved per device and step,
-// with the diagnosis of each device.
+// The check's device memory (its optional "devices", CUDA devices today): allocated against
+// reserved per device and step, with the diagnosis of each device.
 #include "report/html/sections.h"
 
 #include <algorithm>
@@ -127,7 +127,7 @@ std::string deviceCard(const ReadJson& device, std::size_t index, double warmup)
 }  // namespace
 
 // Absent when the report has no devices (no CUDA events were seen).
-std::string cudaMemoryHtml(const ReadJson& check) {
+std::string deviceMemoryHtml(const ReadJson& check) {
   const ReadJson& devices = arrayAt(check, "devices");
   if (devices.empty()) return "";
   double warmup = clampForChart(numberOr(check, "warmup", 0));
