@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "memseal/tracker.h"
+#include "track/hashing.h"
 
 namespace memseal::detect {
 
@@ -34,7 +35,7 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output, std::int8_
       break;
     }
   }
-  recent_nodes_[recentSlot(node.get())] = RecentNode{node.get(), step};
+  rememberNode(node.get(), step);
   if (samples.first_count < kFirstSamplesPerStep) {
     samples.first[samples.first_count++] = node;
   }
@@ -48,16 +49,39 @@ void GraphNodeSampler::onGradFn(const track::TensorSignature& output, std::int8_
   if (samples.count < kSamplesPerStep) ++samples.count;
 }
 
-std::size_t GraphNodeSampler::recentSlot(const torch::autograd::Node* node) {
-  // Fibonacci hashing of the address: nodes are heap objects, so the low bits say little.
-  auto bits = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(node));
-  return static_cast<std::size_t>((bits * 0x9E3779B97F4A7C15ull) >> 50) & (kRecentNodeSlots - 1);
+std::size_t GraphNodeSampler::recentBucket(const torch::autograd::Node* node) {
+  // Every bit of the address mixed (splitmix64's finaliser). Not Fibonacci hashing: heap addresses
+  // differ by regular strides, and two nodes a Fibonacci number of bytes apart (46,368) shared a
+  // slot under it.
+  std::uint64_t bits =
+      track::mixBits(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(node)));
+  constexpr std::size_t kBuckets = kRecentNodeSlots / kRecentNodeWays;
+  return static_cast<std::size_t>(bits & (kBuckets - 1)) * kRecentNodeWays;
+}
+
+void GraphNodeSampler::rememberNode(const torch::autograd::Node* node, std::uint32_t step) {
+  RecentNode* bucket = &recent_nodes_[recentBucket(node)];
+  RecentNode* slot = bucket;
+  for (std::size_t way = 0; way < kRecentNodeWays; ++way) {
+    if (bucket[way].address == node || bucket[way].address == nullptr) {
+      slot = &bucket[way];
+      break;
+    }
+    if (bucket[way].step < slot->step) slot = &bucket[way];
+  }
+  *slot = RecentNode{node, step};
 }
 
 bool GraphNodeSampler::madeInEarlierStep(const torch::autograd::Node* node,
                                          std::uint32_t step) const {
-  const RecentNode& recent = recent_nodes_[recentSlot(node)];
-  return recent.address == node && recent.step < step && step - recent.step <= kEarlierSteps;
+  const RecentNode* bucket = &recent_nodes_[recentBucket(node)];
+  for (std::size_t way = 0; way < kRecentNodeWays; ++way) {
+    const RecentNode& recent = bucket[way];
+    if (recent.address == node) {
+      return recent.step < step && step - recent.step <= kEarlierSteps;
+    }
+  }
+  return false;
 }
 
 void GraphNodeSampler::thin() {

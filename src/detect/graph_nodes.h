@@ -105,20 +105,24 @@ class GraphNodeSampler final : public track::GradFnObserver {
   static std::pair<const Sample*, const NodeRef*> rootOf(const AliveStep& alive,
                                                          const StepOfNode& step_of);
   void thin();  // with mutex_ held and every slot used
-  // Every node made in the last kEarlierSteps steps, by address, in a direct-mapped table made with
-  // the sampler: a node whose inputs include one of them links its step to an earlier one. All
-  // nodes, not the samples only: the add of `total_loss += loss` comes anywhere in a step (a GAN's
-  // generator update makes dozens of nodes after it), and a link is seen only where the node it
-  // follows is known. A slot another node took since forgets that node (the next step's link
-  // finds the chain again); a freed node's address reused by a node no op reported may at worst
-  // take an ordinary node for a link, which matters only if it stays alive.
+  // Every node made in the last kEarlierSteps steps, by address, in a table made with the sampler:
+  // a node whose inputs include one of them links its step to an earlier one. All nodes, not the
+  // samples only: the add of `total_loss += loss` comes anywhere in a step (a GAN's generator
+  // update makes dozens of nodes after it), and a link is seen only where the node it follows is
+  // known. Each address has a bucket of kRecentNodeWays slots, where a new node takes the slot of
+  // the oldest step: a node is forgotten only once that many newer ones shared its bucket (the
+  // next step's link then finds the chain again). A freed node's address reused by a node no op
+  // reported may at worst take an ordinary node for a link, which matters only if it stays alive.
   struct RecentNode {
     const torch::autograd::Node* address = nullptr;
     std::uint32_t step = 0;
   };
   static constexpr std::size_t kRecentNodeSlots = std::size_t{1} << 14;
+  static constexpr std::size_t kRecentNodeWays = 2;
   static constexpr std::uint32_t kEarlierSteps = 8;
-  static std::size_t recentSlot(const torch::autograd::Node* node);
+  // The first slot of the node's bucket.
+  static std::size_t recentBucket(const torch::autograd::Node* node);
+  void rememberNode(const torch::autograd::Node* node, std::uint32_t step);
   // With mutex_ held: whether `node` was made in one of the kEarlierSteps steps before `step`.
   bool madeInEarlierStep(const torch::autograd::Node* node, std::uint32_t step) const;
   std::vector<RecentNode> recent_nodes_ = std::vector<RecentNode>(kRecentNodeSlots);
