@@ -1,4 +1,4 @@
-// The report's sections, one file each: the check (verdict and timeline, findings, CUDA memory),
+// The report's sections, one file each: the check (verdict and timeline, findings, device memory),
 // explain and fit. Each renders its document's card(s) as HTML; page.cpp puts them on the page.
 #pragma once
 
