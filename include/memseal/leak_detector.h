@@ -302,6 +302,12 @@ struct DetectorOptions {
   // turn those off, graph nodes are not watched and the report says so.
   bool watch_graph_nodes = true;
   bool watch_resident_memory = true;  // growth outside tensor storage
+  // Nonzero in a child forked (not exec'd) from this pid, which shares its parent's pages until it
+  // writes them: its resident set counts what the parent holds, so its private memory is judged
+  // instead, growth of it beyond what tensors explain is copy-on-write (a dataset of Python objects
+  // read in a DataLoader worker), and the report's origin names the parent. The detector is made
+  // in the child, after the parent's has stopped there.
+  std::int64_t forked_from_pid = 0;
 };
 
 class MEMSEAL_API LeakError : public std::runtime_error {

@@ -118,6 +118,16 @@ std::string hintFor(const LeakFinding& finding) {
              ". Bound it (a fixed-capacity cache that evicts), clear it every step, or keep "
              "only what you need (`t.item<float>()`, or `t.clone()` of a small slice).";
     case LeakCategory::kUntrackedGrowth:
+      if (finding.retained == "private memory") {
+        // A forked child's (DetectorOptions::forked_from_pid).
+        return "Private memory of this forked child grows beyond what its tensors explain: it is "
+               "writing pages it shares with its parent (copy-on-write). Python writes an object "
+               "on every read (its reference count), so a worker that reads a dataset held as "
+               "Python lists, dicts or strings copies the parent's dataset page by page, in every "
+               "worker. Keep the dataset in a few large objects (numpy arrays or tensors, strings "
+               "packed into one array), or load it inside each worker (DataLoader "
+               "worker_init_fn).";
+      }
       return "Resident memory grows every step beyond what tracked tensors and autograd graphs "
              "explain: the leak is outside tensor storage (C++ containers, Python objects, a "
              "native library's own buffers). memseal sees libtorch's CPU tensor allocator "
@@ -135,20 +145,6 @@ std::string hintFor(const LeakFinding& finding) {
              "`optimizer.zero_grad(set_to_none=True)`).";
   }
   return "";
-}
-
-std::string forkedChildHintFor(LeakCategory category) {
-  if (category == LeakCategory::kUntrackedGrowth) {
-    return "Private memory of this forked child grows while its tensor memory does not: it is "
-           "writing pages it shares with its parent (copy-on-write). Python writes an object on "
-           "every read (its reference count), so a worker that reads a dataset held as Python "
-           "lists, dicts or strings copies the parent's dataset page by page, in every worker. "
-           "Keep the dataset in a few large objects (numpy arrays or tensors, strings packed into "
-           "one array), or load it inside each worker (DataLoader worker_init_fn).";
-  }
-  return "Tracked tensor memory of this forked child grows every window. Run the child's work "
-         "under `memseal check` or in an exec'd process (multiprocessing's 'spawn' start method) "
-         "for the site, tensors and cause.";
 }
 
 }  // namespace memseal::detect

@@ -308,6 +308,7 @@ LeakEvidence gatherEvidence(const EvidenceInputs& inputs) {
   evidence.last_step = inputs.current_step - 1;
   evidence.observed = evidence.last_step - evidence.first_step + 1;
   evidence.backward_ran = inputs.backward_ran;
+  evidence.private_memory = inputs.private_memory;
   // The whole-run rules look at kMaxRunSamples samples at most, so a renewal costs the same on the
   // 20th step as on the 20,000th.
   RunSeriesCache fresh_series;

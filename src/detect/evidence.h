@@ -51,6 +51,7 @@ struct LeakEvidence {
   std::vector<StorageEvidence> growth_contributors;
   double resident_slope = 0;    // bytes per step after warm-up, for graph findings
   double untracked_growth = 0;  // resident growth beyond what tensors and graphs explain
+  bool private_memory = false;  // the resident memory judged is private memory (a forked child)
   double explained_growth = 0;  // what they explain
   std::int64_t nodes_per_step = 0;
   std::uint32_t graph_sampled_steps = 0;  // watched steps whose graph nodes were sampled
@@ -95,6 +96,8 @@ struct EvidenceInputs {
   // and the category of what a group holds follows the steps that made it.
   bool every_step_watched = false;
   const RetentionHistory* history = nullptr;  // null: every group judged from warm-up on
+  // Resident memory is the process's private memory (DetectorOptions::forked_from_pid).
+  bool private_memory = false;
 };
 
 // Applies the growth rules to the survivors, the sampled graph nodes and resident memory.

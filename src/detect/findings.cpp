@@ -469,7 +469,7 @@ bool growthHeldByGraphs(const LeakEvidence& evidence, const analyze::RetainedGra
 BuiltFinding untrackedGrowthFinding(const LeakEvidence& evidence) {
   LeakFinding finding;
   finding.category = LeakCategory::kUntrackedGrowth;
-  finding.retained = "resident memory";
+  finding.retained = evidence.private_memory ? "private memory" : "resident memory";
   finding.bytes_per_step = evidence.untracked_growth;
   finding.explained_bytes_per_step = evidence.explained_growth;
   finding.steps_with_survivors = evidence.observed;

@@ -80,7 +80,11 @@ struct LeakDetector::State {
   bool every_step_watched = false;  // the options watch every step's ops
 
   State(DetectorOptions detector_options, const TrackerOptions& resolved)
-      : options(std::move(detector_options)), tracker(resolved) {}
+      : options(std::move(detector_options)),
+        tracker(resolved),
+        records(options.forked_from_pid != 0
+                    ? detect::ResidentMemoryReader::Measure::kPrivatePages
+                    : detect::ResidentMemoryReader::Measure::kResidentSet) {}
 
   // Warm-up and the steps after it, and a suspected leak: every boundary reads resident memory
   // and renews the verdict.
@@ -120,6 +124,7 @@ struct LeakDetector::State {
     inputs.phases = &phases;
     inputs.history = &history;
     inputs.every_step_watched = every_step_watched;
+    inputs.private_memory = options.forked_from_pid != 0;
     return detect::gatherEvidence(inputs);
   }
 
@@ -151,6 +156,7 @@ struct LeakDetector::State {
     report.backward_ran = backwardRan();
     report.graph_nodes_unwatched = graph_nodes_unwatched;
     report.rank = rankFromEnvironment();  // a rank of a distributed job (torchrun's variables)
+    report.origin.forked_from_pid = options.forked_from_pid;
     detect::LeakEvidence evidence = this->evidence(/*for_report=*/true);
     report.findings = detect::buildFindings(evidence);
     // Build-ups freed since the last boundary (a report at exit, after the program freed what its

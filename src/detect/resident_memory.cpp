@@ -1,5 +1,6 @@
-// statm's second field is the resident set in pages. Reading it again from offset 0 of the same
-// descriptor gives fresh values: procfs regenerates the text on every read.
+// statm's second field is the resident set in pages; smaps_rollup sums the process's mappings, a
+// line a field, in kB. Reading either again from offset 0 of the same descriptor gives fresh
+// values: procfs regenerates the text on every read.
 #include "detect/resident_memory.h"
 
 #include <dlfcn.h>
@@ -8,7 +9,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "detect/boundary_schedule.h"
 
@@ -32,10 +35,26 @@ struct MallocStatistics {
 };
 using MallocStatisticsFunction = MallocStatistics (*)();
 
+// Private_Clean + Private_Dirty of smaps_rollup's `text`, in bytes.
+std::int64_t privateBytesOf(const char* text) {
+  long long total_kib = 0;
+  for (const char* line = text; line != nullptr && *line != '\0';) {
+    long long kib = 0;
+    if (std::sscanf(line, "Private_Clean: %lld kB", &kib) == 1 ||
+        std::sscanf(line, "Private_Dirty: %lld kB", &kib) == 1) {
+      total_kib += kib;
+    }
+    line = std::strchr(line, '\n');
+    if (line != nullptr) ++line;
+  }
+  return static_cast<std::int64_t>(total_kib) * 1024;
+}
+
 }  // namespace
 
-ResidentMemoryReader::ResidentMemoryReader() {
-  fd_ = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+ResidentMemoryReader::ResidentMemoryReader(Measure measure) : measure_(measure) {
+  fd_ = ::open(measure == Measure::kResidentSet ? "/proc/self/statm" : "/proc/self/smaps_rollup",
+               O_RDONLY | O_CLOEXEC);
   long page = sysconf(_SC_PAGESIZE);
   if (page > 0) page_size_ = page;
   malloc_statistics_ = dlsym(RTLD_DEFAULT, "mallinfo2");
@@ -47,6 +66,13 @@ ResidentMemoryReader::~ResidentMemoryReader() {
 
 std::int64_t ResidentMemoryReader::read() const {
   if (fd_ < 0) return 0;
+  if (measure_ == Measure::kPrivatePages) {
+    char rollup[2048];  // about 1 KiB of fields
+    ssize_t length = ::pread(fd_, rollup, sizeof(rollup) - 1, 0);
+    if (length <= 0) return 0;
+    rollup[length] = '\0';
+    return privateBytesOf(rollup);
+  }
   char text[128];
   ssize_t length = ::pread(fd_, text, sizeof(text) - 1, 0);
   if (length <= 0) return 0;

@@ -1,5 +1,8 @@
 // The process's resident set, read once per step boundary from /proc/self/statm through a file
 // descriptor kept open (one pread, no open or close per step), and what of it malloc holds free.
+// In a forked child, its private memory instead (/proc/self/smaps_rollup): its resident set counts
+// the pages it still shares with its parent, and writing one of them (copy-on-write) makes it
+// private without changing the resident set.
 #pragma once
 
 #include <algorithm>
@@ -13,13 +16,18 @@ namespace memseal::detect {
 
 class ResidentMemoryReader {
  public:
-  ResidentMemoryReader();
+  enum class Measure {
+    kResidentSet,   // statm's resident pages
+    kPrivatePages,  // smaps_rollup's Private_Clean + Private_Dirty: pages no other process maps
+  };
+  explicit ResidentMemoryReader(Measure measure = Measure::kResidentSet);
   ~ResidentMemoryReader();
   ResidentMemoryReader(const ResidentMemoryReader&) = delete;
   ResidentMemoryReader& operator=(const ResidentMemoryReader&) = delete;
 
-  // Bytes resident now; 0 where /proc is not available.
+  // Bytes resident (or private) now; 0 where /proc is not available.
   std::int64_t read() const;
+  Measure measure() const { return measure_; }
 
   // Bytes malloc holds free for reuse in its arenas (glibc's mallinfo2: fordblks, every arena's
   // free chunks and their tops); 0 where the C library has no mallinfo2 (before glibc 2.33, musl).
@@ -54,6 +62,7 @@ class ResidentMemoryReader {
   static constexpr std::int64_t kHeldFreeNoteBytes = std::int64_t{64} << 20;
 
  private:
+  Measure measure_;
   int fd_ = -1;
   std::int64_t page_size_ = 4096;
   // glibc's mallinfo2, looked up at run time: a direct call would tie the library to glibc 2.33.

@@ -18,7 +18,7 @@ const StepSample* sampleAtOrBefore(const std::vector<StepSample>& samples, std::
 
 }  // namespace
 
-StepRecords::StepRecords() {
+StepRecords::StepRecords(ResidentMemoryReader::Measure measure) : resident_(measure) {
   // Thinned in place (common::thinOlderHalf), they never reallocate: see ownBytes.
   per_step_.reserve(kMaxStepSamples + 1);
   resident_readings_.reserve(kMaxStepSamples + 1);

@@ -20,7 +20,8 @@ class StepRecords {
  public:
   static constexpr std::size_t kMaxStepSamples = 16384;
 
-  StepRecords();
+  explicit StepRecords(
+      ResidentMemoryReader::Measure measure = ResidentMemoryReader::Measure::kResidentSet);
   StepRecords(const StepRecords&) = delete;
   StepRecords& operator=(const StepRecords&) = delete;
 

@@ -6,7 +6,22 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+
 namespace memseal::inject {
+
+// False in a forked child of a Python program until Python has remade its GIL and thread states
+// there: it does so after fork() returns, in the thread that forked, before its after-fork hooks
+// run. A thread that took the GIL before then would find its thread state gone as it let the GIL
+// go, and Python would abort the child. The runtime hears from such a hook
+// (run_python_frames.cpp); until then no PythonLock is taken, and reports go without Python lines.
+inline std::atomic<bool> g_python_ready_after_fork{true};
+
+// Whether this process runs Python.
+inline bool pythonInitialized() {
+  static auto is_initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  return is_initialized != nullptr && is_initialized() != 0;
+}
 
 class PythonLock {
  public:
@@ -24,7 +39,8 @@ class PythonLock {
     static auto this_thread_state =
         reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
     if (is_initialized == nullptr || ensure == nullptr || release == nullptr ||
-        is_initialized() == 0 || finalizing()) {
+        is_initialized() == 0 || finalizing() ||
+        !g_python_ready_after_fork.load(std::memory_order_acquire)) {
       return;
     }
     if (threads == Threads::kPythonOnly &&

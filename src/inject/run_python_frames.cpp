@@ -23,6 +23,8 @@ using ProviderSetter = void (*)(const memseal::track::PythonFrameProvider*);
 ProviderSetter g_set_provider = nullptr;
 using ExitCallback = void (*)();
 ExitCallback g_at_python_exit = nullptr;
+using ForkCallback = void (*)();
+ForkCallback g_after_fork_in_child = nullptr;
 
 PyObject* atPythonExit(PyObject*, PyObject*) {
   // Garbage in reference cycles goes first, as the collector would free it: a build-up it frees
@@ -49,6 +51,37 @@ void registerAtPythonExit() {
   }
   Py_XDECREF(function);
   Py_XDECREF(atexit_module);
+  PyErr_Clear();
+}
+
+PyObject* afterForkInChild(PyObject*, PyObject*) {
+  if (g_after_fork_in_child != nullptr) g_after_fork_in_child();
+  Py_RETURN_NONE;
+}
+
+PyMethodDef g_after_fork_in_child_method = {"memseal_run_after_fork_in_child", &afterForkInChild,
+                                            METH_NOARGS,
+                                            "memseal run: Python is ready in a forked child"};
+
+// os.register_at_fork(after_in_child=...) of the runtime's callback: Python calls it in a child
+// made by os.fork() once it has remade its GIL and thread states there.
+void registerAfterForkInChild() {
+  PyObject* os_module = PyImport_ImportModule("os");
+  PyObject* register_at_fork =
+      os_module != nullptr ? PyObject_GetAttrString(os_module, "register_at_fork") : nullptr;
+  PyObject* function = PyCFunction_New(&g_after_fork_in_child_method, nullptr);
+  PyObject* no_arguments = PyTuple_New(0);
+  PyObject* keywords = Py_BuildValue("{s:O}", "after_in_child", function);
+  if (register_at_fork != nullptr && function != nullptr && no_arguments != nullptr &&
+      keywords != nullptr) {
+    PyObject* result = PyObject_Call(register_at_fork, no_arguments, keywords);
+    Py_XDECREF(result);
+  }
+  Py_XDECREF(keywords);
+  Py_XDECREF(no_arguments);
+  Py_XDECREF(function);
+  Py_XDECREF(register_at_fork);
+  Py_XDECREF(os_module);
   PyErr_Clear();
 }
 
@@ -179,9 +212,11 @@ void watchCollections(CollectionHandler collection) {
 
 // Returns 0 when Python frames are on; 1 when this interpreter is not the one this was built for
 // or is not running. `at_python_exit` runs from Python's atexit, before the interpreter finalises;
-// `collection` is told when a collection of the cyclic garbage collector starts (true) and stops.
+// `after_fork_in_child` in a child of os.fork(), once Python is ready there; `collection` is told
+// when a collection of the cyclic garbage collector starts (true) and stops.
 extern "C" __attribute__((visibility("default"))) int memseal_run_python_start(
-    ProviderSetter set_provider, ExitCallback at_python_exit, CollectionHandler collection) {
+    ProviderSetter set_provider, ExitCallback at_python_exit, ForkCallback after_fork_in_child,
+    CollectionHandler collection) {
   char built_for[16];
   std::snprintf(built_for, sizeof(built_for), "%d.%d", PY_MAJOR_VERSION, PY_MINOR_VERSION);
   const char* running = Py_GetVersion();
@@ -195,6 +230,8 @@ extern "C" __attribute__((visibility("default"))) int memseal_run_python_start(
   memseal::python::setInternalPaths(internalPaths());
   g_at_python_exit = at_python_exit;
   registerAtPythonExit();
+  g_after_fork_in_child = after_fork_in_child;
+  registerAfterForkInChild();
   watchCollections(collection);
   PyGILState_Release(gil);
   memseal::python::enablePythonFrames(true);

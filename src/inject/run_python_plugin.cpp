@@ -28,7 +28,7 @@ void onCollection(bool running) { track::setCollectionRunning(running); }
 
 }  // namespace
 
-bool startPythonFrames(void (*at_python_exit)()) {
+bool startPythonFrames(void (*at_python_exit)(), void (*after_fork_in_child)()) {
   using IsInitialized = int (*)();
   auto is_initialized = reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
   if (is_initialized == nullptr || is_initialized() == 0) return false;
@@ -41,9 +41,11 @@ bool startPythonFrames(void (*at_python_exit)()) {
               << "); stacks show native frames only\n";
     return false;
   }
-  using Start = int (*)(void (*)(const track::PythonFrameProvider*), void (*)(), void (*)(bool));
+  using Start =
+      int (*)(void (*)(const track::PythonFrameProvider*), void (*)(), void (*)(), void (*)(bool));
   auto start = reinterpret_cast<Start>(dlsym(handle, "memseal_run_python_start"));
-  if (start == nullptr || start(&setPythonFrameProvider, at_python_exit, &onCollection) != 0) {
+  if (start == nullptr ||
+      start(&setPythonFrameProvider, at_python_exit, after_fork_in_child, &onCollection) != 0) {
     std::cerr << "memseal run: Python frames are not available for this Python (memseal was built "
                  "for another version); stacks show native frames only\n";
     return false;

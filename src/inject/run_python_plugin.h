@@ -10,9 +10,10 @@ namespace memseal::inject {
 
 // Loads the plugin and turns on Python frames for every captured stack, and tells the tracker when
 // Python's garbage collector runs (track/collected_frees.h); `at_python_exit` runs from Python's
-// atexit, before the interpreter finalises. True when Python frames are on (what cannot
+// atexit, before the interpreter finalises, and `after_fork_in_child` in a child of os.fork() once
+// Python has remade its GIL and thread states there. True when Python frames are on (what cannot
 // be had is said on stderr).
-bool startPythonFrames(void (*at_python_exit)());
+bool startPythonFrames(void (*at_python_exit)(), void (*after_fork_in_child)());
 
 // The runtime's handler of the program's own step signals: (kind, Python id() of the object, its
 // name) (run_python_steps.cpp, step_hooks.py).

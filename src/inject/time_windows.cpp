@@ -62,7 +62,8 @@ void TimeWindows::next(Clock::time_point now) {
 
 IntervalSteps::IntervalSteps(std::chrono::nanoseconds length, StepLedger& ledger)
     : length_(length), ledger_(ledger), windows_(length, Clock::now()) {
-  windows_.endNextAt(Clock::now() + length);
+  windows_.endNextAt(Clock::now() +
+                     (length > std::chrono::nanoseconds::zero() ? length : kShortestWindow));
 }
 
 std::chrono::nanoseconds IntervalSteps::untilNextTick() const {
@@ -85,8 +86,11 @@ void IntervalSteps::tick() {
 }
 
 std::vector<std::string> IntervalSteps::description() {
-  return {"time windows of " + durationText(length_) + " (--interval) (" +
-          std::to_string(steps_.load()) + " steps)"};
+  std::string steps = " (" + std::to_string(steps_.load()) + " steps)";
+  if (length_ == std::chrono::nanoseconds::zero()) {
+    return {"time windows sized to the run, from " + durationText(kShortestWindow) + steps};
+  }
+  return {"time windows of " + durationText(length_) + " (--interval)" + steps};
 }
 
 }  // namespace memseal::inject

@@ -50,6 +50,7 @@ class TimeWindows {
 };
 
 // --interval DURATION: every window of that length in which the program used memory is a step.
+// With a length of zero, windows sized to the run (runSizedWindow): a forked child's steps.
 class IntervalSteps final : public StepSource {
  public:
   using Clock = std::chrono::steady_clock;

@@ -38,9 +38,10 @@ std::string rateText(const LeakFinding& finding) {
   char rate[256];
   std::string per_step = report::bytesText(static_cast<std::int64_t>(finding.bytes_per_step));
   if (finding.category == LeakCategory::kUntrackedGrowth && finding.retained == "private memory") {
-    // A forked child's copy-on-write (memseal run --follow-fork): steps are its time windows.
+    // A forked child's (DetectorOptions::forked_from_pid): copy-on-write.
     std::snprintf(
-        rate, sizeof(rate), "private memory +%s/window while tracked tensor memory +%s/window",
+        rate, sizeof(rate),
+        "private memory +%s/step beyond what tracked tensors and graphs explain (+%s/step)",
         per_step.c_str(),
         report::bytesText(static_cast<std::int64_t>(finding.explained_bytes_per_step)).c_str());
   } else if (finding.category == LeakCategory::kUntrackedGrowth) {

@@ -122,10 +122,9 @@ std::string deviceLine(const DeviceMemorySummary& device) {
 
 void addOriginLines(const ReportOrigin& origin, std::vector<std::string>& lines) {
   if (origin.forked_from_pid != 0) {
-    lines.push_back("memseal run: forked child of pid " + std::to_string(origin.forked_from_pid) +
-                    " (not exec'd), watched per time window: tracked tensor memory and private "
-                    "memory (shown as resident); the sites of its tensors are not attributed (an "
-                    "exec'd child gets the full report)");
+    lines.push_back("forked child of pid " + std::to_string(origin.forked_from_pid) +
+                    " (not exec'd): its memory beside its tensors is its private memory (pages "
+                    "it no longer shares with its parent), shown as resident");
   }
   if (origin.taken_after_step) {
     lines.push_back("memseal run: this report was taken after step " +

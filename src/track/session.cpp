@@ -3,6 +3,8 @@
 // start and cleared first on stop.
 #include "track/session.h"
 
+#include <pthread.h>
+
 #include <mutex>
 #include <stdexcept>
 
@@ -25,6 +27,17 @@ std::mutex& controlMutex() {
   return *mutex;
 }
 
+// The control mutex is held across fork(): a child made while another thread changed the session
+// (a step's op schedule) would otherwise have it locked by a thread the child does not have, and
+// could never start or stop a session of its own (memseal run's forked children do).
+void holdControlAcrossFork() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pthread_atfork([] { controlMutex().lock(); }, [] { controlMutex().unlock(); },
+                   [] { controlMutex().unlock(); });
+  });
+}
+
 // With the control mutex held: watch ops on `step` or not, as the schedule says.
 void applySchedule(std::uint32_t step) { setOpsWatched(opScheduleWatches(step)); }
 
@@ -40,6 +53,7 @@ SessionOptions sessionOptionsFrom(const TrackerOptions& resolved) {
 }
 
 void startSession(const SessionOptions& options) {
+  holdControlAcrossFork();
   std::lock_guard<std::mutex> lock(controlMutex());
   if (sessionActive()) {
     throw std::logic_error("memseal: a tracker is already running in this process; stop it first");

@@ -518,6 +518,33 @@ class Children(unittest.TestCase):
         self.assertEqual(err.count("(forked)"), 2, err)
         self.assertNotIn("LEAK", err)
 
+    def test_a_worker_keeping_its_samples_names_the_line_that_made_them(self):
+        # A forked worker gets a detector of its own: its leak has a site and a Python line.
+        script = ("import torch\n"
+                  "from torch.utils.data import DataLoader, Dataset\n"
+                  "class Remembering(Dataset):\n"
+                  "    def __init__(self):\n        self.seen = []\n"
+                  "    def __len__(self):\n        return 20000\n"
+                  "    def __getitem__(self, index):\n"
+                  "        sample = torch.randn(64)\n"
+                  "        self.seen.append(sample * 2)\n"
+                  "        return sample\n"
+                  "loader = DataLoader(Remembering(), batch_size=64, num_workers=1,\n"
+                  "                    multiprocessing_context='fork')\n"
+                  "print(sum(float(batch.sum()) for batch in loader) != 0)\n")
+        with tempfile.TemporaryDirectory() as folder:
+            program = os.path.join(folder, "remembering.py")
+            with open(program, "w", encoding="utf-8") as source:
+                source.write(script)
+            code, out, err = run("--follow-fork", "--", ARGS.python, program)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "True\n")
+        child = err[err.index("(forked)"):]
+        self.assertIn("tensors-retained", child)
+        self.assertIn("aten::mul", child)
+        self.assertIn("remembering.py:10", child)
+        self.assertIn("time windows sized to the run", child)
+
     def test_children_are_not_traced_without_follow_fork(self):
         code, _, err = self.dataloader("lists")
         self.assertEqual(code, 0, err)

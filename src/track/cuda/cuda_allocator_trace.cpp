@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -103,6 +105,13 @@ bool attachCudaAllocatorTrace() {
     if (allocator == nullptr || !allocator->initialized()) return false;
     cuda_allocator::attachAllocatorTraceTracker(&onTraceEntry);
     g_attached.store(true, std::memory_order_release);
+    // A child forked from here cannot use CUDA, which this process has initialised, and its copy
+    // of the allocator's locks may be held by a thread it does not have: a session there (memseal
+    // run's forked children) leaves device memory alone.
+    pthread_atfork(nullptr, nullptr, [] {
+      g_attached.store(false, std::memory_order_relaxed);
+      g_no_device.store(true, std::memory_order_relaxed);
+    });
     return true;
   } catch (...) {
     return false;  // no usable CUDA here: device events stay off
