@@ -18,6 +18,7 @@
 #include "detect/device_findings.h"
 #include "detect/device_summary.h"
 #include "detect/evidence.h"
+#include "detect/finding_order.h"
 #include "detect/findings.h"
 #include "detect/graph_nodes.h"
 #include "detect/held_causes.h"

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "detect/findings.h"
+#include "detect/finding_order.h"
 
 namespace memseal::detect {
 namespace {
