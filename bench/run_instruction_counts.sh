@@ -53,7 +53,7 @@ def total(name):
 
 def steps(name):
     text = " ".join(open(f"{work}/{name}.err").read().split())
-    match = re.search(r"(\d+) steps in 1 run \((\d+) iterations", text)
+    match = re.search(r"(\d+) steps? in 1 run \((\d+) iterations", text)
     counted = re.search(r"(\d+) of these steps were ended by counting", text)
     if not match:
         return "no loop found"

@@ -71,7 +71,7 @@ def program_steps(report):
     found = []
     for note in report.get("steps_from", []):
         match = re.match(r"one step per call of (.*?), seen through PyTorch's hooks"
-                         r"(?:; phase \"[^\"]*\")? \((\d+) steps\)",
+                         r"(?:; phase \"[^\"]*\")? \((\d+) steps?\)",
                          note.replace("\n", " "))
         if match:
             found.append(f"{match.group(1)}: {match.group(2)} steps")
@@ -80,7 +80,7 @@ def program_steps(report):
 
 def loops(stderr):
     found = re.findall(r"(loop \d+) \(([^)]*)\): one step per call of .*?\((\d+) ops, found after "
-                       r"(\d+) ops\): (\d+) steps in (\d+) runs?", re.sub(r"\n +", " ", stderr))
+                       r"(\d+) ops\): (\d+) steps? in (\d+) runs?", re.sub(r"\n +", " ", stderr))
     return "; ".join(f"{name}: {ops} ops/iteration, found after {after} ops, {steps} steps, "
                      f"{runs} run{'s' if runs != '1' else ''}"
                      for name, _, ops, after, steps, runs in found)

@@ -88,6 +88,10 @@ std::string baseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+std::string countedText(std::uint64_t count, const std::string& noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
 std::string shapeText(const std::vector<std::int64_t>& shape) {
   return shapeText(shape.data(), shape.size());
 }

@@ -32,6 +32,8 @@ std::string shownPath(const std::string& path);
 // An op's name as a finding says what made a tensor: a profiler range named "Scope#Name"
 // (PyTorch names optimizer.step "Optimizer.step#Adam.step") by its own name, "Adam.step".
 std::string shownOpName(const std::string& op);
+// "1 step", "3 steps", "0 steps": a count and its noun, with an "s" unless the count is one.
+std::string countedText(std::uint64_t count, const std::string& noun);
 // "[2, 3, 224, 224]"
 std::string shapeText(const std::vector<std::int64_t>& shape);
 std::string shapeText(const std::int64_t* shape, std::size_t rank);

@@ -1,5 +1,6 @@
 #include "inject/framework_steps.h"
 
+#include "common/text.h"
 #include "inject/step_ledger.h"
 
 namespace memseal::inject {
@@ -55,7 +56,7 @@ std::vector<std::string> FrameworkSteps::description() {
   for (std::size_t i = 0; i < uses.size(); ++i) {
     std::string line = uses[i].step_is + ", seen through PyTorch's hooks";
     if (uses.size() > 1) line += "; phase \"" + uses[i].phase + "\"";
-    lines.push_back(line + " (" + std::to_string(phase_steps_[i]) + " steps)");
+    lines.push_back(line + " (" + common::countedText(phase_steps_[i], "step") + ")");
   }
   return lines;
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/text.h"
 #include "inject/python_lock.h"
 #include "inject/step_ledger.h"
 
@@ -75,7 +76,7 @@ void NamedSteps::takeStep() {
 
 std::vector<std::string> NamedSteps::description() {
   return {"one step per outermost call of " + name_ + " (--step-on) (" +
-          std::to_string(steps_.load()) + " steps)"};
+          common::countedText(steps_.load(), "step") + ")"};
 }
 
 }  // namespace memseal::inject

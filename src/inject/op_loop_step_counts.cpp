@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/text.h"
 #include "inject/step_tuning.h"
 
 namespace memseal::inject {
@@ -45,11 +46,11 @@ std::vector<std::pair<std::string, double>> OpLoopStepCounts::iterationsPerStep(
 std::vector<std::string> OpLoopStepCounts::description(const FoundLoops& found) const {
   static const std::vector<OpLoopFinder::Loop> kNoLoops;
   const std::vector<OpLoopFinder::Loop>& loops = found.loops != nullptr ? *found.loops : kNoLoops;
-  std::string steps = " (" + std::to_string(taken_) + " steps)";
+  std::string steps = " (" + common::countedText(taken_, "step") + ")";
   // The program's own signals took over: what was guessed before them, if anything, is history.
   if (handed_over_ && taken_ == 0) return {};
   if (handed_over_) {
-    return {std::to_string(taken_) + " steps came before the program's own, from " +
+    return {common::countedText(taken_, "step") + " before the program's own steps began, from " +
             (loops.empty() ? std::string("time windows") : "loops found in its ops")};
   }
   if (loops.empty()) {
@@ -60,8 +61,9 @@ std::vector<std::string> OpLoopStepCounts::description(const FoundLoops& found) 
             steps};
   }
   std::vector<std::string> lines;
-  std::string summary = std::to_string(taken_) + " steps in " + std::to_string(loops.size()) +
-                        (loops.size() == 1 ? " loop" : " loops") + " found in the program's ops";
+  std::string summary = common::countedText(taken_, "step") + " in " +
+                        std::to_string(loops.size()) + (loops.size() == 1 ? " loop" : " loops") +
+                        " found in the program's ops";
   if (outside_loops_ > 0) {
     summary += ", and " + std::to_string(outside_loops_) +
                " outside them (start-up, between loops" +
@@ -81,8 +83,8 @@ std::vector<std::string> OpLoopStepCounts::description(const FoundLoops& found) 
     lines.push_back(loop.name + ": one step per call of " + anchor +
                     ", the op that starts each of its iterations (" + std::to_string(loop.period) +
                     " ops, found after " + std::to_string(loop.found_after) +
-                    " ops): " + std::to_string(loop_steps) + " steps in " +
-                    std::to_string(loop.runs) + (loop.runs == 1 ? " run" : " runs") + together);
+                    " ops): " + common::countedText(loop_steps, "step") + " in " +
+                    common::countedText(loop.runs, "run") + together);
   }
   if (found.counted_steps > 0) {
     lines.push_back(std::to_string(found.counted_steps) +

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "common/text.h"
 #include "inject/python_lock.h"
 #include "inject/step_ledger.h"
 #include "inject/step_tuning.h"
@@ -86,7 +87,7 @@ void IntervalSteps::tick() {
 }
 
 std::vector<std::string> IntervalSteps::description() {
-  std::string steps = " (" + std::to_string(steps_.load()) + " steps)";
+  std::string steps = " (" + common::countedText(steps_.load(), "step") + ")";
   if (length_ == std::chrono::nanoseconds::zero()) {
     return {"time windows sized to the run, from " + durationText(kShortestWindow) + steps};
   }

@@ -146,6 +146,21 @@ void writeStepsContext(std::ostringstream& out, const LeakReport& leak_report) {
   }
 }
 
+// The verdict when nothing was judged: "no leak in 0 steps" would read as a clean bill.
+void writeTooFewSteps(std::ostringstream& out, const LeakReport& leak_report) {
+  std::uint32_t steps = leak_report.steps;
+  out << "memseal: too few steps to judge: " << steps << " step" << (steps == 1 ? "" : "s") << ", "
+      << std::min(steps, leak_report.warmup) << " of them warm-up; a leak is judged over at least "
+      << detect::kMinJudgedSteps << " steps after the warm-up";
+  if (leak_report.origin.forked_from_pid != 0) {
+    // Its steps are time windows, and a window without memory activity is no step.
+    out << " (a forked child's steps are the time windows in which it allocated or freed memory: "
+           "one that mostly waits, as an idle worker does, takes few)";
+  } else {
+    out << " (run more steps, or fewer warm-up steps with --warmup)";
+  }
+}
+
 }  // namespace
 
 std::string LeakReport::toText() const {
@@ -161,11 +176,7 @@ std::string LeakReport::toText() const {
   }
   if (!leak) {
     if (observed < detect::kMinJudgedSteps) {
-      // Nothing was judged: "no leak in 0 steps" would read as a clean bill.
-      out << "memseal: too few steps to judge: " << steps << " step" << (steps == 1 ? "" : "s")
-          << ", " << std::min(steps, warmup) << " of them warm-up; a leak is judged over at least "
-          << detect::kMinJudgedSteps
-          << " steps after the warm-up (run more steps, or fewer warm-up steps with --warmup)";
+      writeTooFewSteps(out, *this);
     } else {
       out << "memseal: no leak in " << observed << " steps after " << warmup << " warm-up steps";
     }

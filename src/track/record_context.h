@@ -30,13 +30,13 @@ inline std::int64_t coarseNowNs() {
 constexpr std::uint32_t kRecordsPerClockRead = 16;
 template <typename Clock>
 std::int64_t recordTimeNs(ThreadState& state, std::uint32_t step, Clock&& now_ns) {
-  if (MEMSEAL_UNLIKELY(state.clock_records_left == 0 || state.clock_step != step)) {
-    state.clock_ns = now_ns();
-    state.clock_step = step;
-    state.clock_records_left = kRecordsPerClockRead;
+  if (MEMSEAL_UNLIKELY(state.clock.records_left == 0 || state.clock.step != step)) {
+    state.clock.ns = now_ns();
+    state.clock.step = step;
+    state.clock.records_left = kRecordsPerClockRead;
   }
-  --state.clock_records_left;
-  return state.clock_ns;
+  --state.clock.records_left;
+  return state.clock.ns;
 }
 
 // The moment's part of a record, read apart from the record where it is written later (the

@@ -104,8 +104,8 @@ std::uint32_t SiteTable::lookUpSite(ThreadState& state, const SiteKey& key) {
       combineHash(combineHash(key.inner_op, key.outer_op), combineHash(key.scope_path, key.stack));
   std::uint32_t id = sites_.findOrInsert(hash, key, [&](SiteEntry& entry) { entry.key = key; });
   if (id == 0) return overflow_site_;  // a full table: a later key may still find room
-  std::memcpy(state.memo_key, &key, sizeof(SiteKey));
-  state.memo_site = id;
+  std::memcpy(state.site_memo.key, &key, sizeof(SiteKey));
+  state.site_memo.site = id;
   return id;
 }
 

@@ -103,10 +103,10 @@ class SiteTable {
 
   // The site of `key`, interned on first sight; the thread's memo answers a repeated key inline.
   std::uint32_t siteFor(ThreadState& state, const SiteKey& key) {
-    static_assert(sizeof(SiteKey) == sizeof(state.memo_key), "the memo holds a whole key");
-    if (MEMSEAL_LIKELY(state.memo_site != 0 &&
-                       std::memcmp(state.memo_key, &key, sizeof(SiteKey)) == 0)) {
-      return state.memo_site;
+    static_assert(sizeof(SiteKey) == sizeof(state.site_memo.key), "the memo holds a whole key");
+    if (MEMSEAL_LIKELY(state.site_memo.site != 0 &&
+                       std::memcmp(state.site_memo.key, &key, sizeof(SiteKey)) == 0)) {
+      return state.site_memo.site;
     }
     return lookUpSite(state, key);
   }

@@ -39,6 +39,22 @@ struct SequenceCursor {
   std::uint64_t scale_recorded;
 };
 
+// The coarse clock as a thread last read it for a record, the step then, and the records left
+// before it is read again (track/record_context.h).
+struct CoarseClock {
+  std::int64_t ns;
+  std::uint32_t step;
+  std::uint32_t records_left;
+};
+
+// The site a thread looked up last and its key (ops, scope, stack): a loop allocating at one place
+// again and again finds its site without hashing and probing (SiteTable::siteFor). Site ids stay
+// valid for the process, so the memo never goes stale; 0: none yet.
+struct SiteMemo {
+  std::uint32_t key[4];
+  std::uint32_t site;
+};
+
 // The fields every tracked allocation and free reads or writes come first, in the struct's first
 // two cache lines: between two allocations the program's own work evicts them, and each line the
 // hook touches is fetched again. The op stack and the CUDA fields follow.
@@ -68,11 +84,7 @@ struct alignas(64) ThreadState {
   // out through an exported function and a TLS lookup, two calls on every record otherwise. Its
   // address is fixed for the thread's life.
   const c10::AutogradState* autograd;
-  // The coarse clock as this thread last read it for a record, the step then, and the records left
-  // before it is read again (track/record_context.h).
-  std::int64_t clock_ns;
-  std::uint32_t clock_step;
-  std::uint32_t clock_records_left;
+  CoarseClock clock;
   // Ops watched on some steps only: CPU allocations (numbered by allocation_serial) and CUDA
   // blocks (numbered by device_block_serial) are each replayed against their own recording.
   SequenceCursor cpu_sequence;
@@ -85,11 +97,7 @@ struct alignas(64) ThreadState {
   // its outputs' CUDA blocks and their autograd history share one stack capture.
   std::uint32_t ending_op_site;
   std::uint32_t op_depth;  // may exceed kMaxOpDepth; frames beyond it are not kept
-  // The site this thread looked up last and its key (ops, scope, stack): a loop allocating at one
-  // place again and again finds its site without hashing and probing (SiteTable::siteFor). Site
-  // ids stay valid for the process, so the memo never goes stale; 0: none yet.
-  std::uint32_t memo_key[4];
-  std::uint32_t memo_site;
+  SiteMemo site_memo;
   OpFrame ops[kMaxOpDepth];
   // Set as the thread ends, once its site totals' cache was given back (track/site_totals.cpp).
   bool site_totals_given_back;

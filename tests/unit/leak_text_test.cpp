@@ -26,6 +26,21 @@ TEST(LeakReportText, ARunThatEndsInItsWarmUpIsTooShortToJudge) {
             "--warmup)");
 }
 
+// A forked child cannot run more steps: its steps are the windows in which it used memory.
+TEST(LeakReportText, AForkedChildTooShortToJudgeSaysWhyItTookFewSteps) {
+  LeakReport report;
+  report.steps = 1;
+  report.warmup = 5;
+  report.origin.forked_from_pid = 4242;
+  std::string line = firstLine(report);
+  EXPECT_EQ(line.rfind("memseal: too few steps to judge: 1 step, 1 of them warm-up", 0), 0u)
+      << line;
+  EXPECT_NE(line.find("a forked child's steps are the time windows in which it allocated or freed"),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("--warmup"), std::string::npos) << line;
+}
+
 TEST(LeakReportText, ThreeStepsAfterTheWarmUpAreStillTooFew) {
   LeakReport report;
   report.steps = 8;

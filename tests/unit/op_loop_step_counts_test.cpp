@@ -51,7 +51,7 @@ TEST(OpLoopStepCounts, StepsCountInTheirLoopOrOutsideLoops) {
   EXPECT_TRUE(contains(lines[1], "loop 1 (aten::linear): one step per call of aten::linear"))
       << lines[1];
   EXPECT_TRUE(contains(lines[1], "(12 ops, found after 120 ops): 5 steps in 1 run")) << lines[1];
-  EXPECT_TRUE(contains(lines[2], ": 1 steps in 2 runs")) << lines[2];
+  EXPECT_TRUE(contains(lines[2], ": 1 step in 2 runs")) << lines[2];
 }
 
 TEST(OpLoopStepCounts, IterationsCloserTogetherThanAStepCostsAreOneStep) {
@@ -113,7 +113,7 @@ TEST(OpLoopStepCounts, OnceTheProgramsOwnStepsTookOverTheyAreHistory) {
   before.handOver();
   std::vector<std::string> lines = before.description(FoundLoops{});
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0], "3 steps came before the program's own, from time windows");
+  EXPECT_EQ(lines[0], "3 steps before the program's own steps began, from time windows");
 }
 
 }  // namespace

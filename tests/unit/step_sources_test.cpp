@@ -124,7 +124,8 @@ TEST(FrameworkSteps, TheFirstClockTakesOverOnceAndItsStepsGoToTheLedger) {
   std::vector<std::string> description = steps.description();
   ASSERT_EQ(description.size(), 1u);
   EXPECT_NE(description[0].find("SGD.step()"), std::string::npos) << description[0];
-  EXPECT_NE(description[0].find("(" + std::to_string(taken) + " steps)"), std::string::npos)
+  EXPECT_NE(description[0].find("(" + std::to_string(taken) + (taken == 1 ? " step)" : " steps)")),
+            std::string::npos)
       << description[0];
   EXPECT_EQ(detector.report().steps, taken);
   // A forked child's steps are not the parent's.
