@@ -13,8 +13,9 @@
 // hundred steps of a small model. Memory that moved since the last renewal (tracked bytes or
 // tensors at a boundary other than then, resident memory above its highest then, a step's graph
 // linked to an earlier one's, graphs suspected, and any CUDA program) is judged every 8 boundaries
-// as before; a loop whose boundaries all look alike has nothing new for a renewal to see, and
-// renews when 512 times the last renewal's cost has passed, at least every 64 boundaries.
+// as before (sooner while tracked bytes rise: verdict_renewals.h); a loop whose boundaries all
+// look alike has nothing new for a renewal to see, and renews when 512 times the last renewal's
+// cost has passed, at least every 64 boundaries.
 #pragma once
 
 #include <chrono>

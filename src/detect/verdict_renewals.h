@@ -1,11 +1,12 @@
 // When the leak detector renews its verdict past warm-up and its watched steps (a suspected
 // leak's is renewed on every boundary). Each renewal costs a pass over the live table and the
 // run's series, about as much as 70 tracked allocations, so a healthy loop's is renewed on one
-// boundary in 8 while its memory moves, and as the cost allows while the boundaries since the last
-// renewal look alike: tracked bytes and tensors as they were then, resident memory no higher than
-// its highest then, no step's graph linked to an earlier one's, no graphs suspected then, and no
-// CUDA allocator events (their blocks are not in these totals). The schedule itself is
-// boundary_schedule.h's verdictSchedule(). Pure: its clock and readings are given to it.
+// boundary in 8 while its memory moves (sooner when its tracked bytes keep rising: memory building
+// up), and as the cost allows while the boundaries since the last renewal look alike: tracked
+// bytes and tensors as they were then, resident memory no higher than its highest then, no step's
+// graph linked to an earlier one's, no graphs suspected then, and no CUDA allocator events (their
+// blocks are not in these totals). The schedule itself is boundary_schedule.h's verdictSchedule().
+// Pure: its clock and readings are given to it.
 #pragma once
 
 #include <algorithm>
@@ -31,10 +32,24 @@ class VerdictRenewals {
   bool due(const Boundary& boundary, std::uint32_t current_step, bool forming,
            std::int64_t now_ns) {
     if (!moved_) moved_ = moved(boundary);
+    if (boundary.sample.live_bytes > previous_live_bytes_) ++rises_since_renewal_;
+    previous_live_bytes_ = boundary.sample.live_bytes;
     if (forming) return true;
-    if (moved_) return schedule_.leastStridePassed(current_step);
+    if (moved_) {
+      return rises_since_renewal_ >= kRisesForRenewal || schedule_.leastStridePassed(current_step);
+    }
     return schedule_.due(current_step, now_ns, false);
   }
+
+  // Boundaries with more tracked bytes than the boundary before, since the last renewal, that
+  // renew the verdict before the least stride has passed: memory building up. A build-up not much
+  // longer than the stride (predictions gathered over a short pass) is then judged while it is
+  // still held wherever the stride's boundaries fall, not only when one of them happens to fall
+  // late in it. Rises, not new highs: a pass's first steps may hold more than the rest (its data
+  // loaded, a workspace), and the build-up then climbs below that. A loop whose tracked bytes go up
+  // and down at random rises on about half its boundaries, which renews about as often as the
+  // stride would; a steady one never rises.
+  static constexpr std::uint32_t kRisesForRenewal = 4;
 
   // A renewal at `boundary`, begun at `start_ns`; `graphs_suspected`: its evidence's.
   void noteRenewal(const Boundary& boundary, std::uint32_t current_step, bool graphs_suspected,
@@ -43,6 +58,8 @@ class VerdictRenewals {
     last_ = boundary;
     graphs_suspected_ = graphs_suspected;
     moved_ = false;
+    previous_live_bytes_ = boundary.sample.live_bytes;
+    rises_since_renewal_ = 0;
   }
 
   // Whether a renewal past warm-up finds more tracked memory (CPU tensors and CUDA blocks) than
@@ -65,7 +82,9 @@ class VerdictRenewals {
   CostBoundedSchedule schedule_ = verdictSchedule();
   Boundary last_;  // at the last renewal
   bool graphs_suspected_ = false;
-  bool moved_ = true;               // since the last renewal
+  bool moved_ = true;                     // since the last renewal
+  std::int64_t previous_live_bytes_ = 0;  // tracked bytes at the boundary before
+  std::uint32_t rises_since_renewal_ = 0;
   std::int64_t tracked_high_ = -1;  // -1 before the first renewal past warm-up
 };
 

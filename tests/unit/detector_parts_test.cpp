@@ -28,11 +28,32 @@ TEST(VerdictRenewals, EveryBoundaryWhileAVerdictFormsThenEveryEighthWhileMemoryM
   std::int64_t now = 0;
   EXPECT_TRUE(renewals.due(at(100), 1, /*forming=*/true, now));
   renewals.noteRenewal(at(100), 1, false, now, now + 1000);
-  // Memory moved since: renewed every 8 boundaries, whatever the time.
+  // Memory moved since, up and down: renewed every 8 boundaries, whatever the time.
   for (std::uint32_t step = 2; step < 9; ++step) {
-    EXPECT_FALSE(renewals.due(at(100 + step), step, false, now)) << step;
+    EXPECT_FALSE(renewals.due(at(step % 2 == 0 ? 90 : 110), step, false, now)) << step;
   }
-  EXPECT_TRUE(renewals.due(at(200), 9, false, now));
+  EXPECT_TRUE(renewals.due(at(90), 9, false, now));
+}
+
+TEST(VerdictRenewals, MemoryThatKeepsRisingIsRenewedBeforeTheStride) {
+  VerdictRenewals renewals;
+  std::int64_t now = 0;
+  renewals.noteRenewal(at(100), 1, false, now, now + 1000);
+  // Three boundaries above the one before them: not yet. A pass's first step may hold more than
+  // the rest, which then build up below it: a rise counts though it is no new high.
+  EXPECT_FALSE(renewals.due(at(110), 2, false, now));
+  EXPECT_FALSE(renewals.due(at(105), 3, false, now));  // a dip
+  EXPECT_FALSE(renewals.due(at(108), 4, false, now));
+  EXPECT_FALSE(renewals.due(at(108), 5, false, now));  // as much, not more
+  EXPECT_FALSE(renewals.due(at(109), 6, false, now));
+  // The fourth rise renews the verdict, two boundaries before the stride would have.
+  EXPECT_TRUE(renewals.due(at(110), 7, false, now));
+  // Counted again from the renewal.
+  renewals.noteRenewal(at(140), 7, false, now, now + 1000);
+  for (std::uint32_t step = 8; step < 11; ++step) {
+    EXPECT_FALSE(renewals.due(at(140 + step), step, false, now)) << step;
+  }
+  EXPECT_TRUE(renewals.due(at(200), 11, false, now));
 }
 
 TEST(VerdictRenewals, BoundariesThatLookAlikeRenewAsTheCostAllows) {
