@@ -116,7 +116,7 @@ std::string phasesText(const std::vector<PhaseSummary>& phases) {
   for (const PhaseSummary& phase : phases) {
     text += text.empty() ? "" : ", ";
     text += "\"" + (phase.name.empty() ? std::string("(unnamed)") : phase.name) + "\" " +
-            std::to_string(phase.steps) + " steps";
+            common::countedText(phase.steps, "step");
     if (phase.runs > 1) text += " in " + std::to_string(phase.runs) + " runs";
     if (!phase.backward_ran) text += ", no backward";
   }

@@ -72,6 +72,28 @@ TEST(LeakReportText, WhereTheStepsCameFromIsSaidUnderTheVerdictAndKeptInTheJson)
   EXPECT_EQ(LeakReport::fromJson(report.toJson()).steps_from, report.steps_from);
 }
 
+TEST(LeakReportText, ThePhasesLineCountsEachPhasesSteps) {
+  LeakReport report;
+  report.steps = 60;
+  report.warmup = 5;
+  PhaseSummary outside;
+  outside.name = "outside loops";
+  outside.steps = 1;
+  outside.runs = 1;
+  PhaseSummary training;
+  training.name = "calls (RNNModel)";
+  training.steps = 59;
+  training.runs = 2;
+  training.backward_ran = true;
+  report.phases = {outside, training};
+  std::string text = report.toText();
+  EXPECT_NE(
+      text.find("phases: \"outside loops\" 1 step, no backward, \"calls (RNNModel)\" 59 steps "
+                "in 2 runs\n"),
+      std::string::npos)
+      << text;
+}
+
 TEST(LeakReportText, AnOpInsideAProfilerRangeIsShownInsideWhatTheUserCalled) {
   LeakReport report;
   report.steps = 40;
