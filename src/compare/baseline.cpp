@@ -56,8 +56,7 @@ BaselineCheck checkAgainstBaseline(const std::string& baseline_json, const std::
                  common::bytesText(diff.after_peak) + " (" + signedPercent(growth) +
                  ", tolerance " + tolerancePercent(tolerance) + "), " +
                  (new_causes == 0 ? std::string("no new leak cause")
-                                  : std::to_string(new_causes) + " new leak cause" +
-                                        (new_causes == 1 ? "" : "s")) +
+                                  : common::countedText(new_causes, "new leak cause")) +
                  (held.passed ? ": ok" : ": FAILED");
   return held;
 }

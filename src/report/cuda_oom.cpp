@@ -95,8 +95,9 @@ std::string oomForensicsText(const OomRecord& record,
           unsignedBytesText(record.inactive_split_bytes) + "\n";
   if (!record.largest_sites.empty()) text += "  largest live sites:\n";
   for (const LiveBlockGroup& group : record.largest_sites) {
-    text += "    " + unsignedBytesText(group.bytes) + " in " + std::to_string(group.blocks) +
-            " block" + (group.blocks == 1 ? "" : "s") + "  " + nameOf(site_name, group.site) + "\n";
+    text += "    " + unsignedBytesText(group.bytes) + " in " +
+            common::countedText(group.blocks, "block") + "  " + nameOf(site_name, group.site) +
+            "\n";
   }
   if (!record.largest_blocks.empty()) text += "  largest live blocks:\n";
   for (const LiveBlockSummary& block : record.largest_blocks) {

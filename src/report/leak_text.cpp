@@ -149,7 +149,7 @@ void writeStepsContext(std::ostringstream& out, const LeakReport& leak_report) {
 // The verdict when nothing was judged: "no leak in 0 steps" would read as a clean bill.
 void writeTooFewSteps(std::ostringstream& out, const LeakReport& leak_report) {
   std::uint32_t steps = leak_report.steps;
-  out << "memseal: too few steps to judge: " << steps << " step" << (steps == 1 ? "" : "s") << ", "
+  out << "memseal: too few steps to judge: " << common::countedText(steps, "step") << ", "
       << std::min(steps, leak_report.warmup) << " of them warm-up; a leak is judged over at least "
       << detect::kMinJudgedSteps << " steps after the warm-up";
   if (leak_report.origin.forked_from_pid != 0) {
@@ -190,8 +190,8 @@ std::string LeakReport::toText() const {
       out << "note: " << report::wrap(note, 94, "      ") << "\n";
     return out.str();
   }
-  out << "memseal: LEAK: " << findings.size() << " finding" << (findings.size() == 1 ? "" : "s")
-      << " in " << observed << " steps after " << warmup << " warm-up steps";
+  out << "memseal: LEAK: " << common::countedText(findings.size(), "finding") << " in " << observed
+      << " steps after " << warmup << " warm-up steps";
   if (detected_at_step) out << " (clear from step " << *detected_at_step << " on)";
   out << "\n";
   writeStepsContext(out, *this);

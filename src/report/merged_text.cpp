@@ -134,7 +134,7 @@ void writeRanks(std::ostringstream& out, const MergedReport& merged) {
         out << explainedPeakText(rank);
       } else {
         // Counted as the rank's own report counts them: the steps judged, after its warm-up.
-        out << ", " << rank.findings << " finding" << (rank.findings == 1 ? "" : "s") << " in "
+        out << ", " << common::countedText(rank.findings, "finding") << " in "
             << rank.steps - rank.warmup << " steps after " << rank.warmup << " warm-up steps, peak "
             << common::bytesText(rank.peak_live_bytes);
         if (rank.peak_reserved_bytes > 0) {
@@ -223,10 +223,10 @@ std::string MergedReport::toText() const {
   std::ostringstream out;
   std::vector<int> leaking = ranksWith(*this, RankStatus::kLeak);
   std::vector<int> missing = ranksWith(*this, RankStatus::kMissing);
-  out << "memseal: job of " << world_size << " rank" << (world_size == 1 ? "" : "s") << ": ";
+  out << "memseal: job of " << common::countedText(world_size, "rank") << ": ";
   if (leak()) {
-    out << "LEAK: " << findings.size() << " cause" << (findings.size() == 1 ? "" : "s") << " on "
-        << leaking.size() << " of " << world_size << " ranks";
+    out << "LEAK: " << common::countedText(findings.size(), "cause") << " on " << leaking.size()
+        << " of " << world_size << " ranks";
   } else if (ranksWith(*this, RankStatus::kExplained).size() + missing.size() ==
              static_cast<std::size_t>(world_size)) {
     out << "the peaks of " << ranksWith(*this, RankStatus::kExplained).size()

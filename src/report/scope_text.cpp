@@ -2,6 +2,7 @@
 // what to do about it.
 #include <sstream>
 
+#include "common/text.h"
 #include "memseal/scope.h"
 #include "report/text_format.h"
 
@@ -14,9 +15,9 @@ std::string ScopeReport::toText() const {
         << " freed, " << stats.kept << " kept)\n";
     return out.str();
   }
-  out << "memseal scope '" << name << "': " << stats.survivors << " tensor"
-      << (stats.survivors == 1 ? "" : "s") << " (" << report::bytesText(stats.survivor_bytes)
-      << ") made here " << (stats.survivors == 1 ? "is" : "are") << " still alive\n";
+  out << "memseal scope '" << name << "': " << common::countedText(stats.survivors, "tensor")
+      << " (" << report::bytesText(stats.survivor_bytes) << ") made here "
+      << (stats.survivors == 1 ? "is" : "are") << " still alive\n";
   out << "  made " << stats.made << " (" << report::bytesText(stats.made_bytes) << "), freed "
       << stats.freed << ", kept " << stats.kept << " (" << report::bytesText(stats.kept_bytes)
       << "), survivors " << stats.survivors << "\n";

@@ -75,8 +75,7 @@ std::vector<std::string> stackLines(const std::vector<StackFrame>& frames) {
       libraries += (i ? ", " : "") + folded_libraries[i];
     }
     if (folded_libraries.size() > 2) libraries += ", ...";
-    lines.push_back("... " + std::to_string(folded) + " frame" + (folded == 1 ? "" : "s") + " in " +
-                    libraries);
+    lines.push_back("... " + common::countedText(folded, "frame") + " in " + libraries);
     folded = 0;
     folded_libraries.clear();
   };
