@@ -20,18 +20,6 @@ std::string phaseName(const StepEvent& event) {
 
 }  // namespace
 
-std::string stepDescription(const StepEvent& event) {
-  switch (event.signal) {
-    case StepSignal::kOptimizerStep:
-      return "one step per call of " + event.name + ".step() (the program's optimizer)";
-    case StepSignal::kLoaderBatch:
-      return "one step per call of next() on the batches of " + event.name;
-    case StepSignal::kModuleCall:
-      return "one step per call of " + event.name + " (the outermost module)";
-  }
-  return event.name;
-}
-
 ClockDecision FrameworkStepClock::onEvent(const StepEvent& event) {
   ClockDecision decision;
   Key key{event.signal, event.object};
@@ -160,7 +148,7 @@ void FrameworkStepClock::takeClock(const Key& key, const StepEvent& event,
   auto use = std::find_if(uses_.begin(), uses_.end(),
                           [&](const ClockUse& existing) { return existing.phase == phase; });
   if (use == uses_.end()) {
-    uses_.push_back(ClockUse{phase, stepDescription(event), 0});
+    uses_.push_back(ClockUse{phase, event.signal, event.name, 0});
     use = uses_.end() - 1;
   }
   current_use_ = static_cast<std::size_t>(use - uses_.begin());

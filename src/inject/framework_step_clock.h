@@ -67,11 +67,12 @@ class FrameworkStepClock {
  public:
   ClockDecision onEvent(const StepEvent& event);
 
-  // What ended the steps, one entry per clock the run had, in order: its phase name, a sentence
-  // saying what a step was, and the steps it ended.
+  // What ended the steps, one entry per clock the run had, in order: its phase name, the signal
+  // and the name of the object that gave it, and the steps it ended.
   struct ClockUse {
     std::string phase;
-    std::string step_is;
+    StepSignal signal = StepSignal::kModuleCall;
+    std::string object_name;
     std::uint64_t steps = 0;
   };
   const std::vector<ClockUse>& uses() const { return uses_; }
@@ -120,8 +121,5 @@ class FrameworkStepClock {
   std::vector<ClockUse> uses_;
   std::size_t current_use_ = 0;
 };
-
-// "SGD.step()", "batches of DataLoader over MNIST", "calls of Net": what one step is.
-std::string stepDescription(const StepEvent& event);
 
 }  // namespace memseal::inject

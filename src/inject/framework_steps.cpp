@@ -1,6 +1,5 @@
 #include "inject/framework_steps.h"
 
-#include "common/text.h"
 #include "inject/step_ledger.h"
 
 namespace memseal::inject {
@@ -49,16 +48,35 @@ bool FrameworkSteps::stepLocked(const ClockDecision& decision, std::size_t endin
   return true;
 }
 
-std::vector<std::string> FrameworkSteps::description() {
+namespace {
+
+report::ProgramClockSteps::Signal reportedSignal(StepSignal signal) {
+  switch (signal) {
+    case StepSignal::kOptimizerStep:
+      return report::ProgramClockSteps::Signal::kOptimizerStep;
+    case StepSignal::kLoaderBatch:
+      return report::ProgramClockSteps::Signal::kLoaderBatch;
+    case StepSignal::kModuleCall:
+      break;
+  }
+  return report::ProgramClockSteps::Signal::kModuleCall;
+}
+
+}  // namespace
+
+std::vector<report::StepsTaken> FrameworkSteps::stepsTaken() {
   std::lock_guard<std::mutex> lock(clock_mutex_);
-  std::vector<std::string> lines;
+  std::vector<report::StepsTaken> taken;
   const auto& uses = clock_.uses();
   for (std::size_t i = 0; i < uses.size(); ++i) {
-    std::string line = uses[i].step_is + ", seen through PyTorch's hooks";
-    if (uses.size() > 1) line += "; phase \"" + uses[i].phase + "\"";
-    lines.push_back(line + " (" + common::countedText(phase_steps_[i], "step") + ")");
+    report::ProgramClockSteps clock;
+    clock.signal = reportedSignal(uses[i].signal);
+    clock.object = uses[i].object_name;
+    if (uses.size() > 1) clock.phase = uses[i].phase;
+    clock.steps = phase_steps_[i];
+    taken.push_back(std::move(clock));
   }
-  return lines;
+  return taken;
 }
 
 std::vector<std::pair<std::string, double>> FrameworkSteps::iterationsPerStep() {

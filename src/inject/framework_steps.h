@@ -29,7 +29,7 @@ class FrameworkSteps final : public StepSource {
 
   void onEvent(const StepEvent& event);
   // What a step was, per clock the run had; empty before the first signal.
-  std::vector<std::string> description() override;
+  std::vector<report::StepsTaken> stepsTaken() override;
   // Each clock's signals per step, where steps took several.
   std::vector<std::pair<std::string, double>> iterationsPerStep() override;
 

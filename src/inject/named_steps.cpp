@@ -7,7 +7,6 @@
 #include <cstring>
 #include <mutex>
 
-#include "common/text.h"
 #include "inject/python_lock.h"
 #include "inject/step_ledger.h"
 
@@ -74,9 +73,8 @@ void NamedSteps::takeStep() {
   ledger_.afterStep();
 }
 
-std::vector<std::string> NamedSteps::description() {
-  return {"one step per outermost call of " + name_ + " (--step-on) (" +
-          common::countedText(steps_.load(), "step") + ")"};
+std::vector<report::StepsTaken> NamedSteps::stepsTaken() {
+  return {report::NamedCallSteps{name_, steps_.load()}};
 }
 
 }  // namespace memseal::inject

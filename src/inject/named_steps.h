@@ -24,7 +24,7 @@ class NamedSteps final : public StepSource, private OpListener {
   NamedSteps(std::string name, StepLedger& ledger);
   ~NamedSteps() override;
 
-  std::vector<std::string> description() override;
+  std::vector<report::StepsTaken> stepsTaken() override;
   std::vector<std::pair<std::string, double>> iterationsPerStep() override { return {}; }
 
   // A MEMSEAL_REGION entered.

@@ -172,9 +172,10 @@ std::optional<OpLoopFinder::Decision> OpLoopFinder::decideFromCheckpoint(std::ui
     return enterLoop(loops_.size() - 1);
   }
   if (!time_is_up) return std::nullopt;
-  return startWindows(found ? "the loop's ops repeated, but changed between checks"
-                            : "the program's outermost ops did not repeat (" +
-                                  std::to_string(ops.size()) + " ops seen on its busiest thread)");
+  using WindowsBecause = report::OpLoopStepsTaken::WindowsBecause;
+  return startWindows(
+      found ? WindowsBecause::kLoopChangedBetweenChecks : WindowsBecause::kOpsNeverRepeated,
+      ops.size());
 }
 
 OpLoopFinder::Decision OpLoopFinder::enterLoop(std::size_t index) {
@@ -312,10 +313,10 @@ OpLoopFinder::Decision OpLoopFinder::leaveLoop(std::uint64_t steps_taken) {
   return decision;
 }
 
-std::optional<OpLoopFinder::Decision> OpLoopFinder::startWindows(std::string reason) {
-  windows_decision_ = "time windows sized to the run (" + std::to_string(kShortestWindow.count()) +
-                      " ms at first, then 1/" + std::to_string(kWindowsPerRun) +
-                      " of the time since tracking started): " + reason;
+std::optional<OpLoopFinder::Decision> OpLoopFinder::startWindows(
+    report::OpLoopStepsTaken::WindowsBecause because, std::size_t ops) {
+  windows_because_ = because;
+  ops_when_windows_began_ = ops;
   ops_by_thread_.clear();
   // Without a loop found, windows for good: the ops are no longer needed. With loops found
   // before, their ops are still watched for, so they become steps again when they run.

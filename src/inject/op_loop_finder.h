@@ -25,6 +25,7 @@
 #include "inject/followed_iterations.h"
 #include "inject/inner_loops.h"
 #include "inject/op_catalog.h"
+#include "report/steps_taken.h"
 
 namespace memseal::inject {
 
@@ -111,8 +112,10 @@ class OpLoopFinder {
   const std::vector<Loop>& loops() const { return loops_; }
   const std::string& opName(std::uint32_t id) const { return ops_.name(id); }
   std::size_t opsSeen() const { return ops_seen_; }
-  // How time windows were decided and why, in words; empty when they never were.
-  const std::string& windowsDecision() const { return windows_decision_; }
+  // Why time windows were taken (kNotTaken while they never were), and the ops seen on the
+  // busiest thread then.
+  report::OpLoopStepsTaken::WindowsBecause windowsBecause() const { return windows_because_; }
+  std::size_t opsWhenWindowsBegan() const { return ops_when_windows_began_; }
 
  private:
   void resetLearning();
@@ -138,7 +141,8 @@ class OpLoopFinder {
   Decision enterLoop(std::size_t index);
   // The followed loop's iterations stopped matching: learn the next one.
   Decision leaveLoop(std::uint64_t steps_taken);
-  std::optional<Decision> startWindows(std::string reason);
+  std::optional<Decision> startWindows(report::OpLoopStepsTaken::WindowsBecause because,
+                                       std::size_t ops);
 
   TimeLimits limits_;
   OpCatalog ops_;
@@ -162,7 +166,9 @@ class OpLoopFinder {
   std::size_t iterations_this_run_ = 0;  // of the loop entered now
   InnerLoops inner_;
   std::size_t last_left_loop_ = std::numeric_limits<std::size_t>::max();
-  std::string windows_decision_;
+  report::OpLoopStepsTaken::WindowsBecause windows_because_ =
+      report::OpLoopStepsTaken::WindowsBecause::kNotTaken;
+  std::size_t ops_when_windows_began_ = 0;
 };
 
 }  // namespace memseal::inject

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "common/text.h"
 #include "inject/step_tuning.h"
 
 namespace memseal::inject {
@@ -43,59 +42,34 @@ std::vector<std::pair<std::string, double>> OpLoopStepCounts::iterationsPerStep(
   return ratios;
 }
 
-std::vector<std::string> OpLoopStepCounts::description(const FoundLoops& found) const {
-  static const std::vector<OpLoopFinder::Loop> kNoLoops;
-  const std::vector<OpLoopFinder::Loop>& loops = found.loops != nullptr ? *found.loops : kNoLoops;
-  std::string steps = " (" + common::countedText(taken_, "step") + ")";
-  // The program's own signals took over: what was guessed before them, if anything, is history.
-  if (handed_over_ && taken_ == 0) return {};
-  if (handed_over_) {
-    return {common::countedText(taken_, "step") + " before the program's own steps began, from " +
-            (loops.empty() ? std::string("time windows") : "loops found in its ops")};
+report::OpLoopStepsTaken OpLoopStepCounts::stepsTaken(const FoundLoops& found) const {
+  report::OpLoopStepsTaken taken;
+  taken.steps = taken_;
+  taken.outside_loops = outside_loops_;
+  taken.handed_over = handed_over_;
+  taken.ops_seen = found.ops_seen;
+  taken.windows_because = found.windows_because;
+  taken.ops_when_windows_began = found.ops_when_windows_began;
+  taken.in_windows = found.in_windows;
+  taken.first_window = kShortestWindow;
+  taken.windows_per_run = kWindowsPerRun;
+  taken.counted_steps = found.counted_steps;
+  taken.allocations_per_iteration = found.allocations_per_iteration;
+  taken.counted_steps_between_checks = kCountedStepsBetweenChecks;
+  if (found.loops == nullptr) return taken;
+  for (std::size_t i = 0; i < found.loops->size(); ++i) {
+    const OpLoopFinder::Loop& loop = (*found.loops)[i];
+    report::OpLoopStepsTaken::Loop reported;
+    reported.name = loop.name;
+    reported.anchor_op = i < found.anchor_names.size() ? found.anchor_names[i] : "?";
+    reported.period = loop.period;
+    reported.found_after = loop.found_after;
+    reported.steps = knows(i) ? loop_steps_[i] : 0;
+    reported.runs = loop.runs;
+    reported.iterations = knows(i) ? loop_iterations_[i] : 0;
+    taken.loops.push_back(std::move(reported));
   }
-  if (loops.empty()) {
-    if (found.in_windows) return {found.windows + steps};
-    return {"the program ended before its loop was found (" + std::to_string(found.ops_seen) +
-            " outermost ops seen: too few iterations, or ops that never repeat); --interval "
-            "DURATION or --step-on NAME sets the steps" +
-            steps};
-  }
-  std::vector<std::string> lines;
-  std::string summary = common::countedText(taken_, "step") + " in " +
-                        std::to_string(loops.size()) + (loops.size() == 1 ? " loop" : " loops") +
-                        " found in the program's ops";
-  if (outside_loops_ > 0) {
-    summary += ", and " + std::to_string(outside_loops_) +
-               " outside them (start-up, between loops" +
-               (found.windows.empty() ? std::string(")") : ", time windows)");
-  }
-  lines.push_back(summary);
-  for (std::size_t i = 0; i < loops.size(); ++i) {
-    const OpLoopFinder::Loop& loop = loops[i];
-    std::uint64_t loop_steps = knows(i) ? loop_steps_[i] : 0;
-    std::uint64_t iterations = knows(i) ? loop_iterations_[i] : 0;
-    std::string together =
-        iterations > loop_steps
-            ? " (" + std::to_string(iterations) +
-                  " iterations: those closer together than a step costs were one step)"
-            : "";
-    std::string anchor = i < found.anchor_names.size() ? found.anchor_names[i] : "?";
-    lines.push_back(loop.name + ": one step per call of " + anchor +
-                    ", the op that starts each of its iterations (" + std::to_string(loop.period) +
-                    " ops, found after " + std::to_string(loop.found_after) +
-                    " ops): " + common::countedText(loop_steps, "step") + " in " +
-                    common::countedText(loop.runs, "run") + together);
-  }
-  if (found.counted_steps > 0) {
-    lines.push_back(std::to_string(found.counted_steps) +
-                    " of these steps were ended by counting the loop's allocations (" +
-                    std::to_string(found.allocations_per_iteration) +
-                    " an iteration) instead of following every op, checked against the op "
-                    "that starts each iteration every " +
-                    std::to_string(kCountedStepsBetweenChecks) + " steps");
-  }
-  if (!found.windows.empty() && found.in_windows) lines.push_back("then " + found.windows);
-  return lines;
+  return taken;
 }
 
 }  // namespace memseal::inject

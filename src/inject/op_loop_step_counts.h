@@ -1,7 +1,7 @@
 // The steps the op-loop source (op_loop_steps.h) took: in each loop it found and outside them,
-// with each loop's iterations (iterations closer together than a step costs are one step), and how
-// they read in the report's lines of where its steps came from. Under the step ledger's lock,
-// except seen(). Pure: tested alone.
+// with each loop's iterations (iterations closer together than a step costs are one step), for the
+// report's lines of where its steps came from. Under the step ledger's lock, except seen(). Pure:
+// tested alone.
 #pragma once
 
 #include <atomic>
@@ -13,17 +13,21 @@
 #include <vector>
 
 #include "inject/op_loop_finder.h"
+#include "report/steps_taken.h"
 
 namespace memseal::inject {
 
-// What the finder and the counting of steps found, for the description.
+// What the finder and the counting of steps found, for stepsTaken().
 struct FoundLoops {
   const std::vector<OpLoopFinder::Loop>* loops = nullptr;
   std::vector<std::string> anchor_names;  // of each loop: the op that starts its iterations
-  std::string windows;                    // why time windows were taken, if they were
   std::size_t ops_seen = 0;               // outermost ops seen
-  bool in_windows = false;                // the steps are time windows now
-  std::uint64_t counted_steps = 0;        // ended by counting the loop's allocations
+  // Why time windows were taken, if they were, and the ops seen on the busiest thread then.
+  report::OpLoopStepsTaken::WindowsBecause windows_because =
+      report::OpLoopStepsTaken::WindowsBecause::kNotTaken;
+  std::size_t ops_when_windows_began = 0;
+  bool in_windows = false;          // the steps are time windows now
+  std::uint64_t counted_steps = 0;  // ended by counting the loop's allocations
   std::uint64_t allocations_per_iteration = 0;
 };
 
@@ -49,8 +53,8 @@ class OpLoopStepCounts {
   // Iterations per step of each loop whose steps each ended more than one iteration.
   std::vector<std::pair<std::string, double>> iterationsPerStep(
       const std::vector<OpLoopFinder::Loop>& loops) const;
-  // Where the steps came from, as the report says it.
-  std::vector<std::string> description(const FoundLoops& found) const;
+  // Where the steps came from: per loop and outside loops (report::stepsFromLines says it).
+  report::OpLoopStepsTaken stepsTaken(const FoundLoops& found) const;
 
  private:
   std::uint64_t taken_ = 0;

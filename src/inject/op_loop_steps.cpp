@@ -280,7 +280,7 @@ std::vector<std::pair<std::string, double>> OpLoopSteps::iterationsPerStep() {
   return counts_.iterationsPerStep(finder_.loops());
 }
 
-std::vector<std::string> OpLoopSteps::description() {
+std::vector<report::StepsTaken> OpLoopSteps::stepsTaken() {
   std::lock_guard<std::mutex> learn(learn_mutex_);
   std::lock_guard<std::mutex> lock(ledger_.mutex());
   FoundLoops found;
@@ -288,12 +288,13 @@ std::vector<std::string> OpLoopSteps::description() {
   for (const OpLoopFinder::Loop& loop : finder_.loops()) {
     found.anchor_names.push_back(finder_.opName(loop.anchor));
   }
-  found.windows = finder_.windowsDecision();
+  found.windows_because = finder_.windowsBecause();
+  found.ops_when_windows_began = finder_.opsWhenWindowsBegan();
   found.ops_seen = finder_.opsSeen();
   found.in_windows = mode_.load() == Mode::kWindows;
   found.counted_steps = counted_.stepsCounted();
   found.allocations_per_iteration = counted_.allocationsPerIteration();
-  return counts_.description(found);
+  return {counts_.stepsTaken(found)};
 }
 
 }  // namespace memseal::inject

@@ -37,7 +37,7 @@ class OpLoopSteps final : public StepSource, private OpListener, private Counted
   OpLoopSteps(StepLedger& ledger, bool watch_ops_automatically_while_counting);
   ~OpLoopSteps() override;
 
-  std::vector<std::string> description() override;
+  std::vector<report::StepsTaken> stepsTaken() override;
   std::vector<std::pair<std::string, double>> iterationsPerStep() override;
   // No more steps here, the op callback removed, counting stopped, and every step's ops watched
   // (unless the user chose which).

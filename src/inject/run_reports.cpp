@@ -18,6 +18,7 @@
 #include "inject/run_protocol.h"
 #include "inject/run_report_edits.h"
 #include "inject/run_runtime.h"
+#include "report/steps_taken.h"
 #include "track/memory_counters.h"
 
 namespace memseal::inject {
@@ -60,21 +61,22 @@ void writeMemoryViz(Runtime& runtime) {
 LeakReport currentReport(Runtime& runtime) {
   PythonLock python;
   // Before the step lock: a source takes its own lock, then the step lock.
-  std::vector<std::string> description;
+  std::vector<report::StepsTaken> steps_taken;
   std::vector<std::pair<std::string, double>> iterations;
   StepSource* sources[] = {runtime.step_source.get(), runtime.framework_steps.get()};
   for (StepSource* source : sources) {
     if (source == nullptr) continue;  // a forked child's steps are its time windows alone
-    std::vector<std::string> lines = source->description();
-    description.insert(description.end(), lines.begin(), lines.end());
+    std::vector<report::StepsTaken> taken = source->stepsTaken();
+    steps_taken.insert(steps_taken.end(), taken.begin(), taken.end());
     auto ratios = source->iterationsPerStep();
     iterations.insert(iterations.end(), ratios.begin(), ratios.end());
   }
+  std::vector<std::string> steps_from = report::stepsFromLines(steps_taken);
   std::lock_guard<std::mutex> steps(runtime.steps->mutex());
   LeakReport report = runtime.detector->report();
   report.rank = runtime.rank;
   periodsInIterations(report, iterations);
-  report.steps_from = std::move(description);
+  report.steps_from = std::move(steps_from);
   return report;
 }
 

@@ -77,7 +77,7 @@ inline std::string runFile(const Runtime& runtime, const char* suffix) {
 
 inline bool forkedChild(const Runtime& runtime) { return runtime.kind == ProcessKind::kFork; }
 
-// What the detector says now, with where the steps came from (the step sources' descriptions).
+// What the detector says now, with where the steps came from (what each step source took).
 // Takes the GIL, then the step lock.
 LeakReport currentReport(Runtime& runtime);
 

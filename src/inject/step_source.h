@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "inject/step_rule.h"
+#include "report/steps_taken.h"
 
 namespace memseal::inject {
 
@@ -30,14 +31,14 @@ class StepSource {
  public:
   virtual ~StepSource() = default;
 
-  // What a step was and how many this source ended, for the report's notes, one line each; empty
-  // when it has nothing to say.
-  virtual std::vector<std::string> description() = 0;
+  // What a step was and how many this source ended, as the report says in words
+  // (report::stepsFromLines); empty when it has nothing to say.
+  virtual std::vector<report::StepsTaken> stepsTaken() = 0;
   // Per phase, the source's signals (a loop's iterations, an optimizer's steps) per step, where
   // steps took several: signals closer together than a step costs are one step.
   virtual std::vector<std::pair<std::string, double>> iterationsPerStep() = 0;
   // Another source ends the steps from now on: this one takes no more and lets go of what it
-  // watched. What it took before stays in description().
+  // watched. What it took before stays in stepsTaken().
   virtual void handOver() {}
   // The runtime's own thread: how long it may sleep before tick() has work, and that work (time
   // windows, a time limit).

@@ -1,10 +1,8 @@
 #include "inject/time_windows.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <mutex>
 
-#include "common/text.h"
 #include "inject/python_lock.h"
 #include "inject/step_ledger.h"
 #include "inject/step_tuning.h"
@@ -24,22 +22,6 @@ std::int64_t memoryActivity() {
   });
   return activity;
 }
-
-namespace {
-
-// "250 ms", "2 s": the --interval the user gave, as the report says it.
-std::string durationText(std::chrono::nanoseconds duration) {
-  char text[32];
-  double ms = static_cast<double>(duration.count()) / 1e6;
-  if (ms >= 1000) {
-    std::snprintf(text, sizeof(text), "%g s", ms / 1000);
-  } else {
-    std::snprintf(text, sizeof(text), "%g ms", ms);
-  }
-  return text;
-}
-
-}  // namespace
 
 std::chrono::nanoseconds TimeWindows::untilEnd(Clock::time_point now) const {
   std::chrono::nanoseconds left = next_end_.load() - now;
@@ -86,12 +68,12 @@ void IntervalSteps::tick() {
   ledger_.afterStep();
 }
 
-std::vector<std::string> IntervalSteps::description() {
-  std::string steps = " (" + common::countedText(steps_.load(), "step") + ")";
-  if (length_ == std::chrono::nanoseconds::zero()) {
-    return {"time windows sized to the run, from " + durationText(kShortestWindow) + steps};
-  }
-  return {"time windows of " + durationText(length_) + " (--interval)" + steps};
+std::vector<report::StepsTaken> IntervalSteps::stepsTaken() {
+  report::WindowSteps windows;
+  windows.sized_to_the_run = length_ == std::chrono::nanoseconds::zero();
+  windows.length = windows.sized_to_the_run ? kShortestWindow : length_;
+  windows.steps = steps_.load();
+  return {windows};
 }
 
 }  // namespace memseal::inject

@@ -57,7 +57,7 @@ class IntervalSteps final : public StepSource {
 
   IntervalSteps(std::chrono::nanoseconds length, StepLedger& ledger);
 
-  std::vector<std::string> description() override;
+  std::vector<report::StepsTaken> stepsTaken() override;
   std::vector<std::pair<std::string, double>> iterationsPerStep() override { return {}; }
   std::chrono::nanoseconds untilNextTick() const override;
   void tick() override;

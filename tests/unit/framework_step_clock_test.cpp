@@ -182,7 +182,8 @@ TEST(FrameworkStepClock, InferenceStepsAreTheOutermostModulesCalls) {
   EXPECT_FALSE(clock.currentUse().has_value());
   std::string made = decisions(clock, {module(5), module(5), module(5), module(5), module(5)});
   EXPECT_EQ(made, "..FSS");
-  EXPECT_EQ(clock.uses()[0].step_is, "one step per call of Net (the outermost module)");
+  EXPECT_EQ(clock.uses()[0].signal, StepSignal::kModuleCall);
+  EXPECT_EQ(clock.uses()[0].object_name, "Net");
 }
 
 TEST(FrameworkStepClock, TwoObjectsOfOneNameAreTwoPhases) {

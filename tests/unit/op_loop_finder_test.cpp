@@ -148,7 +148,9 @@ TEST(OpLoopFinder, OpsThatNeverRepeatGiveTimeWindowsOnlyOnceLearningHasLastedToo
   ASSERT_TRUE(windows);
   EXPECT_EQ(windows->next, Decision::Next::kWindows);
   EXPECT_FALSE(windows->ops_needed);  // no loop to watch for: the op callback can go
-  EXPECT_NE(finder.windowsDecision().find("did not repeat"), std::string::npos);
+  EXPECT_EQ(finder.windowsBecause(),
+            memseal::report::OpLoopStepsTaken::WindowsBecause::kOpsNeverRepeated);
+  EXPECT_EQ(finder.opsWhenWindowsBegan(), 500u);
 }
 
 TEST(OpLoopFinder, InTimeWindowsALoopFoundBeforeStillBecomesTheStepWhenItRunsAgain) {

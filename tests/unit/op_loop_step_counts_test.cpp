@@ -1,5 +1,6 @@
-// The op-loop source's count of its steps, per loop and outside loops, and how the report says
-// where its steps came from (inject/op_loop_step_counts.h).
+// The op-loop source's count of its steps, per loop and outside loops, as it gives them for the
+// report's lines of where its steps came from (inject/op_loop_step_counts.h; the words are
+// report/steps_taken.h's, tested in steps_taken_test.cpp).
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -13,6 +14,8 @@ namespace {
 using memseal::inject::FoundLoops;
 using memseal::inject::OpLoopFinder;
 using memseal::inject::OpLoopStepCounts;
+using memseal::report::OpLoopStepsTaken;
+using memseal::report::stepsFromLines;
 
 OpLoopFinder::Loop loopNamed(const std::string& name, std::size_t period, std::uint32_t runs) {
   OpLoopFinder::Loop loop;
@@ -43,13 +46,26 @@ TEST(OpLoopStepCounts, StepsCountInTheirLoopOrOutsideLoops) {
   FoundLoops found;
   found.loops = &loops;
   found.anchor_names = {"aten::linear", "aten::conv2d"};
-  std::vector<std::string> lines = counts.description(found);
+  OpLoopStepsTaken taken = counts.stepsTaken(found);
+  EXPECT_EQ(taken.steps, 10u);
+  EXPECT_EQ(taken.outside_loops, 4u);
+  EXPECT_FALSE(taken.handed_over);
+  ASSERT_EQ(taken.loops.size(), 2u);
+  EXPECT_EQ(taken.loops[0].name, "loop 1 (aten::linear)");
+  EXPECT_EQ(taken.loops[0].anchor_op, "aten::linear");
+  EXPECT_EQ(taken.loops[0].period, 12u);
+  EXPECT_EQ(taken.loops[0].found_after, 120u);
+  EXPECT_EQ(taken.loops[0].steps, 5u);
+  EXPECT_EQ(taken.loops[0].runs, 1u);
+  EXPECT_EQ(taken.loops[1].anchor_op, "aten::conv2d");
+  EXPECT_EQ(taken.loops[1].steps, 1u);
+  EXPECT_EQ(taken.loops[1].runs, 2u);
+  // As the report says it.
+  std::vector<std::string> lines = stepsFromLines({taken});
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0],
             "10 steps in 2 loops found in the program's ops, and 4 outside them (start-up, "
             "between loops)");
-  EXPECT_TRUE(contains(lines[1], "loop 1 (aten::linear): one step per call of aten::linear"))
-      << lines[1];
   EXPECT_TRUE(contains(lines[1], "(12 ops, found after 120 ops): 5 steps in 1 run")) << lines[1];
   EXPECT_TRUE(contains(lines[2], ": 1 step in 2 runs")) << lines[2];
 }
@@ -74,46 +90,46 @@ TEST(OpLoopStepCounts, IterationsCloserTogetherThanAStepCostsAreOneStep) {
   found.anchor_names = {"aten::mm", "aten::add"};
   found.counted_steps = 3;
   found.allocations_per_iteration = 17;
-  std::vector<std::string> lines = counts.description(found);
-  ASSERT_EQ(lines.size(), 4u);
-  EXPECT_TRUE(contains(lines[1],
-                       "(32 iterations: those closer together than a step costs were "
-                       "one step)"))
-      << lines[1];
-  EXPECT_FALSE(contains(lines[2], "iterations:")) << lines[2];
-  EXPECT_TRUE(contains(lines[3],
-                       "3 of these steps were ended by counting the loop's allocations "
-                       "(17 an iteration)"))
-      << lines[3];
+  OpLoopStepsTaken taken = counts.stepsTaken(found);
+  ASSERT_EQ(taken.loops.size(), 2u);
+  EXPECT_EQ(taken.loops[0].steps, 4u);
+  EXPECT_EQ(taken.loops[0].iterations, 32u);
+  EXPECT_EQ(taken.loops[1].iterations, 4u);
+  EXPECT_EQ(taken.counted_steps, 3u);
+  EXPECT_EQ(taken.allocations_per_iteration, 17u);
+  EXPECT_GT(taken.counted_steps_between_checks, 0u);
 }
 
-TEST(OpLoopStepCounts, WithoutALoopTheWindowsOrWhyNoneWasFound) {
+TEST(OpLoopStepCounts, WithoutALoopTheWindowsAndWhyTheyWereTaken) {
   OpLoopStepCounts counts;
   for (int i = 0; i < 7; ++i) counts.stepTaken(std::nullopt);
   FoundLoops found;
-  found.windows = "time windows: no loop in 500 ops";
+  found.windows_because = OpLoopStepsTaken::WindowsBecause::kOpsNeverRepeated;
+  found.ops_when_windows_began = 480;
   found.ops_seen = 500;
   found.in_windows = true;
-  std::vector<std::string> lines = counts.description(found);
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0], "time windows: no loop in 500 ops (7 steps)");
-  found.in_windows = false;
-  lines = counts.description(found);
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_TRUE(contains(lines[0], "the program ended before its loop was found (500 outermost ops"))
-      << lines[0];
+  OpLoopStepsTaken taken = counts.stepsTaken(found);
+  EXPECT_TRUE(taken.loops.empty());
+  EXPECT_EQ(taken.steps, 7u);
+  EXPECT_EQ(taken.outside_loops, 7u);
+  EXPECT_EQ(taken.windows_because, OpLoopStepsTaken::WindowsBecause::kOpsNeverRepeated);
+  EXPECT_EQ(taken.ops_when_windows_began, 480u);
+  EXPECT_EQ(taken.ops_seen, 500u);
+  EXPECT_TRUE(taken.in_windows);
+  EXPECT_GT(taken.first_window.count(), 0);
+  EXPECT_GT(taken.windows_per_run, 0);
 }
 
 TEST(OpLoopStepCounts, OnceTheProgramsOwnStepsTookOverTheyAreHistory) {
   OpLoopStepCounts counts;
   counts.handOver();
-  EXPECT_TRUE(counts.description(FoundLoops{}).empty());  // none taken before
+  EXPECT_TRUE(stepsFromLines({counts.stepsTaken(FoundLoops{})}).empty());  // none taken before
   OpLoopStepCounts before;
   for (int i = 0; i < 3; ++i) before.stepTaken(std::nullopt);
   before.handOver();
-  std::vector<std::string> lines = before.description(FoundLoops{});
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0], "3 steps before the program's own steps began, from time windows");
+  OpLoopStepsTaken taken = before.stepsTaken(FoundLoops{});
+  EXPECT_TRUE(taken.handed_over);
+  EXPECT_EQ(taken.steps, 3u);
 }
 
 }  // namespace
