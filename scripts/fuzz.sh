@@ -39,7 +39,7 @@ if ! { cmake -S "$root/fuzz" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$compile
   exit 1
 fi
 status=0
-targets=(reports html options)
+targets=(reports html options whatif)
 if [ -n "$torch_dir" ]; then
   targets+=(memory_viz)
 else

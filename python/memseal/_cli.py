@@ -8,7 +8,7 @@ step() included (never reported as a leak). `report` reads a saved JSON report. 
 FILE, check and explain are held to a baseline report as the C++ commands are: the first run writes
 it; exit 0 held, 1 over it (the peak grew more than --tolerance, or a new leak cause), 2 error.
 
-Everything else (`run`, `plan`, `merge`, `diff`, `--version`, and check/explain/fit of a shared library) is the C++
+Everything else (`run`, `plan`, `merge`, `diff`, `whatif`, `--version`, and check/explain/fit of a shared library) is the C++
 memseal command itself, which the package carries in memseal/bin with what `memseal run` injects
 (memseal/lib/memseal): this process becomes it, so its output and exit code are the command's.
 """

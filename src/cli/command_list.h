@@ -21,5 +21,6 @@ void addMergeCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addPlanCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addReportCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 void addRunCommand(CLI::App& app, std::vector<CommandEntry>& entries);
+void addWhatIfCommand(CLI::App& app, std::vector<CommandEntry>& entries);
 
 }  // namespace memseal::cli

@@ -25,6 +25,7 @@ void registerCommands(CLI::App& app) {
   addPlanCommand(app, entries());
   addReportCommand(app, entries());
   addRunCommand(app, entries());
+  addWhatIfCommand(app, entries());
 }
 
 int runSelected(CLI::App& app) {

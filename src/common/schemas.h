@@ -24,6 +24,7 @@ inline constexpr Schema kMergedSchema{"memseal.merged", 1};    // a job's ranks 
 inline constexpr Schema kDiffSchema{"memseal.diff", 1};        // two runs compared (diff-json.md)
 inline constexpr Schema kExplainSchema{"memseal.explain", 1};  // a peak explained
 inline constexpr Schema kFitSchema{"memseal.fit", 2};          // a fit; version 1 is still read
+inline constexpr Schema kWhatIfSchema{"memseal.whatif", 1};    // settings replayed (whatif.md)
 // What `memseal run --live` serves as /state.json.
 inline constexpr Schema kLiveSchema{"memseal.live", 1};
 // A CUDA out-of-memory's forensics (its file, memseal-cuda-oom-PID-N.json).

@@ -13,13 +13,18 @@ namespace {
 
 using namespace cuda_sizes;
 
+// More memory than any device has (4 PiB): the most the model lets a device hold, so that its
+// addresses and sums never overflow.
+constexpr std::uint64_t kMostDevice = std::uint64_t{1} << 52;
+// A request larger than this (1 PiB) runs out of memory on any device.
+constexpr std::uint64_t kMostRequest = std::uint64_t{1} << 50;
 // Model addresses: segments lie this far apart, so no two are ever neighbours.
 constexpr std::uint64_t kSegmentGap = 2 << 20;
 
 }  // namespace
 
 CudaAllocatorModel::CudaAllocatorModel(CudaAllocatorSettings settings, std::uint64_t device_bytes)
-    : settings_(std::move(settings)), device_bytes_(device_bytes) {}
+    : settings_(std::move(settings)), device_bytes_(std::min(device_bytes, kMostDevice)) {}
 
 std::uint64_t CudaAllocatorModel::allowedBytes() const {
   if (!settings_.memory_fraction) return device_bytes_;
@@ -32,7 +37,8 @@ bool CudaAllocatorModel::gcOn() const {
 }
 
 bool CudaAllocatorModel::allocate(std::uint64_t id, std::uint64_t bytes, std::int64_t stream) {
-  if (live_.count(id) != 0) free(id);  // a trace that lost this address's free
+  if (bytes > kMostRequest) return false;  // beyond any device: the sums stay far from overflow
+  if (live_.count(id) != 0) free(id);      // a trace that lost this address's free
   std::uint64_t rounded = roundedBlockSize(bytes, settings_);
   Pool which = rounded <= kSmallSize ? Pool::kSmall : Pool::kLarge;
   if (gcOn()) ++pool(which).searches;

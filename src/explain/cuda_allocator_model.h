@@ -60,7 +60,8 @@ struct CudaAllocatorReplay {
 
 class CudaAllocatorModel {
  public:
-  // `device_bytes`: the device's memory this process may take (its total less what others hold).
+  // `device_bytes`: the device's memory this process may take (its total less what others hold),
+  // 4 PiB at most.
   CudaAllocatorModel(CudaAllocatorSettings settings, std::uint64_t device_bytes);
 
   // False when the allocator would have run out of memory (its cache freed in trying, as the
