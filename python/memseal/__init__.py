@@ -15,6 +15,7 @@
     peak = memseal.explain(train_step, model=model, optimizer=opt)  # what the peak holds
     cap = memseal.fit(lambda batch, i: train(batch), sizes=(8, 16, 32, 64), budget="16GiB")
     print(memseal.diff("before.json", peak))  # what moved the peak, which leak causes are new
+    print(memseal.whatif(torch.cuda.memory._snapshot()).text())  # another allocator setting?
 
 The verdict, categories, numbers and hints come from the same C++ core as memseal's C++ API and
 the `memseal check` command; `python -m memseal check CASE.py` is that command for Python files.
@@ -32,6 +33,7 @@ _EXPORTS = {
     "fit": "_explain", "write_html": "_explain",
     "CycleGarbage": "_report", "Holder": "_holders", "LeakReport": "_report",
     "Scope": "_scope", "merge": "_distributed", "ReportDiff": "_diff", "diff": "_diff",
+    "WhatIfReport": "_whatif", "whatif": "_whatif",
     "__version__": "_memseal", "CHECK_REPORT_SCHEMA": "_memseal", "CHECK_REPORT_VERSION": "_memseal",
     "load_ipython_extension": "_ipython", "unload_ipython_extension": "_ipython",
 }

@@ -117,6 +117,10 @@ def _parser():
         "diff", add_help=False,
         help="compare two reports of one program: what moved the peak, leak causes new or gone, "
         "capacity (exit 0: no change, 1: a change, 2: error)")
+    commands.add_parser(
+        "whatif", add_help=False,
+        help="replay a CUDA memory snapshot's allocations under other caching-allocator settings: "
+        "the reserved peak with each, and whether it runs out of memory (exit 0, 2: unreadable)")
     return parser
 
 
@@ -375,7 +379,7 @@ def _for_native_command(argv):
     if not argv:
         return False
     first = argv[0]
-    if first in ("run", "plan", "merge", "diff", "--version"):
+    if first in ("run", "plan", "merge", "diff", "whatif", "--version"):
         return True
     if first in ("check", "explain", "fit"):
         return any(not arg.startswith("-") and _is_shared_library(arg) for arg in argv[1:])

@@ -23,6 +23,7 @@
 #include "memseal/tracker.h"
 #include "memseal/version.h"
 #include "python/diff_bindings.h"
+#include "python/whatif_bindings.h"
 #include "python/distributed_bindings.h"
 #include "python/explain_bindings.h"
 #include "python/python_frame_provider.h"
@@ -419,4 +420,5 @@ PYBIND11_MODULE(_memseal, m) {
   bindExplain(m);
   bindDistributed(m);
   bindDiff(m);
+  bindWhatIf(m);
 }
