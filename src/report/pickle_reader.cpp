@@ -1,8 +1,9 @@
 #include "report/pickle_reader.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -14,24 +15,48 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Nesting a pickle may build before it is refused: deep enough for any snapshot, shallow enough
-// that writing the JSON back never runs out of stack.
+// Nesting written back as JSON before it is refused: deep enough for any snapshot, shallow
+// enough that writing the JSON never runs out of stack (and a list that holds itself ends).
 constexpr std::size_t kMostNesting = 256;
 
-// A value being built, with how deep it nests and how many values it holds (itself included):
-// a pickle that refers back to what it built can make a value far larger than its bytes.
-struct Value {
-  Json json;
-  std::size_t depth = 0;
-  std::size_t nodes = 1;
+// A value as the pickle builds it: a dict or list holds its items by reference, as Python does,
+// so a value referred to again (its memo entry: a snapshot's stack frames, shared by thousands of
+// entries) costs one pointer, not a copy.
+struct Node {
+  enum class Kind { kScalar, kList, kDict };
+  Kind kind = Kind::kScalar;
+  Json scalar;
+  std::vector<std::shared_ptr<Node>> items;                            // a list's or tuple's
+  std::vector<std::pair<std::string, std::shared_ptr<Node>>> entries;  // a dict's, in order
 };
+using NodePtr = std::shared_ptr<Node>;
+
+NodePtr scalarNode(Json value) {
+  auto node = std::make_shared<Node>();
+  node->scalar = std::move(value);
+  return node;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  throw std::invalid_argument("not a snapshot pickle: " + what);
+}
 
 class PlainUnpickler {
  public:
-  explicit PlainUnpickler(const std::string& bytes)
-      : bytes_(bytes), most_copied_nodes_(32 * bytes.size() + 4096) {}
+  PlainUnpickler(const std::string& bytes, const std::set<std::string>& dropped)
+      : bytes_(bytes), dropped_(dropped) {}
+  PlainUnpickler(const PlainUnpickler&) = delete;
+  PlainUnpickler& operator=(const PlainUnpickler&) = delete;
+  // A pickle can put a list inside itself (through its memo): every container lets go of its
+  // items, so that such a cycle is freed too.
+  ~PlainUnpickler() {
+    for (const NodePtr& container : containers_) {
+      container->items.clear();
+      container->entries.clear();
+    }
+  }
 
-  Json run() {
+  NodePtr run() {
     while (true) {
       std::size_t at = position_;
       auto opcode = static_cast<unsigned char>(next(1)[0]);
@@ -39,14 +64,10 @@ class PlainUnpickler {
       step(opcode, at);
     }
     if (stack_.size() != 1 || !marks_.empty()) fail("a pickle that does not end with one value");
-    return std::move(stack_.back().json);
+    return stack_.back();
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::invalid_argument("not a snapshot pickle: " + what);
-  }
-
   const char* next(std::size_t count) {
     if (count > bytes_.size() - position_) fail("cut short at byte " + std::to_string(position_));
     const char* at = bytes_.data() + position_;
@@ -63,38 +84,18 @@ class PlainUnpickler {
     return value;
   }
 
-  void push(Json json) { push(Value{std::move(json)}); }
+  NodePtr containerNode(Node::Kind kind) {
+    auto node = std::make_shared<Node>();
+    node->kind = kind;
+    containers_.push_back(node);
+    return node;
+  }
 
-  void push(Value value) {
+  void push(NodePtr node) {
     if (stack_.size() > bytes_.size()) fail("more values than bytes");
-    stack_.push_back(std::move(value));
+    stack_.push_back(std::move(node));
   }
-
-  // A copy of a value built before (a memo entry), counted against what the bytes can make.
-  void pushCopy(const Value& value) {
-    copied_nodes_ += value.nodes;
-    if (copied_nodes_ > most_copied_nodes_) fail("it refers back to what it built too often");
-    push(value);
-  }
-
-  // The values from stack slot `from` on, taken off the stack. A dict or list memoized while it
-  // was filled is memoized as it is now, complete.
-  std::vector<Value> takeFrom(std::size_t from) {
-    std::vector<Value> values;
-    for (std::size_t slot = from; slot < stack_.size(); ++slot) {
-      auto pending = pending_.find(slot);
-      if (pending != pending_.end()) {
-        for (std::uint64_t index : pending->second) {
-          memo_[index] = stack_[slot];
-          memo_slot_.erase(index);
-        }
-        pending_.erase(pending);
-      }
-      values.push_back(std::move(stack_[slot]));
-    }
-    stack_.resize(from);
-    return values;
-  }
+  void push(Json value) { push(scalarNode(std::move(value))); }
 
   void needsValues(std::size_t count) const {
     std::size_t floor = marks_.empty() ? 0 : marks_.back();
@@ -103,91 +104,69 @@ class PlainUnpickler {
     }
   }
 
-  Value pop() {
-    needsValues(1);
-    return std::move(takeFrom(stack_.size() - 1).front());
+  // The values from stack slot `from` on, taken off the stack.
+  std::vector<NodePtr> takeFrom(std::size_t from) {
+    std::vector<NodePtr> values(stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.end());
+    stack_.resize(from);
+    return values;
+  }
+
+  std::vector<NodePtr> take(std::size_t count) {
+    needsValues(count);
+    return takeFrom(stack_.size() - count);
   }
 
   // The values since the last MARK, which is dropped.
-  std::vector<Value> sinceMark() {
+  std::vector<NodePtr> sinceMark() {
     if (marks_.empty()) fail("no MARK before byte " + std::to_string(position_));
     std::size_t mark = marks_.back();
     marks_.pop_back();
     return takeFrom(mark);
   }
 
-  Value& top() {
+  Node& top(Node::Kind kind, const char* opcode) {
     needsValues(1);
-    return stack_.back();
+    if (stack_.back()->kind != kind) {
+      fail(std::string(opcode) + " on something that is not a " +
+           (kind == Node::Kind::kDict ? "dict" : "list"));
+    }
+    return *stack_.back();
   }
 
-  // `item` goes into `container`: how deep and large that makes it.
-  void holds(Value& container, const Value& item) {
-    container.depth = std::max(container.depth, item.depth + 1);
-    container.nodes += item.nodes;
-    if (container.depth > kMostNesting) fail("nested too deep");
-  }
-
-  static std::string keyText(const Json& key) {
-    if (key.is_string()) return key.get<std::string>();
-    if (key.is_number_integer()) return key.dump();
-    throw std::invalid_argument("not a snapshot pickle: a dict key that is not a string or number");
-  }
-
-  void setItems(std::vector<Value> pairs) {
+  void setItems(const std::vector<NodePtr>& pairs) {
     if (pairs.size() % 2 != 0) fail("SETITEMS with an odd number of values");
-    Value& dict = top();
-    if (!dict.json.is_object()) fail("SETITEMS on something that is not a dict");
+    Node& dict = top(Node::Kind::kDict, "SETITEMS");
     for (std::size_t i = 0; i < pairs.size(); i += 2) {
-      holds(dict, pairs[i + 1]);
-      dict.json[keyText(pairs[i].json)] = std::move(pairs[i + 1].json);
+      const Node& key = *pairs[i];
+      if (key.kind != Node::Kind::kScalar ||
+          !(key.scalar.is_string() || key.scalar.is_number_integer())) {
+        fail("a dict key that is not a string or number");
+      }
+      std::string text = key.scalar.is_string() ? key.scalar.get<std::string>() : key.scalar.dump();
+      if (dropped_.count(text) == 0) dict.entries.emplace_back(std::move(text), pairs[i + 1]);
     }
   }
 
-  void appendItems(std::vector<Value> items) {
-    Value& list = top();
-    if (!list.json.is_array()) fail("APPENDS on something that is not a list");
-    for (Value& item : items) {
-      holds(list, item);
-      list.json.push_back(std::move(item.json));
-    }
+  void appendItems(const std::vector<NodePtr>& items) {
+    Node& list = top(Node::Kind::kList, "APPENDS");
+    list.items.insert(list.items.end(), items.begin(), items.end());
   }
 
-  void tuple(std::vector<Value> items) {
-    Value made{Json::array()};
-    for (Value& item : items) {
-      holds(made, item);
-      made.json.push_back(std::move(item.json));
-    }
+  void tuple(std::vector<NodePtr> items) {
+    NodePtr made = containerNode(Node::Kind::kList);
+    made->items = std::move(items);
     push(std::move(made));
   }
 
-  void tupleOf(std::size_t count) {
-    needsValues(count);
-    tuple(takeFrom(stack_.size() - count));
-  }
-
   void memoGet(std::uint64_t index) {
-    auto slot = memo_slot_.find(index);
-    if (slot != memo_slot_.end()) {
-      pushCopy(stack_[slot->second]);
-      return;
-    }
     auto value = memo_.find(index);
     if (value == memo_.end()) fail("a memo entry never put, at byte " + std::to_string(position_));
-    pushCopy(value->second);
+    push(value->second);
   }
 
-  // A dict or list is memoized empty and filled after: it is memoized when it leaves the stack.
   void memoPut(std::uint64_t index) {
-    const Value& value = top();
-    if (value.json.is_structured()) {
-      memo_slot_[index] = stack_.size() - 1;
-      pending_[stack_.size() - 1].push_back(index);
-      memo_[index] = Value{nullptr};
-    } else {
-      memo_[index] = value;
-    }
+    needsValues(1);
+    memo_[index] = stack_.back();
   }
 
   std::int64_t longValue(std::size_t count) {
@@ -205,14 +184,12 @@ class PlainUnpickler {
   void step(unsigned char opcode, std::size_t at);
 
   const std::string& bytes_;
+  const std::set<std::string>& dropped_;  // not kept: freed as soon as they are set
   std::size_t position_ = 0;
-  std::vector<Value> stack_;
+  std::vector<NodePtr> stack_;
   std::vector<std::size_t> marks_;
-  std::unordered_map<std::uint64_t, Value> memo_;
-  std::unordered_map<std::uint64_t, std::size_t> memo_slot_;  // memoized, still on the stack
-  std::unordered_map<std::size_t, std::vector<std::uint64_t>> pending_;  // by stack slot
-  std::size_t copied_nodes_ = 0;
-  const std::size_t most_copied_nodes_;
+  std::unordered_map<std::uint64_t, NodePtr> memo_;
+  std::vector<NodePtr> containers_;
 };
 
 // One value from the bytes (a string, a number, true, false, None); false for another opcode.
@@ -272,36 +249,27 @@ void PlainUnpickler::step(unsigned char opcode, std::size_t at) {
       next(8);
       break;  // FRAME: the frame's length, read on through it
     case '}':
-      push(Json::object());
+      push(containerNode(Node::Kind::kDict));
       break;
     case ']':
-      push(Json::array());
+      push(containerNode(Node::Kind::kList));
       break;
     case ')':
-      push(Json::array());
+      push(containerNode(Node::Kind::kList));
       break;  // EMPTY_TUPLE
     case '(':
       if (marks_.size() >= kMostNesting) fail("nested too deep");
       marks_.push_back(stack_.size());
       break;
-    case 's': {  // SETITEM
-      Value value = pop();
-      Value key = pop();
-      std::vector<Value> pair;
-      pair.push_back(std::move(key));
-      pair.push_back(std::move(value));
-      setItems(std::move(pair));
-      break;
-    }
+    case 's':
+      setItems(take(2));
+      break;  // SETITEM
     case 'u':
       setItems(sinceMark());
       break;
-    case 'a': {  // APPEND
-      std::vector<Value> item;
-      item.push_back(pop());
-      appendItems(std::move(item));
-      break;
-    }
+    case 'a':
+      appendItems(take(1));
+      break;  // APPEND
     case 'e':
       appendItems(sinceMark());
       break;
@@ -309,13 +277,13 @@ void PlainUnpickler::step(unsigned char opcode, std::size_t at) {
       tuple(sinceMark());
       break;  // TUPLE
     case 0x85:
-      tupleOf(1);
+      tuple(take(1));
       break;
     case 0x86:
-      tupleOf(2);
+      tuple(take(2));
       break;
     case 0x87:
-      tupleOf(3);
+      tuple(take(3));
       break;
     case 0x94:
       memoPut(memo_.size());
@@ -340,13 +308,46 @@ void PlainUnpickler::step(unsigned char opcode, std::size_t at) {
   }
 }
 
+// The node tree as JSON. A value referred to from several places is written at each: the values
+// written are bounded by the input's size.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::size_t input_bytes) : most_values_(32 * input_bytes + 4096) {}
+
+  Json write(const Node& node, std::size_t depth) {
+    if (depth > kMostNesting) fail("nested too deep");
+    if (++values_ > most_values_) fail("it refers back to what it built too often");
+    switch (node.kind) {
+      case Node::Kind::kScalar:
+        return node.scalar;
+      case Node::Kind::kList: {
+        Json list = Json::array();
+        for (const NodePtr& item : node.items) list.push_back(write(*item, depth + 1));
+        return list;
+      }
+      case Node::Kind::kDict: {
+        Json dict = Json::object();
+        for (const auto& [key, value] : node.entries) dict[key] = write(*value, depth + 1);
+        return dict;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  std::size_t values_ = 0;
+  const std::size_t most_values_;
+};
+
 }  // namespace
 
-nlohmann::json readPlainPickle(const std::string& bytes) {
+nlohmann::json readPlainPickle(const std::string& bytes, const std::set<std::string>& dropped) {
   if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x80) {
     throw std::invalid_argument("not a snapshot pickle: it does not begin as a pickle does");
   }
-  return PlainUnpickler(bytes).run();
+  PlainUnpickler unpickler(bytes, dropped);
+  NodePtr root = unpickler.run();
+  return JsonWriter(bytes.size()).write(*root, 0);
 }
 
 }  // namespace memseal::report

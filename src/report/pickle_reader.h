@@ -5,15 +5,19 @@
 // snapshot, and reading it must not run code.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace memseal::report {
 
-// Throws std::invalid_argument saying what the bytes are not (not a pickle, an opcode it does not
-// read and where, a pickle cut short). Dict keys become strings (a number's decimal text); a
-// tuple is an array; an integer beyond 64 bits is refused.
-nlohmann::json readPlainPickle(const std::string& bytes);
+// Values under a key of `dropped` are left out (a snapshot's stack frames, which are most of its
+// bytes, where the reader does not need them). Memory stays proportional to the bytes: a value
+// the pickle refers to again is held once while reading, and the JSON written is bounded (32
+// values a byte). Throws std::invalid_argument saying what the bytes are not (not a pickle, an
+// opcode it does not read and where, a pickle cut short, nested too deep). Dict keys become
+// strings (a number's decimal text); a tuple is an array; an integer beyond 64 bits is refused.
+nlohmann::json readPlainPickle(const std::string& bytes, const std::set<std::string>& dropped = {});
 
 }  // namespace memseal::report

@@ -57,7 +57,8 @@ WhatIfReport whatIfSnapshot(const std::string& snapshot, const std::string& sour
   for (const std::string& conf : options.settings.empty() ? kDefaultSettings : options.settings) {
     settings.push_back(explain::CudaAllocatorSettings::parse(conf));
   }
-  report::CudaSnapshotTrace trace = report::cudaSnapshotTrace(report::readPlainPickle(snapshot));
+  report::CudaSnapshotTrace trace =
+      report::cudaSnapshotTrace(report::readPlainPickle(snapshot, {"frames", "segments"}));
   const report::CudaDeviceTrace& chosen = chosenDevice(trace, options.device);
   explain::CudaAllocatorSettings recorded;
   try {

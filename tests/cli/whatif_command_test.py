@@ -56,6 +56,15 @@ def pinned_segment():
     return trace
 
 
+def doubled(times):
+    """A list holding twice the list before it, `times` deep: small as a pickle, 2**times values
+    written out."""
+    made = []
+    for _ in range(times):
+        made = [made, made]
+    return made
+
+
 def snapshot(trace, conf=""):
     return {"segments": [], "device_traces": [trace.entries],
             "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": conf}}
@@ -166,6 +175,9 @@ class WhatIf(unittest.TestCase):
             (pickle.dumps(snapshot(pinned_segment())), ["--device", "3"], "device 3"),
             # A pickle that would build an object (and could run code) is not read.
             (pickle.dumps({"device_traces": [[]], "x": OSError("no")}), [], "not plain data"),
+            # A list inside itself, and one whose references back would write 2**40 values.
+            (b"\x80\x02]q\x00(h\x00e.", [], "nested too deep"),
+            (pickle.dumps({"device_traces": [doubled(40)]}), [], "refers back"),
         ]
         for content, flags, expected in cases:
             result = whatif(self.folder, content, *flags)
