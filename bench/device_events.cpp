@@ -9,8 +9,14 @@
 // per step PER_STEP blocks made and freed again (each free requested, then completed), at the same
 // addresses every step as the caching allocator reuses its cached blocks, in 20 MiB segments.
 // With MEMSEAL_BENCH_DETECTOR=1 the default leak detector runs instead of a bare tracker, and its
-// step() ends each step: what a GPU loop's step boundary costs.
+// step() ends each step: what a GPU loop's step boundary costs. With MEMSEAL_BENCH_OOM=1 a request
+// of the whole device then runs out, and the time the out-of-memory's forensics took (its replay
+// of the kept block events under four allocator settings included) is printed: what the failing
+// allocation waits, under the allocator's lock.
 //   memseal_bench_device_events STEPS [PER_STEP [LONG_LIVED]]
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +26,7 @@
 
 #include "memseal/leak_detector.h"
 #include "memseal/tracker.h"
+#include "report/cuda_oom.h"
 #include "track/device_events.h"
 
 using namespace memseal;
@@ -69,6 +76,29 @@ void send(DeviceEventKind kind, std::uint64_t address, std::uint64_t bytes) {
   event.address = address;
   event.bytes = bytes;
   track::recordDeviceEvent(event);
+}
+
+// A request larger than the device after the steps: the forensics file is written to a folder of
+// its own, timed and removed.
+void timeOutOfMemory(const Layout& layout) {
+  char folder[] = "/tmp/memseal-bench-oom-XXXXXX";
+  if (mkdtemp(folder) == nullptr) return;
+  report::installOutOfMemoryWriter();
+  setenv("MEMSEAL_OOM_DIR", folder, 1);
+  DeviceMemoryEvent oom;
+  oom.kind = DeviceEventKind::kOutOfMemory;
+  oom.bytes = 2 * kSegmentBytes * layout.segments.size();
+  oom.device_free_bytes = kSegmentBytes;
+  auto start = std::chrono::steady_clock::now();
+  track::recordDeviceEvent(oom);
+  double milliseconds =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::string path = track::lastOomForensicsPath();
+  std::printf("out-of-memory forensics: %.1f ms (%s)\n", milliseconds,
+              path.empty() ? "not written" : "written");
+  if (!path.empty()) std::remove(path.c_str());
+  rmdir(folder);
+  unsetenv("MEMSEAL_OOM_DIR");
 }
 
 }  // namespace
@@ -122,6 +152,8 @@ int main(int argc, char** argv) {
       setStep(static_cast<std::uint32_t>(step + 1));
     }
   }
+  const char* with_oom = std::getenv("MEMSEAL_BENCH_OOM");
+  if (with_oom != nullptr && std::string(with_oom) == "1") timeOutOfMemory(layout);
   std::uint64_t unmatched = 0;
   track::readDeviceLedger(
       [&](const track::DeviceMemoryLedger& ledger) { unmatched = ledger.unmatchedEvents(); });

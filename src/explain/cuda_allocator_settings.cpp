@@ -227,4 +227,10 @@ std::uint64_t segmentSize(std::uint64_t rounded) {
   return roundUp(rounded, kRoundLarge);
 }
 
+const std::vector<std::string>& suggestedAllocatorSettings() {
+  static const std::vector<std::string> kSuggested = {
+      "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"};
+  return kSuggested;
+}
+
 }  // namespace memseal::explain

@@ -53,9 +53,9 @@ std::uint64_t roundedBlockSize(std::uint64_t bytes, const CudaAllocatorSettings&
 // The size of the segment a new block of `rounded` bytes is carved from.
 std::uint64_t segmentSize(std::uint64_t rounded);
 
-// Sizes as the allocator rounds them.
-std::uint64_t roundedBlockSize(std::uint64_t bytes, const CudaAllocatorSettings& settings);
-// The size of the segment a new block of `rounded` bytes is carved from.
-std::uint64_t segmentSize(std::uint64_t rounded);
+// The settings most often suggested for an out-of-memory error with memory reserved but free, in
+// PYTORCH_ALLOC_CONF's syntax: what `memseal whatif` tries by default, and what the out-of-memory
+// forensics try (cuda_oom_replay.h).
+const std::vector<std::string>& suggestedAllocatorSettings();
 
 }  // namespace memseal::explain

@@ -12,10 +12,6 @@ namespace memseal {
 
 namespace {
 
-// The settings most often suggested for an out-of-memory error with memory reserved but free.
-const std::vector<std::string> kDefaultSettings = {
-    "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"};
-
 const report::CudaDeviceTrace& chosenDevice(const report::CudaSnapshotTrace& trace, int device) {
   if (trace.devices.empty()) {
     throw std::invalid_argument(
@@ -54,7 +50,8 @@ WhatIfSetting replayed(const std::string& name, const explain::CudaAllocatorSett
 WhatIfReport whatIfSnapshot(const std::string& snapshot, const std::string& source,
                             const WhatIfOptions& options) {
   std::vector<explain::CudaAllocatorSettings> settings;
-  for (const std::string& conf : options.settings.empty() ? kDefaultSettings : options.settings) {
+  for (const std::string& conf :
+       options.settings.empty() ? explain::suggestedAllocatorSettings() : options.settings) {
     settings.push_back(explain::CudaAllocatorSettings::parse(conf));
   }
   report::CudaSnapshotTrace trace =

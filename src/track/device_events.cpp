@@ -1,6 +1,7 @@
 // One mutex over the ledger: device events come with the allocator's per-device lock already held
 // (so devices are serialised here, which their events' order needs anyway) and cost a map insert or
-// erase each; every block allocation and free of a tensor is one.
+// erase each, and a block event a push into the ring an out-of-memory's replay reads; every block
+// allocation and free of a tensor is one.
 #include "track/device_events.h"
 
 #include <atomic>
@@ -26,6 +27,8 @@ struct DeviceLedgerState {
   std::atomic<bool> seen{false};
   std::string last_oom_path;
   std::unique_ptr<DeviceEventRing> trace;  // while a MemoryTrace runs
+  // Always kept (its storage untouched until CUDA memory moves): an out-of-memory's replay.
+  EventRing<BlockHistoryEvent> block_history{kOomHistoryEvents};
 };
 
 DeviceLedgerState& state() {
@@ -36,12 +39,26 @@ DeviceLedgerState& state() {
 // What writes the forensics of an out-of-memory (report/ installs it: see setOutOfMemoryWriter).
 std::atomic<OutOfMemoryWriter> g_out_of_memory_writer{nullptr};
 
-// Under the ledger's lock: the device's last out-of-memory, handed to the writer.
+void keepBlockHistory(DeviceLedgerState& ledger_state, const DeviceMemoryEvent& event) {
+  bool allocation = event.kind == DeviceEventKind::kBlockAlloc;
+  if (!allocation && event.kind != DeviceEventKind::kBlockFreeCompleted) return;
+  ledger_state.block_history.push(
+      {event.address, allocation ? event.bytes : 0, event.stream, event.device, allocation});
+}
+
+// Under the ledger's lock: the device's last out-of-memory, handed to the writer with what led
+// there.
 void writeOomForensics(DeviceLedgerState& ledger_state, int device) {
   const std::optional<OomRecord>& record = ledger_state.ledger.lastOom(device);
   OutOfMemoryWriter writer = g_out_of_memory_writer.load(std::memory_order_acquire);
   if (!record || writer == nullptr) return;
-  std::string path = writer(*record, device);
+  OomHistory history;
+  for (const BlockHistoryEvent& event : ledger_state.block_history.events()) {
+    if (event.device == device) history.events.push_back(event);
+  }
+  history.dropped = ledger_state.block_history.dropped();
+  history.live_blocks = ledger_state.ledger.occupiedBlocks(device);
+  std::string path = writer(*record, history);
   if (!path.empty()) ledger_state.last_oom_path = path;
 }
 
@@ -97,6 +114,7 @@ void recordDeviceEvent(track::DeviceMemoryEvent event) {
   DeviceLedgerState& ledger_state = state();
   std::lock_guard<std::mutex> lock(ledger_state.mutex);
   ledger_state.ledger.apply(event);
+  keepBlockHistory(ledger_state, event);
   ledger_state.seen.store(true, std::memory_order_release);
   if (ledger_state.trace) {
     // The allocator's trace hook gives no time; the coarse clock is the CPU trace's as well.
@@ -131,6 +149,9 @@ void resetDeviceLedger() {
   // Events kept so far refer to segments the new ledger does not have: the viewer could not step
   // back through them from its segments.
   if (ledger_state.trace) ledger_state.trace->clear();
+  // The history begins with the session, as the ledger does (memory moved between sessions
+  // unseen; what is live then comes as blocks from before the history).
+  ledger_state.block_history.restart();
   ledger_state.seen.store(false, std::memory_order_release);
   ledger_state.last_oom_path.clear();
 }

@@ -28,11 +28,11 @@ bool deviceEventsSeen();
 // MEMSEAL_OOM_DIR, else the working directory; the name memseal-cuda-oom-PID-N.json.
 std::string lastOomForensicsPath();
 
-// Writes the forensics of an out-of-memory on `device` (called under the ledger's lock, with the
-// state just before the failed request); returns where they went, empty when nowhere. Installed
-// from above (report/cuda_oom.h's installOutOfMemoryWriter), so that the hot path names no report
-// format; without one, an out-of-memory is only counted.
-using OutOfMemoryWriter = std::string (*)(const OomRecord& record, int device);
+// Writes the forensics of an out-of-memory (called under the ledger's lock, with the state just
+// before the failed request and the block events that led there); returns where they went, empty
+// when nowhere. Installed from above (report/cuda_oom.h's installOutOfMemoryWriter), so that the
+// hot path names no report format; without one, an out-of-memory is only counted.
+using OutOfMemoryWriter = std::string (*)(const OomRecord& record, const OomHistory& history);
 void setOutOfMemoryWriter(OutOfMemoryWriter writer);
 // Attaches the CUDA caching allocator's trace hook once CUDA is initialised in this process (a
 // no-op before, after it is attached, and in builds without CUDA). Sessions call it when they start

@@ -415,6 +415,18 @@ std::vector<LiveBlockSummary> DeviceMemoryLedger::largestLiveBlocks(int device,
   return blocks;
 }
 
+std::vector<LiveBlockSummary> DeviceMemoryLedger::occupiedBlocks(int device) const {
+  std::vector<LiveBlockSummary> blocks;
+  const Device* state = findDevice(device);
+  if (state == nullptr) return blocks;
+  blocks.reserve(state->blocks.size());
+  for (const auto& [address, block] : state->blocks) {
+    blocks.push_back(
+        {address, block.bytes, block.site, block.step, block.stream, block.free_requested});
+  }
+  return blocks;
+}
+
 std::vector<LiveSegment> DeviceMemoryLedger::liveSegments(int device) const {
   std::vector<LiveSegment> segments;
   const Device* state = findDevice(device);

@@ -153,6 +153,29 @@ struct OomRecord {
   std::vector<LiveBlockSummary> largest_blocks;  // by bytes, largest first
 };
 
+// A block event as an out-of-memory's replay needs it (explain/cuda_oom_replay.h): the caching
+// allocator's fragmentation follows from the order of allocations and frees, not from what is live
+// alone. Kept compact: a ring of the newest is kept for every process that uses CUDA.
+struct BlockHistoryEvent {
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;  // an allocation's; 0 for a free
+  std::uint64_t stream = 0;
+  std::int32_t device = 0;
+  bool allocation = true;  // false: the block went back to its pool (kBlockFreeCompleted)
+};
+
+// What led to an out-of-memory on one device: the block events before the failed request, oldest
+// first, and every block that was live or waiting for its streams then.
+struct OomHistory {
+  std::vector<BlockHistoryEvent> events;  // the device's
+  std::uint64_t dropped = 0;  // older events of the session (any device's) no longer held
+  std::vector<LiveBlockSummary> live_blocks;
+};
+
+// Block events kept for the replay of an out-of-memory: 32 bytes each, 2 MiB in all, about the
+// allocations and frees of a large model's training step.
+constexpr std::size_t kOomHistoryEvents = std::size_t{1} << 16;
+
 // Sites and blocks an OomRecord keeps.
 constexpr std::size_t kOomTopSites = 10;
 constexpr std::size_t kOomTopBlocks = 10;
@@ -183,6 +206,8 @@ class DeviceMemoryLedger {
       int device, std::size_t limit = 0, std::uint32_t since_step = 0,
       std::uint32_t until_step = std::numeric_limits<std::uint32_t>::max()) const;
   std::vector<LiveBlockSummary> largestLiveBlocks(int device, std::size_t limit) const;
+  // Every block that occupies memory, live or waiting for its streams, by address.
+  std::vector<LiveBlockSummary> occupiedBlocks(int device) const;
   // Every segment of the device by address, with its live and pending-free blocks. A block the
   // ledger keeps outside every segment (tracing started after its segment was made) comes as a
   // segment of its own (`site` its block's), so every block lies in a segment, as the viewers need.

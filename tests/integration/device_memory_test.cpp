@@ -212,6 +212,52 @@ TEST(DeviceMemory, AnOutOfMemoryWritesItsForensicsAndTheReportNamesTheFile) {
   rmdir(folder.c_str());
 }
 
+// Two segments split by 8 MiB blocks, half freed, cannot serve 24 MiB on a device with 22 MiB
+// left (explain/cuda_oom_replay.h works the answer out by hand): the forensics replay the events
+// the ledger kept and name the setting that would have avoided it, in the file and on stderr.
+TEST(DeviceMemory, AFragmentationOutOfMemoryNamesTheSettingThatWouldHaveAvoidedIt) {
+  char folder_template[] = "/tmp/memseal-oom-test-XXXXXX";
+  ASSERT_NE(mkdtemp(folder_template), nullptr);
+  std::string folder = folder_template;
+  setenv("MEMSEAL_OOM_DIR", folder.c_str(), 1);
+  for (const char* variable : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
+    unsetenv(variable);
+  }
+  LeakDetector detector(quietDetector());
+  for (std::uint64_t segment : {0x60000000ull, 0x70000000ull}) {
+    track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, segment, 20 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, segment, 8 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, segment + 8 * kMiB, 8 * kMiB));
+  }
+  detector.step();
+  for (std::uint64_t block : {0x60000000ull, 0x70000000ull}) {
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, block, 0));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, block, 0));
+  }
+  DeviceMemoryEvent oom = event(DeviceEventKind::kOutOfMemory, 0, 24 * kMiB);
+  oom.device_free_bytes = 22 * kMiB;
+  ::testing::internal::CaptureStderr();
+  track::recordDeviceEvent(oom);
+  std::string said = ::testing::internal::GetCapturedStderr();
+  unsetenv("MEMSEAL_OOM_DIR");
+  EXPECT_NE(said.find("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True would have avoided it"),
+            std::string::npos)
+      << said;
+  std::string path = track::lastOomForensicsPath();
+  ASSERT_FALSE(path.empty()) << said;
+  std::ifstream file(path);
+  nlohmann::json json = nlohmann::json::parse(file);
+  const auto& settings = json["allocator_settings"];
+  EXPECT_EQ(settings["reproduced"], true) << json.dump(2);
+  EXPECT_EQ(settings["history_complete"], true);
+  EXPECT_EQ(settings["allocations_replayed"], 5);
+  EXPECT_EQ(settings["alternatives"][0]["setting"], "expandable_segments:True");
+  EXPECT_EQ(settings["alternatives"][0]["avoids_the_error"], true);
+  detector.finish();
+  std::remove(path.c_str());
+  rmdir(folder.c_str());
+}
+
 // Ops watched on one step in N (as observe_ops=auto does once a loop repeats itself): the blocks
 // of the steps in between have no op around them, and get the site the same block had on the last
 // watched step, in the live table (the finding) and in the allocator's ledger (which out-of-memory

@@ -319,5 +319,20 @@ TEST(DeviceEventRing, KeepsTheNewestAndCountsTheRest) {
   EXPECT_EQ(ring.events()[0].address, 6u);
 }
 
+TEST(DeviceEventRing, ARestartForgetsWhatItDroppedAndKeepsOrder) {
+  track::EventRing<BlockHistoryEvent> ring(2);
+  for (std::uint64_t i = 1; i <= 3; ++i) ring.push({i, 0, 0, 0, true});
+  EXPECT_EQ(ring.dropped(), 1u);
+  ring.restart();
+  EXPECT_EQ(ring.dropped(), 0u);
+  EXPECT_TRUE(ring.events().empty());
+  for (std::uint64_t i = 7; i <= 9; ++i) ring.push({i, 0, 0, 0, true});
+  std::vector<BlockHistoryEvent> kept = ring.events();
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].address, 8u);
+  EXPECT_EQ(kept[1].address, 9u);
+  EXPECT_EQ(ring.dropped(), 1u);
+}
+
 }  // namespace
 }  // namespace memseal
