@@ -26,7 +26,7 @@ struct WhatIfOptions {
 
 // One setting replayed.
 struct WhatIfSetting {
-  std::string setting;  // "(as recorded) ..." for the run's own
+  std::string setting;  // as asked for; "(as recorded) ..." for the run's own
   std::uint64_t reserved_peak = 0;
   std::uint64_t allocated_peak = 0;
   std::uint64_t largest_free_block_at_peak = 0;  // fragmentation: the largest cached block then
@@ -51,6 +51,9 @@ struct MEMSEAL_API WhatIfReport {
   std::uint64_t recorded_reserved_peak = 0;
   std::optional<std::size_t> recorded_out_of_memory_at;
   std::uint64_t recorded_out_of_memory_requested = 0;
+  // Keys of the run's own PYTORCH_CUDA_ALLOC_CONF the model does not know (a newer torch's):
+  // replayed without them.
+  std::vector<std::string> ignored_settings;
   std::vector<WhatIfSetting> settings;  // the run's own first
 
   std::string toText() const;

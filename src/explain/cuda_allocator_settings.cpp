@@ -143,7 +143,8 @@ bool ignoredKey(const std::string& key) {
 
 }  // namespace
 
-CudaAllocatorSettings CudaAllocatorSettings::parse(const std::string& conf) {
+CudaAllocatorSettings CudaAllocatorSettings::parse(const std::string& conf,
+                                                   std::vector<std::string>* unknown_keys) {
   CudaAllocatorSettings settings;
   for (const std::string& item : items(conf)) {
     if (item.empty()) continue;
@@ -176,7 +177,8 @@ CudaAllocatorSettings CudaAllocatorSettings::parse(const std::string& conf) {
     } else if (key == "backend") {
       if (value != "native") refuse(key, "only the native caching allocator is modelled");
     } else if (!ignoredKey(key)) {
-      refuse(key, "not a setting of the caching allocator");
+      if (unknown_keys == nullptr) refuse(key, "not a setting of the caching allocator");
+      unknown_keys->push_back(key);
     }
   }
   return settings;

@@ -42,8 +42,11 @@ struct CudaAllocatorSettings {
 
   // Reads PYTORCH_CUDA_ALLOC_CONF's syntax: comma-separated KEY:VALUE. Keys that change nothing
   // the model counts (the pinned host allocator's) are taken and ignored. Throws
-  // std::invalid_argument naming the key or value it cannot take.
-  static CudaAllocatorSettings parse(const std::string& conf);
+  // std::invalid_argument naming the key or value it cannot take. With `unknown_keys`, a key the
+  // model does not know (a newer torch's, another backend's) is added there instead of refused:
+  // how a run's own settings are read, which the allocator took.
+  static CudaAllocatorSettings parse(const std::string& conf,
+                                     std::vector<std::string>* unknown_keys = nullptr);
   // The settings in that syntax; empty for the defaults.
   std::string text() const;
 };

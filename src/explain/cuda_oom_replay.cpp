@@ -70,7 +70,7 @@ OomSettingsReplay replayOutOfMemory(const OomRecord& record, const OomHistory& h
   result.device_bytes = record.reserved + record.device_free_bytes;
   CudaAllocatorSettings in_effect;
   try {
-    in_effect = CudaAllocatorSettings::parse(settings_in_effect);
+    in_effect = CudaAllocatorSettings::parse(settings_in_effect, &result.ignored_settings);
   } catch (const std::invalid_argument& error) {
     result.unreadable_settings = error.what();
     return result;
@@ -87,8 +87,9 @@ OomSettingsReplay replayOutOfMemory(const OomRecord& record, const OomHistory& h
   if (!result.reproduced) return result;
   for (const std::string& suggestion : suggestedAllocatorSettings()) {
     // Later keys win: the program's other settings stay as they were.
+    std::vector<std::string> ignored;  // the same keys again
     CudaAllocatorSettings settings = CudaAllocatorSettings::parse(
-        settings_in_effect.empty() ? suggestion : settings_in_effect + "," + suggestion);
+        settings_in_effect.empty() ? suggestion : settings_in_effect + "," + suggestion, &ignored);
     if (settings.text() == result.settings_in_effect) continue;  // already in effect
     result.alternatives.push_back(replayed(events, settings, result.device_bytes));
   }

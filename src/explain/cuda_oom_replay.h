@@ -38,6 +38,8 @@ struct OomSettingsReplay {
   // saw the whole run the allocator saw.
   bool history_complete = false;
   std::string settings_in_effect;  // PYTORCH_ALLOC_CONF's text; "" for the defaults
+  // Keys of the settings in effect the model does not know (a newer torch's): replayed without.
+  std::vector<std::string> ignored_settings;
   // Why the settings in effect could not be replayed ("" when they were): then nothing else is.
   std::string unreadable_settings;
   // The model ran out under the settings in effect, as the allocator did: only then are the

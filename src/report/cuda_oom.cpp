@@ -40,6 +40,7 @@ nlohmann::ordered_json settingsJson(const explain::OomSettingsReplay& settings) 
     return json;
   }
   json["settings_in_effect"] = settings.settings_in_effect;
+  json["ignored_settings"] = settings.ignored_settings;
   json["allocations_replayed"] = settings.allocations;
   json["history_complete"] = settings.history_complete;
   json["blocks_before_history"] = settings.blocks_before_history;
@@ -74,6 +75,10 @@ std::string oomSettingsText(const explain::OomSettingsReplay& settings) {
                 " in use from before the events it kept)";
   } else if (!settings.history_complete) {
     replayed += " (the session's oldest events were not kept)";
+  }
+  if (!settings.ignored_settings.empty()) {
+    replayed += " without the settings it does not know (" +
+                joinedSettings(settings.ignored_settings) + ")";
   }
   if (!settings.reproduced) {
     return "  " + replayed +

@@ -41,10 +41,25 @@ std::int64_t streamOf(const Json& entry) {
                                       : stream->get<std::int64_t>();
 }
 
+// A block goes back to its pool at free_completed, once the streams that used it are done; a trace
+// with no free_completed at all (written by a tool that keeps only the program's frees) frees it
+// at free_requested.
+const char* freeActionOf(const Json& entries) {
+  for (const Json& entry : entries) {
+    if (!entry.is_object()) continue;
+    auto action = entry.find("action");
+    if (action != entry.end() && action->is_string() && *action == "free_completed") {
+      return "free_completed";
+    }
+  }
+  return "free_requested";
+}
+
 CudaDeviceTrace deviceTrace(const Json& entries, int device) {
   CudaDeviceTrace trace;
   trace.device = device;
   std::uint64_t reserved = 0;
+  const std::string free_action = freeActionOf(entries);
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const Json& entry = entries[i];
     std::string where = "device_traces[" + std::to_string(device) + "][" + std::to_string(i) + "]";
@@ -56,7 +71,7 @@ CudaDeviceTrace deviceTrace(const Json& entries, int device) {
       trace.events.push_back({Event::Kind::kAlloc, unsignedField(entry, "addr", where),
                               unsignedField(entry, "size", where), streamOf(entry)});
       ++trace.allocations;
-    } else if (action == "free_completed") {
+    } else if (action == free_action) {
       trace.events.push_back({Event::Kind::kFree, unsignedField(entry, "addr", where), 0, 0});
     } else if (action == "segment_alloc" || action == "segment_map") {
       reserved += unsignedField(entry, "size", where);
@@ -73,7 +88,6 @@ CudaDeviceTrace deviceTrace(const Json& entries, int device) {
           {Event::Kind::kAlloc, kFailedRequest, trace.out_of_memory_requested, streamOf(entry)});
       break;
     }
-    // free_requested: the block is freed at free_completed (after the streams that used it).
   }
   return trace;
 }

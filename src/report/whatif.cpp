@@ -49,17 +49,21 @@ WhatIfSetting replayed(const std::string& name, const explain::CudaAllocatorSett
 
 WhatIfReport whatIfSnapshot(const std::string& snapshot, const std::string& source,
                             const WhatIfOptions& options) {
+  // Each row is named as it was asked for: "expandable_segments:False" is the defaults, and says
+  // so better than an empty name.
+  const std::vector<std::string>& names =
+      options.settings.empty() ? explain::suggestedAllocatorSettings() : options.settings;
   std::vector<explain::CudaAllocatorSettings> settings;
-  for (const std::string& conf :
-       options.settings.empty() ? explain::suggestedAllocatorSettings() : options.settings) {
+  for (const std::string& conf : names) {
     settings.push_back(explain::CudaAllocatorSettings::parse(conf));
   }
   report::CudaSnapshotTrace trace =
       report::cudaSnapshotTrace(report::readPlainPickle(snapshot, {"frames", "segments"}));
   const report::CudaDeviceTrace& chosen = chosenDevice(trace, options.device);
   explain::CudaAllocatorSettings recorded;
+  std::vector<std::string> ignored;
   try {
-    recorded = explain::CudaAllocatorSettings::parse(trace.allocator_conf);
+    recorded = explain::CudaAllocatorSettings::parse(trace.allocator_conf, &ignored);
   } catch (const std::invalid_argument& error) {
     throw std::invalid_argument(std::string("the run's own PYTORCH_CUDA_ALLOC_CONF: ") +
                                 error.what());
@@ -72,6 +76,7 @@ WhatIfReport whatIfSnapshot(const std::string& snapshot, const std::string& sour
   report.recorded_reserved_peak = chosen.recorded_reserved_peak;
   report.recorded_out_of_memory_at = chosen.out_of_memory_at;
   report.recorded_out_of_memory_requested = chosen.out_of_memory_requested;
+  report.ignored_settings = ignored;
   report.device_bytes = options.device_bytes;
   if (options.device_bytes) {
     report.device_bytes_from = "given";
@@ -87,7 +92,7 @@ WhatIfReport whatIfSnapshot(const std::string& snapshot, const std::string& sour
       recorded_text.empty() ? "(as recorded: the defaults)" : "(as recorded) " + recorded_text,
       recorded, chosen, bytes));
   for (std::size_t i = 0; i < settings.size(); ++i) {
-    report.settings.push_back(replayed(settings[i].text(), settings[i], chosen, bytes));
+    report.settings.push_back(replayed(names[i], settings[i], chosen, bytes));
   }
   return report;
 }

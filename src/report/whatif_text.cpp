@@ -36,6 +36,13 @@ std::string WhatIfReport::toText() const {
         << " (event " << *recorded_out_of_memory_at << ")";
   }
   out << "\n";
+  if (!ignored_settings.empty()) {
+    out << "the run's settings the model does not know, replayed without them: ";
+    for (std::size_t i = 0; i < ignored_settings.size(); ++i) {
+      out << (i ? ", " : "") << ignored_settings[i];
+    }
+    out << "\n";
+  }
   if (device_bytes) {
     out << "device memory replayed: " << bytes(*device_bytes) << " (" << device_bytes_from << ")\n";
   } else {
@@ -69,7 +76,8 @@ std::string WhatIfReport::toJson() const {
                       {"out_of_memory_at", recorded_out_of_memory_at
                                                ? nlohmann::ordered_json(*recorded_out_of_memory_at)
                                                : nlohmann::ordered_json(nullptr)},
-                      {"out_of_memory_requested", recorded_out_of_memory_requested}};
+                      {"out_of_memory_requested", recorded_out_of_memory_requested},
+                      {"ignored_settings", ignored_settings}};
   json["settings"] = nlohmann::ordered_json::array();
   for (const WhatIfSetting& row : settings) {
     json["settings"].push_back(

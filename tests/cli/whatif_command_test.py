@@ -128,7 +128,34 @@ class WhatIf(unittest.TestCase):
         settings = json.loads(result.stdout)["settings"]
         self.assertEqual(settings[0]["setting"], "(as recorded) expandable_segments:True")
         self.assertFalse(settings[0]["runs_out"])
-        self.assertEqual(settings[1]["setting"], "garbage_collection_threshold:0.60")
+        self.assertEqual(settings[1]["setting"], "garbage_collection_threshold:0.6")
+
+    def test_each_row_is_named_as_asked_and_keys_the_model_does_not_know_are_left_out(self):
+        # The run's own settings hold a key of a newer torch: replayed without it, and said.
+        trace = pinned_segment()
+        result = whatif(self.folder, snapshot(trace, "future_knob:3,expandable_segments:True"),
+                        "--json", "--setting", "expandable_segments:False")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        report = json.loads(result.stdout)
+        self.assertEqual(report["recorded"]["ignored_settings"], ["future_knob"])
+        by_setting = rows(result)
+        self.assertFalse(by_setting["(as recorded) expandable_segments:True"]["runs_out"])
+        # The defaults, asked for by name: named so, and running out as the run did.
+        self.assertTrue(by_setting["expandable_segments:False"]["runs_out"])
+        text = whatif(self.folder, snapshot(trace, "future_knob:3"))
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("the run's settings the model does not know, replayed without them: "
+                      "future_knob", text.stdout)
+
+    def test_a_trace_without_completed_frees_frees_blocks_when_the_program_does(self):
+        trace = pinned_segment()
+        trace.entries = [entry for entry in trace.entries
+                         if entry["action"] != "free_completed"]
+        by_setting = rows(whatif(self.folder, snapshot(trace), "--json"))
+        recorded = by_setting["(as recorded: the defaults)"]
+        self.assertTrue(recorded["runs_out"])
+        self.assertEqual(recorded["free_at_out_of_memory"], 28 * MiB)
+        self.assertFalse(by_setting["expandable_segments:True"]["runs_out"])
 
     def test_without_an_error_only_peaks_are_compared_unless_memory_is_given(self):
         trace = Trace()
