@@ -71,14 +71,7 @@ std::optional<std::uint64_t> CudaAllocatorModel::expandSegment(Pool which, std::
     if (space < rounded) return std::nullopt;
     std::uint64_t address = kExpandableBase + next_expandable_address_;
     next_expandable_address_ += space + page;
-    segments_[address] = Segment{space, true, page};
-    Block block;
-    block.size = space;
-    block.segment = address;
-    block.stream = stream;
-    block.pool = which;
-    block.mapped = false;
-    blocks_.emplace(address, block);
+    addSegment(address, space, /*expandable=*/true, page, which, stream);
     unmapped_.insert({stream, pool_index, address});
     unmapped = address;
   }

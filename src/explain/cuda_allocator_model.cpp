@@ -1,11 +1,8 @@
 #include "explain/cuda_allocator_model.h"
 
 #include <algorithm>
-#include <cctype>
 #include <iterator>
 #include <stdexcept>
-
-#include "common/text.h"
 
 namespace memseal::explain {
 
@@ -107,15 +104,21 @@ std::optional<std::uint64_t> CudaAllocatorModel::newSegment(Pool which, std::int
   if (reserved_ + bytes > allowedBytes()) return std::nullopt;
   std::uint64_t address = next_segment_address_;
   next_segment_address_ += bytes + kSegmentGap;
-  segments_[address] = Segment{bytes, false, 0};
+  addSegment(address, bytes, /*expandable=*/false, /*page=*/0, which, stream);
+  reserved_ += bytes;
+  return address;
+}
+
+void CudaAllocatorModel::addSegment(std::uint64_t address, std::uint64_t bytes, bool expandable,
+                                    std::uint64_t page, Pool which, std::int64_t stream) {
+  segments_[address] = Segment{bytes, expandable, page};
   Block block;
   block.size = bytes;
   block.segment = address;
   block.stream = stream;
   block.pool = which;
+  block.mapped = !expandable;  // an expandable segment's pages are mapped as blocks need them
   blocks_.emplace(address, block);
-  reserved_ += bytes;
-  return address;
 }
 
 bool CudaAllocatorModel::releaseOversizeBlocks(Pool which, std::int64_t stream,

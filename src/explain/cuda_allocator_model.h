@@ -116,6 +116,9 @@ class CudaAllocatorModel {
   bool releaseOversizeBlocks(Pool which, std::int64_t stream, std::uint64_t rounded);
   bool releaseCachedBlocks();
   void collectGarbage();
+  // A segment at `address` and the one block that spans it (mapped or not), neither cached.
+  void addSegment(std::uint64_t address, std::uint64_t bytes, bool expandable, std::uint64_t page,
+                  Pool which, std::int64_t stream);
   // A cached block that is a whole segment back to the device.
   void releaseSegment(std::uint64_t address);
   void cache(std::uint64_t address);
