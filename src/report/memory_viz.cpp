@@ -55,7 +55,8 @@ GenericList newList() { return GenericList(c10::AnyType::get()); }
 
 // Every key and fixed value, made once: one string IValue reused costs a reference count where a
 // fresh one per event would cost an allocation (the pickle is the same: strings memoize by value).
-struct Names {
+// Dict keys, trace actions, and the values of segment_type and a block's state.
+struct KeyNames {
   IValue device = "device";
   IValue address = "address";
   IValue total_size = "total_size";
@@ -64,15 +65,22 @@ struct Names {
   IValue requested_size = "requested_size";
   IValue stream = "stream";
   IValue segment_type = "segment_type";
-  IValue large = "large";
   IValue segment_pool_id = "segment_pool_id";
   IValue is_expandable = "is_expandable";
   IValue frames = "frames";
   IValue blocks = "blocks";
   IValue size = "size";
   IValue state = "state";
-  IValue active_allocated = "active_allocated";
   IValue action = "action";
+  IValue device_free = "device_free";
+  IValue addr = "addr";
+  IValue time_us = "time_us";
+  IValue name = "name";
+  IValue filename = "filename";
+  IValue line = "line";
+};
+
+struct ActionNames {
   IValue alloc = "alloc";
   IValue free_requested = "free_requested";
   IValue free_completed = "free_completed";
@@ -81,35 +89,40 @@ struct Names {
   IValue segment_map = "segment_map";
   IValue segment_unmap = "segment_unmap";
   IValue oom = "oom";
-  IValue device_free = "device_free";
+};
+
+struct ValueNames {
+  IValue large = "large";
   IValue small = "small";
+  IValue active_allocated = "active_allocated";
   IValue inactive = "inactive";
   IValue active_pending_free = "active_pending_free";
-  IValue addr = "addr";
-  IValue time_us = "time_us";
-  IValue name = "name";
-  IValue filename = "filename";
-  IValue line = "line";
+};
+
+struct Names {
+  KeyNames key;
+  ActionNames actions;
+  ValueNames value;
 };
 
 const IValue& actionName(const Names& names, VizEvent::Action action) {
   switch (action) {
     case VizEvent::Action::kAlloc:
-      return names.alloc;
+      return names.actions.alloc;
     case VizEvent::Action::kFreeRequested:
-      return names.free_requested;
+      return names.actions.free_requested;
     case VizEvent::Action::kFreeCompleted:
-      return names.free_completed;
+      return names.actions.free_completed;
     case VizEvent::Action::kSegmentAlloc:
-      return names.segment_alloc;
+      return names.actions.segment_alloc;
     case VizEvent::Action::kSegmentFree:
-      return names.segment_free;
+      return names.actions.segment_free;
     case VizEvent::Action::kSegmentMap:
-      return names.segment_map;
+      return names.actions.segment_map;
     case VizEvent::Action::kSegmentUnmap:
-      return names.segment_unmap;
+      return names.actions.segment_unmap;
     case VizEvent::Action::kOom:
-      return names.oom;
+      return names.actions.oom;
   }
   throw std::invalid_argument("memory viz: an event has an unknown action");
 }
@@ -203,9 +216,9 @@ class DeviceStacks {
       frames.reserve(stack.size());
       for (const VizFrame& frame : stack) {
         GenericDict entry = newDict();
-        entry.insert(names.name, validUtf8(frame.name));
-        entry.insert(names.filename, validUtf8(frame.filename));
-        entry.insert(names.line, static_cast<std::int64_t>(frame.line));
+        entry.insert(names.key.name, validUtf8(frame.name));
+        entry.insert(names.key.filename, validUtf8(frame.filename));
+        entry.insert(names.key.line, static_cast<std::int64_t>(frame.line));
         frames.push_back(std::move(entry));
       }
       lists_.push_back(std::move(frames));
@@ -234,29 +247,29 @@ GenericDict segmentOf(const VizBlock& block, std::int64_t device_index, const Ge
   std::int64_t address = addressValue(block.address, where);
   std::int64_t size = sizeValue(block.size, where);
   GenericDict entry = newDict();
-  entry.insert(names.address, address);
-  entry.insert(names.size, size);
-  entry.insert(names.requested_size, size);
-  entry.insert(names.state, names.active_allocated);
-  entry.insert(names.frames, frames);
+  entry.insert(names.key.address, address);
+  entry.insert(names.key.size, size);
+  entry.insert(names.key.requested_size, size);
+  entry.insert(names.key.state, names.value.active_allocated);
+  entry.insert(names.key.frames, frames);
   GenericList blocks = newList();
   blocks.push_back(std::move(entry));
 
   GenericDict segment = newDict();
-  segment.insert(names.device, device_index);
-  segment.insert(names.address, address);
-  segment.insert(names.total_size, size);
-  segment.insert(names.allocated_size, size);
-  segment.insert(names.active_size, size);
-  segment.insert(names.requested_size, size);
-  segment.insert(names.stream, std::int64_t{0});
-  segment.insert(names.segment_type, names.large);
-  segment.insert(names.segment_pool_id, pool_id);
-  segment.insert(names.is_expandable, false);
+  segment.insert(names.key.device, device_index);
+  segment.insert(names.key.address, address);
+  segment.insert(names.key.total_size, size);
+  segment.insert(names.key.allocated_size, size);
+  segment.insert(names.key.active_size, size);
+  segment.insert(names.key.requested_size, size);
+  segment.insert(names.key.stream, std::int64_t{0});
+  segment.insert(names.key.segment_type, names.value.large);
+  segment.insert(names.key.segment_pool_id, pool_id);
+  segment.insert(names.key.is_expandable, false);
   // The segment was made by the allocation itself, so it carries the same stack: with none the
   // viewer would say it "was allocated before _record_history was enabled".
-  segment.insert(names.frames, frames);
-  segment.insert(names.blocks, std::move(blocks));
+  segment.insert(names.key.frames, frames);
+  segment.insert(names.key.blocks, std::move(blocks));
   return segment;
 }
 
@@ -276,11 +289,11 @@ constexpr std::int64_t kSmallSegmentBytes = 2 << 20;
 GenericDict blockEntry(std::int64_t address, std::int64_t size, const IValue& state,
                        std::int64_t requested, const GenericList& frames, const Names& names) {
   GenericDict entry = newDict();
-  entry.insert(names.address, address);
-  entry.insert(names.size, size);
-  entry.insert(names.requested_size, requested);
-  entry.insert(names.state, state);
-  entry.insert(names.frames, frames);
+  entry.insert(names.key.address, address);
+  entry.insert(names.key.size, size);
+  entry.insert(names.key.requested_size, requested);
+  entry.insert(names.key.state, state);
+  entry.insert(names.key.frames, frames);
   return entry;
 }
 
@@ -312,49 +325,51 @@ GenericDict cachingSegmentOf(const VizSegment& given, std::int64_t device_index,
     }
     if (block_address > cursor) {
       blocks.push_back(
-          blockEntry(cursor, block_address - cursor, names.inactive, 0, empty_frames, names));
+          blockEntry(cursor, block_address - cursor, names.value.inactive, 0, empty_frames, names));
     }
     bool pending = block->state == VizBlock::State::kActivePendingFree;
-    blocks.push_back(blockEntry(block_address, block_size,
-                                pending ? names.active_pending_free : names.active_allocated,
-                                block_size, stacks.at(block->stack, where), names));
+    blocks.push_back(
+        blockEntry(block_address, block_size,
+                   pending ? names.value.active_pending_free : names.value.active_allocated,
+                   block_size, stacks.at(block->stack, where), names));
     active += block_size;
     if (!pending) allocated += block_size;
     cursor = block_address + block_size;
   }
   if (cursor < address + size) {
     blocks.push_back(
-        blockEntry(cursor, address + size - cursor, names.inactive, 0, empty_frames, names));
+        blockEntry(cursor, address + size - cursor, names.value.inactive, 0, empty_frames, names));
   }
   GenericDict segment = newDict();
-  segment.insert(names.device, device_index);
-  segment.insert(names.address, address);
-  segment.insert(names.total_size, size);
-  segment.insert(names.allocated_size, allocated);
-  segment.insert(names.active_size, active);
-  segment.insert(names.requested_size, allocated);
-  segment.insert(names.stream, streamValue(given.stream, where));
-  segment.insert(names.segment_type, size <= kSmallSegmentBytes ? names.small : names.large);
-  segment.insert(names.segment_pool_id, pool_id);
-  segment.insert(names.is_expandable, given.expandable);
-  segment.insert(names.frames, stacks.at(given.stack, where));
-  segment.insert(names.blocks, std::move(blocks));
+  segment.insert(names.key.device, device_index);
+  segment.insert(names.key.address, address);
+  segment.insert(names.key.total_size, size);
+  segment.insert(names.key.allocated_size, allocated);
+  segment.insert(names.key.active_size, active);
+  segment.insert(names.key.requested_size, allocated);
+  segment.insert(names.key.stream, streamValue(given.stream, where));
+  segment.insert(names.key.segment_type,
+                 size <= kSmallSegmentBytes ? names.value.small : names.value.large);
+  segment.insert(names.key.segment_pool_id, pool_id);
+  segment.insert(names.key.is_expandable, given.expandable);
+  segment.insert(names.key.frames, stacks.at(given.stack, where));
+  segment.insert(names.key.blocks, std::move(blocks));
   return segment;
 }
 
 GenericDict eventOf(const IValue& action, const VizEvent& event, const GenericList& frames,
                     const Names& names, const Where& where) {
   GenericDict entry = newDict();
-  entry.insert(names.action, action);
+  entry.insert(names.key.action, action);
   if (event.action == VizEvent::Action::kOom) {
-    entry.insert(names.device_free, addressValue(event.device_free, where));
+    entry.insert(names.key.device_free, addressValue(event.device_free, where));
   } else {
-    entry.insert(names.addr, addressValue(event.address, where));
+    entry.insert(names.key.addr, addressValue(event.address, where));
   }
-  entry.insert(names.size, sizeValue(event.size, where));
-  entry.insert(names.stream, streamValue(event.stream, where));
-  entry.insert(names.time_us, event.time_us);
-  entry.insert(names.frames, frames);
+  entry.insert(names.key.size, sizeValue(event.size, where));
+  entry.insert(names.key.stream, streamValue(event.stream, where));
+  entry.insert(names.key.time_us, event.time_us);
+  entry.insert(names.key.frames, frames);
   return entry;
 }
 
@@ -435,11 +450,11 @@ void addBlockDevice(const PickleContext& context, const VizDevice& device, std::
     const Where where{label, "event", event_index};
     const GenericList& frames = stacks.at(event.stack, where);
     if (event.action == VizEvent::Action::kAlloc) {
-      trace.push_back(eventOf(names.segment_alloc, event, frames, names, where));
+      trace.push_back(eventOf(names.actions.segment_alloc, event, frames, names, where));
     }
     trace.push_back(eventOf(actionName(names, event.action), event, frames, names, where));
     if (event.action == VizEvent::Action::kFreeCompleted) {
-      trace.push_back(eventOf(names.segment_free, event, frames, names, where));
+      trace.push_back(eventOf(names.actions.segment_free, event, frames, names, where));
     }
   }
   device_traces.push_back(std::move(trace));
@@ -451,14 +466,15 @@ void addBlockDevice(const PickleContext& context, const VizDevice& device, std::
 // stack frames would cost every event some 12 bytes more.
 GenericDict aboutTheFile(const Names& names, GenericList device_names) {
   GenericList event_fields = newList();
-  for (const IValue* key :
-       {&names.action, &names.addr, &names.size, &names.stream, &names.time_us, &names.frames}) {
+  for (const IValue* key : {&names.key.action, &names.key.addr, &names.key.size, &names.key.stream,
+                            &names.key.time_us, &names.key.frames}) {
     event_fields.push_back(*key);
   }
   GenericList event_actions = newList();
   for (const IValue* action :
-       {&names.segment_alloc, &names.alloc, &names.free_requested, &names.free_completed,
-        &names.segment_free, &names.segment_map, &names.segment_unmap, &names.oom}) {
+       {&names.actions.segment_alloc, &names.actions.alloc, &names.actions.free_requested,
+        &names.actions.free_completed, &names.actions.segment_free, &names.actions.segment_map,
+        &names.actions.segment_unmap, &names.actions.oom}) {
     event_actions.push_back(*action);
   }
   GenericDict about = newDict();
