@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <set>
 #include <stdexcept>
 
@@ -233,6 +234,14 @@ const std::vector<std::string>& suggestedAllocatorSettings() {
   static const std::vector<std::string> kSuggested = {
       "expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"};
   return kSuggested;
+}
+
+std::string allocatorSettingsInEffect() {
+  for (const char* variable : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
+    const char* value = std::getenv(variable);
+    if (value != nullptr) return value;
+  }
+  return "";
 }
 
 }  // namespace memseal::explain

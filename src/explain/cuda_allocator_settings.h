@@ -61,4 +61,9 @@ std::uint64_t segmentSize(std::uint64_t rounded);
 // forensics try (cuda_oom_replay.h).
 const std::vector<std::string>& suggestedAllocatorSettings();
 
+// This process's allocator settings as torch 2.11 reads them when CUDA starts: PYTORCH_ALLOC_CONF,
+// else PYTORCH_CUDA_ALLOC_CONF ("" when neither is set). Settings changed at run time
+// (torch.cuda.memory._set_allocator_settings) are not seen.
+std::string allocatorSettingsInEffect();
+
 }  // namespace memseal::explain

@@ -198,7 +198,7 @@ std::string writeOutOfMemoryForensics(const OomRecord& record, const track::OomH
                      "/memseal-cuda-oom-" + std::to_string(getpid()) + "-" +
                      std::to_string(++files) + ".json";
   explain::OomSettingsReplay settings =
-      explain::replayOutOfMemory(record, history, allocatorSettingsInEffect());
+      explain::replayOutOfMemory(record, history, explain::allocatorSettingsInEffect());
   std::string error;
   if (!common::writeFileAtomically(
           path, oomForensicsJson(record, track::deviceSiteLabel, &settings), &error)) {

@@ -23,10 +23,6 @@ std::string oomForensicsText(const track::OomRecord& record,
 // The settings replay in a line or two ("" when there is nothing to say).
 std::string oomSettingsText(const explain::OomSettingsReplay& settings);
 
-// The allocator's settings in effect, as torch 2.11 reads them: PYTORCH_ALLOC_CONF, else
-// PYTORCH_CUDA_ALLOC_CONF.
-std::string allocatorSettingsInEffect();
-
 // Writes the forensics of `record` to MEMSEAL_OOM_DIR (or the working folder) as
 // memseal-cuda-oom-PID-N.json, with `history` replayed under other allocator settings, and says
 // so on stderr; returns the path, empty when it could not be written (stderr says why). What track

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "common/schemas.h"
+#include "explain/cuda_allocator_settings.h"
 
 namespace memseal::report {
 
@@ -505,6 +506,11 @@ std::string memoryVizPickle(const std::vector<VizDevice>& devices) {
   snapshot.insert("memseal", aboutTheFile(context.names, std::move(device_names)));
   snapshot.insert("segments", std::move(segments));
   snapshot.insert("device_traces", std::move(device_traces));
+  // As torch's snapshot records them (its key holds the settings string), so that `memseal
+  // whatif` replays the run under its own settings first.
+  GenericDict allocator_settings = newDict();
+  allocator_settings.insert("PYTORCH_CUDA_ALLOC_CONF", explain::allocatorSettingsInEffect());
+  snapshot.insert("allocator_settings", std::move(allocator_settings));
   return writePickle(snapshot);
 }
 

@@ -70,10 +70,17 @@ TEST(MemoryViz, ReadsBackAsTheSnapshotDictionary) {
   second.name = "second";
   second.stacks = {{{"g", "g.py", 1}}};
   second.live = {{0x40, 16, 0}};
+  // The allocator's settings, as torch's snapshot keeps them: what `memseal whatif` replays first.
+  unsetenv("PYTORCH_ALLOC_CONF");
+  setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
   IValue snapshot = unpickle(memoryVizPickle({smallDevice(), second}));
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
 
   ASSERT_TRUE(snapshot.isGenericDict());
-  EXPECT_EQ(keysOf(snapshot), (std::vector<std::string>{"memseal", "segments", "device_traces"}));
+  EXPECT_EQ(keysOf(snapshot), (std::vector<std::string>{"memseal", "segments", "device_traces",
+                                                        "allocator_settings"}));
+  EXPECT_EQ(stringField(field(snapshot, "allocator_settings"), "PYTORCH_CUDA_ALLOC_CONF"),
+            "expandable_segments:True");
   const IValue& about = field(snapshot, "memseal");
   EXPECT_EQ(stringField(about, "schema"), "memseal.memory_viz/1");
   auto names = listField(about, "devices");
