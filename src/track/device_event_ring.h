@@ -27,7 +27,7 @@ class EventRing {
       return;
     }
     events_[oldest_] = event;
-    oldest_ = (oldest_ + 1) % capacity_;
+    if (++oldest_ == capacity_) oldest_ = 0;  // no division on the allocator's path
     ++dropped_;
   }
 
