@@ -105,14 +105,6 @@ std::string oomSettingsText(const explain::OomSettingsReplay& settings) {
   return text;
 }
 
-std::string allocatorSettingsInEffect() {
-  for (const char* variable : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
-    const char* value = std::getenv(variable);
-    if (value != nullptr) return value;
-  }
-  return "";
-}
-
 std::string oomForensicsJson(const OomRecord& record,
                              const std::function<std::string(std::uint32_t site)>& site_name,
                              const explain::OomSettingsReplay* settings) {
