@@ -92,6 +92,12 @@ std::string countedText(std::uint64_t count, const std::string& noun) {
   return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
 }
 
+std::string joinedText(const std::vector<std::string>& parts, const char* separator) {
+  std::string text;
+  for (std::size_t i = 0; i < parts.size(); ++i) text += (i ? separator : "") + parts[i];
+  return text;
+}
+
 std::string shapeText(const std::vector<std::int64_t>& shape) {
   return shapeText(shape.data(), shape.size());
 }

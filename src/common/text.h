@@ -34,6 +34,8 @@ std::string shownPath(const std::string& path);
 std::string shownOpName(const std::string& op);
 // "1 step", "3 steps", "0 steps": a count and its noun, with an "s" unless the count is one.
 std::string countedText(std::uint64_t count, const std::string& noun);
+// "a, b, c": the parts with `separator` between them ("" for none).
+std::string joinedText(const std::vector<std::string>& parts, const char* separator);
 // "[2, 3, 224, 224]"
 std::string shapeText(const std::vector<std::int64_t>& shape);
 std::string shapeText(const std::int64_t* shape, std::size_t rank);

@@ -212,9 +212,7 @@ std::string CudaAllocatorSettings::text() const {
   if (memory_fraction) {
     parts.push_back("per_process_memory_fraction:" + common::fixedText(*memory_fraction, 2));
   }
-  std::string text;
-  for (std::size_t i = 0; i < parts.size(); ++i) text += (i ? "," : "") + parts[i];
-  return text;
+  return common::joinedText(parts, ",");
 }
 
 std::uint64_t roundedBlockSize(std::uint64_t bytes, const CudaAllocatorSettings& settings) {

@@ -56,12 +56,6 @@ nlohmann::ordered_json settingsJson(const explain::OomSettingsReplay& settings) 
   return json;
 }
 
-std::string joinedSettings(const std::vector<std::string>& settings) {
-  std::string text;
-  for (std::size_t i = 0; i < settings.size(); ++i) text += (i ? ", " : "") + settings[i];
-  return text;
-}
-
 }  // namespace
 
 std::string oomSettingsText(const explain::OomSettingsReplay& settings) {
@@ -78,7 +72,7 @@ std::string oomSettingsText(const explain::OomSettingsReplay& settings) {
   }
   if (!settings.ignored_settings.empty()) {
     replayed += " without the settings it does not know (" +
-                joinedSettings(settings.ignored_settings) + ")";
+                common::joinedText(settings.ignored_settings, ", ") + ")";
   }
   if (!settings.reproduced) {
     return "  " + replayed +
@@ -96,12 +90,12 @@ std::string oomSettingsText(const explain::OomSettingsReplay& settings) {
   }
   if (avoiding.empty()) {
     return "  " + replayed + ", runs out under every setting tried (" +
-           joinedSettings(not_avoiding) +
+           common::joinedText(not_avoiding, ", ") +
            "): what was in use needs more than the device had, whatever the cache does\n";
   }
   std::string text =
       "  " + replayed + ", runs out as the allocator did; this would have avoided it:\n" + avoiding;
-  if (!not_avoiding.empty()) text += "    (not " + joinedSettings(not_avoiding) + ")\n";
+  if (!not_avoiding.empty()) text += "    (not " + common::joinedText(not_avoiding, ", ") + ")\n";
   return text;
 }
 

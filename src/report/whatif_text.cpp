@@ -37,11 +37,8 @@ std::string WhatIfReport::toText() const {
   }
   out << "\n";
   if (!ignored_settings.empty()) {
-    out << "the run's settings the model does not know, replayed without them: ";
-    for (std::size_t i = 0; i < ignored_settings.size(); ++i) {
-      out << (i ? ", " : "") << ignored_settings[i];
-    }
-    out << "\n";
+    out << "the run's settings the model does not know, replayed without them: "
+        << common::joinedText(ignored_settings, ", ") << "\n";
   }
   if (device_bytes) {
     out << "device memory replayed: " << bytes(*device_bytes) << " (" << device_bytes_from << ")\n";
