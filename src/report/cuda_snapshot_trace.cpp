@@ -92,6 +92,30 @@ CudaDeviceTrace deviceTrace(const Json& entries, int device) {
   return trace;
 }
 
+// The CUDA ordinal of each entry of device_traces. torch's snapshot holds one trace per CUDA
+// device, in order; memseal's own --memory-viz file names its devices under "memseal" and holds the
+// host's trace too ("cpu"), which is no caching allocator's and is left out (-1).
+std::vector<int> cudaOrdinals(const Json& snapshot, std::size_t traces) {
+  std::vector<int> ordinals(traces);
+  for (std::size_t i = 0; i < traces; ++i) ordinals[i] = static_cast<int>(i);
+  auto about = snapshot.find("memseal");
+  if (about == snapshot.end() || !about->is_object()) return ordinals;
+  auto names = about->find("devices");
+  if (names == about->end() || !names->is_array() || names->size() != traces) return ordinals;
+  for (std::size_t i = 0; i < traces; ++i) {
+    const Json& name = (*names)[i];
+    const std::string text = name.is_string() ? name.get<std::string>() : std::string();
+    ordinals[i] = -1;
+    if (text == "cuda") {
+      ordinals[i] = 0;
+    } else if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() <= 9 &&
+               text.find_first_not_of("0123456789", 5) == std::string::npos) {
+      ordinals[i] = std::stoi(text.substr(5));
+    }
+  }
+  return ordinals;
+}
+
 }  // namespace
 
 CudaSnapshotTrace cudaSnapshotTrace(const Json& snapshot) {
@@ -101,10 +125,16 @@ CudaSnapshotTrace cudaSnapshotTrace(const Json& snapshot) {
     refuse("no device_traces (was _record_memory_history on?)");
   }
   CudaSnapshotTrace trace;
-  for (std::size_t device = 0; device < traces->size(); ++device) {
-    const Json& entries = (*traces)[device];
-    if (!entries.is_array()) refuse("device_traces[" + std::to_string(device) + "] is not a list");
-    CudaDeviceTrace device_trace = deviceTrace(entries, static_cast<int>(device));
+  const std::vector<int> ordinals = cudaOrdinals(snapshot, traces->size());
+  for (std::size_t index = 0; index < traces->size(); ++index) {
+    const Json& entries = (*traces)[index];
+    if (!entries.is_array()) refuse("device_traces[" + std::to_string(index) + "] is not a list");
+    if (ordinals[index] < 0) {
+      ++trace.host_traces;
+      continue;
+    }
+    CudaDeviceTrace device_trace = deviceTrace(entries, static_cast<int>(index));
+    device_trace.device = ordinals[index];
     if (device_trace.allocations > 0) trace.devices.push_back(std::move(device_trace));
   }
   auto settings = snapshot.find("allocator_settings");

@@ -32,6 +32,9 @@ struct CudaDeviceTrace {
 
 struct CudaSnapshotTrace {
   std::vector<CudaDeviceTrace> devices;  // those whose trace holds an allocation
+  // Traces of memory no caching allocator holds (memseal's --memory-viz names the host "cpu"),
+  // left out of `devices`.
+  std::size_t host_traces = 0;
   // PYTORCH_CUDA_ALLOC_CONF as the snapshot recorded it; empty where it did not.
   std::string allocator_conf;
 };

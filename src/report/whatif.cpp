@@ -13,6 +13,11 @@ namespace memseal {
 namespace {
 
 const report::CudaDeviceTrace& chosenDevice(const report::CudaSnapshotTrace& trace, int device) {
+  if (trace.devices.empty() && trace.host_traces > 0) {
+    throw std::invalid_argument(
+        "it holds no CUDA device's trace, only the host's (the run allocated nothing on a GPU); "
+        "whatif replays PyTorch's CUDA caching allocator");
+  }
   if (trace.devices.empty()) {
     throw std::invalid_argument(
         "its trace holds no allocation (record with "
@@ -92,6 +97,9 @@ WhatIfReport whatIfSnapshot(const std::string& snapshot, const std::string& sour
       recorded_text.empty() ? "(as recorded: the defaults)" : "(as recorded) " + recorded_text,
       recorded, chosen, bytes));
   for (std::size_t i = 0; i < settings.size(); ++i) {
+    // A suggestion the run already used would repeat the first row; a setting the user asked for
+    // is replayed as asked.
+    if (options.settings.empty() && settings[i].text() == recorded_text) continue;
     report.settings.push_back(replayed(names[i], settings[i], chosen, bytes));
   }
   return report;

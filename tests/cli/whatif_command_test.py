@@ -130,6 +130,35 @@ class WhatIf(unittest.TestCase):
         self.assertFalse(settings[0]["runs_out"])
         self.assertEqual(settings[1]["setting"], "garbage_collection_threshold:0.6")
 
+    def test_a_suggestion_the_run_already_used_is_not_replayed_twice(self):
+        result = whatif(self.folder, snapshot(pinned_segment(), "expandable_segments:True"),
+                        "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        names = [row["setting"] for row in json.loads(result.stdout)["settings"]]
+        self.assertEqual(names[0], "(as recorded) expandable_segments:True")
+        self.assertNotIn("expandable_segments:True", names)
+        self.assertIn("max_split_size_mb:128", names)
+
+    def test_the_hosts_trace_in_memseals_own_file_is_not_replayed_as_a_gpu(self):
+        # memseal's --memory-viz names its devices; the host's trace is no caching allocator's.
+        host_and_gpu = snapshot(pinned_segment())
+        host = Trace()
+        host.alloc(0, 64 * MiB)
+        host_and_gpu["device_traces"].insert(0, host.entries)
+        host_and_gpu["memseal"] = {"devices": ["cpu", "cuda:0"]}
+        result = whatif(self.folder, host_and_gpu, "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        report = json.loads(result.stdout)
+        self.assertEqual(report["device"], 0)
+        self.assertEqual(report["recorded"]["reserved_peak"], 40 * MiB)
+        self.assertEqual(whatif(self.folder, host_and_gpu, "--device", "0").returncode, 0)
+        host_only = {"memseal": {"devices": ["cpu"]}, "device_traces": [host.entries],
+                     "segments": []}
+        result = whatif(self.folder, host_only)
+        self.assertEqual(result.returncode, 2, result.stdout)
+        self.assertIn("no CUDA device's trace", result.stderr)
+        self.assertEqual(result.stdout, "")
+
     def test_each_row_is_named_as_asked_and_keys_the_model_does_not_know_are_left_out(self):
         # The run's own settings hold a key of a newer torch: replayed without it, and said.
         trace = pinned_segment()
