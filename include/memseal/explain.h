@@ -100,6 +100,44 @@ struct PeakRemedy {
   std::string cost;          // what it costs (recomputation, precision, convergence)
 };
 
+// A place on a CUDA device's peak: the op that allocated the blocks there and its MEMSEAL_REGION.
+struct DevicePeakSite {
+  std::string op;                        // "aten::empty_strided (inside aten::linear)", "<no op>"
+  std::string scope;                     // "" outside regions
+  MemoryRole role = MemoryRole::kOther;  // the role holding most of the site's bytes
+  std::int64_t bytes = 0;
+  std::int64_t count = 0;
+};
+
+// One CUDA device at the highest moment of its measured steps, from the caching allocator's own
+// block and segment events: what the tensors held (allocated) beside what the allocator kept from
+// the driver (reserved), and who held it. Roles are told by identity, as on the CPU: the block at
+// the address of a named tensor's storage, a gradient backward accumulated into, a tensor autograd
+// saved.
+struct DevicePeak {
+  int device = 0;
+  std::uint32_t step = 0;
+  std::int64_t allocated_bytes = 0;           // bytes of blocks handed to tensors, at the peak
+  std::int64_t reserved_bytes = 0;            // segments the allocator held at that moment
+  std::int64_t pending_free_bytes = 0;        // freed by the program, still in use by a stream
+  std::int64_t baseline_allocated_bytes = 0;  // when the step began
+  std::int64_t end_allocated_bytes = 0;       // when it ended
+  std::int64_t reserved_peak_bytes = 0;       // the most reserved at any moment of the step
+  std::int64_t blocks = 0;                    // blocks live at the peak
+  std::int64_t events = 0;                    // the device's block and segment events in the step
+  std::uint64_t dropped_events = 0;   // past max_events_per_step: the peak is read from the newest
+  std::vector<RoleBytes> roles;       // all six, in MemoryRole order
+  std::vector<DevicePeakSite> sites;  // largest first
+
+  // Reserved but in no block at the peak: the allocator's cache and the gaps of split segments
+  // (what torch.cuda.memory_reserved() shows above memory_allocated()).
+  std::int64_t cachedFreeBytes() const {
+    return reserved_bytes > allocated_bytes + pending_free_bytes
+               ? reserved_bytes - allocated_bytes - pending_free_bytes
+               : 0;
+  }
+};
+
 // What was live at the highest peak of the measured steps. Bytes are tracked tensor storage.
 struct MEMSEAL_API PeakReport {
   std::uint32_t steps = 0;
@@ -128,6 +166,9 @@ struct MEMSEAL_API PeakReport {
   std::vector<std::string> notes;
   std::vector<PeakRemedy> remedies;  // what would lower this peak, most bytes first
   std::optional<RankIdentity> rank;  // a distributed job's rank (memseal merge compares peaks)
+  // Each CUDA device the measured steps used, at its own highest moment (the fields above count
+  // host memory only).
+  std::vector<DevicePeak> devices;
 
   std::int64_t bytesOf(MemoryRole role) const;
   // Every note in words, as the text, JSON and HTML reports give them.

@@ -40,7 +40,8 @@ class PeakReport(_NativeReport):
 
     peak_bytes, baseline_bytes (live when the step began), end_bytes; roles (role -> bytes);
     modules, sites, tensors (lists of dicts, largest first); notes; remedies (what would lower
-    this peak, in bytes, most first). text() for people, to_json() for tools, bytes_of(role)."""
+    this peak, in bytes, most first); devices (each CUDA device at its own peak: allocated beside
+    reserved, by role and site). text() for people, to_json() for tools, bytes_of(role)."""
 
     peak_bytes = property(lambda self: self._data["peak_bytes"])
     baseline_bytes = property(lambda self: self._data["baseline_bytes"])
@@ -53,6 +54,9 @@ class PeakReport(_NativeReport):
     notes = property(lambda self: self._data["notes"])
     # What would lower this peak: dicts of kind, target, bytes, upper_bound, change, cost.
     remedies = property(lambda self: self._data.get("remedies", []))
+    # Each CUDA device at its own peak (empty on the CPU): dicts of device ("cuda:0"), step,
+    # allocated_bytes, reserved_bytes, cached_free_bytes, pending_free_bytes, roles, sites, ...
+    devices = property(lambda self: self._data.get("devices", []))
 
     def bytes_of(self, role):
         return self._native.bytes_of(role)

@@ -60,6 +60,8 @@ RetainedGraphs inspectRetainedGraphs(const std::vector<track::NodeRef>& roots,
         graphs.held_storage.insert(storage);
         if (leaf.device().is_cpu()) {
           graphs.leaf_storage.emplace(storage, static_cast<std::int64_t>(leaf.storage().nbytes()));
+        } else {
+          graphs.device_leaf_storage.insert(storage);
         }
       }
       const at::Tensor& grad = leaf.defined() ? leaf.unsafeGetTensorImpl()->grad() : leaf;

@@ -31,6 +31,8 @@ struct RetainedGraphs {
   // Of those, the leaves (AccumulateGrad's variables: parameters and inputs that require grad),
   // with their storage's size.
   std::unordered_map<const void*, std::int64_t> leaf_storage;
+  // The leaves on other devices (a CUDA model's parameters), by their device address.
+  std::unordered_set<const void*> device_leaf_storage;
   // Every node walked, weakly: an address seen again later is the same node only while alive.
   std::unordered_map<const torch::autograd::Node*, track::WeakNodeRef> visited;
   std::size_t nodes_visited = 0;

@@ -27,8 +27,11 @@ void BackwardRoles::onNodeStart(const track::NodeRef& node) {
       analyze::inspectRetainedGraphs({node}, kMaxNodesWalked, /*python_nodes=*/false);
   for (auto& [address, weak] : graph.visited) walked_[address] = std::move(weak);
   for (const void* storage : graph.held_storage) {
-    if (graph.leaf_storage.count(storage) == 0) saved_[storage].at_events.push_back(now);
+    if (graph.leaf_storage.count(storage) == 0 && graph.device_leaf_storage.count(storage) == 0) {
+      saved_[storage].at_events.push_back(now);
+    }
   }
+  device_leaves_.insert(graph.device_leaf_storage.begin(), graph.device_leaf_storage.end());
   for (const auto& [storage, bytes] : graph.leaf_storage) {
     Seen& seen = leaves_[storage];
     seen.at_events.push_back(now);
@@ -39,7 +42,8 @@ void BackwardRoles::onNodeStart(const track::NodeRef& node) {
 void BackwardRoles::onNodeEnd(const track::NodeRef& node) {
   auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node.get());
   if (accumulate == nullptr || !accumulate->variable.defined()) return;
-  const void* grad = analyze::cpuStorageOf(accumulate->variable.grad());
+  // Any device's: a CUDA gradient's address is its block's, which explain's device peak reads.
+  const void* grad = analyze::storageOf(accumulate->variable.grad());
   if (grad == nullptr) return;
   auto now = static_cast<std::int64_t>(track::eventTraceCount());
   std::lock_guard<std::mutex> lock(mutex_);
@@ -52,6 +56,7 @@ void BackwardRoles::clear() {
   saved_.clear();
   leaves_.clear();
   gradients_.clear();
+  device_leaves_.clear();
   backward_ran_ = false;
 }
 
@@ -73,6 +78,11 @@ BackwardRoles::SeenStorage BackwardRoles::leaves() const {
 BackwardRoles::SeenStorage BackwardRoles::gradients() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return gradients_;
+}
+
+std::unordered_set<const void*> BackwardRoles::deviceLeaves() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return device_leaves_;
 }
 
 }  // namespace memseal::explain

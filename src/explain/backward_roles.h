@@ -32,7 +32,9 @@ class BackwardRoles final : public track::BackwardObserver {
   bool backwardRan() const;
   SeenStorage saved() const;
   SeenStorage leaves() const;
-  SeenStorage gradients() const;
+  SeenStorage gradients() const;  // any device's, by storage address
+  // Leaves on a device (a CUDA model's parameters) backward reached, by device address.
+  std::unordered_set<const void*> deviceLeaves() const;
 
  private:
   mutable std::mutex mutex_;
@@ -41,6 +43,7 @@ class BackwardRoles final : public track::BackwardObserver {
   SeenStorage saved_;
   SeenStorage leaves_;
   SeenStorage gradients_;
+  std::unordered_set<const void*> device_leaves_;
   bool backward_ran_ = false;
 };
 

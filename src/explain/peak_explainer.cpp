@@ -12,8 +12,10 @@
 #include "analyze/live_view.h"
 #include "analyze/step_peak.h"
 #include "explain/backward_roles.h"
+#include "explain/device_peak.h"
 #include "explain/peak_remedies.h"
 #include "memseal/explain.h"
+#include "track/device_events.h"
 #include "track/event_trace.h"
 #include "track/grad_fn_observer.h"
 #include "track/tensor_reference.h"
@@ -31,7 +33,8 @@ struct Named {
   MemoryRole role = MemoryRole::kOther;
   std::int64_t bytes = 0;
   track::TensorSignature signature;
-  std::string module;  // the module that owns it, where the caller said
+  std::string module;      // the module that owns it, where the caller said
+  bool on_device = false;  // a CUDA tensor: its storage is a caching allocator's block
 };
 using StorageRoles = std::unordered_map<const void*, Named>;
 
@@ -39,11 +42,13 @@ using StorageRoles = std::unordered_map<const void*, Named>;
 void addRoles(StorageRoles& roles, const std::vector<at::Tensor>& tensors, MemoryRole role,
               const std::vector<std::string>& modules) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const void* storage = analyze::cpuStorageOf(tensors[i]);
+    const at::Tensor& tensor = tensors[i];
+    const bool on_device = tensor.defined() && tensor.device().is_cuda();
+    const void* storage = on_device ? analyze::storageOf(tensor) : analyze::cpuStorageOf(tensor);
     if (storage == nullptr || roles.count(storage) != 0) continue;
-    roles.emplace(storage, Named{role, static_cast<std::int64_t>(tensors[i].storage().nbytes()),
-                                 track::signatureOf(tensors[i]),
-                                 i < modules.size() ? modules[i] : std::string()});
+    roles.emplace(storage, Named{role, static_cast<std::int64_t>(tensor.storage().nbytes()),
+                                 track::signatureOf(tensor),
+                                 i < modules.size() ? modules[i] : std::string(), on_device});
   }
 }
 
@@ -71,6 +76,7 @@ struct MeasuredStep {
   bool named_model = false;
   bool named_optimizer = false;
   std::uint64_t dropped_events = 0;
+  std::vector<DevicePeak> devices;  // each CUDA device's highest moment in the step
 };
 
 // Tensors made before tracking began (a model built before explain ran) are in no record, yet they
@@ -94,7 +100,7 @@ void addUntrackedStorage(std::vector<track::LiveRecord>& baseline,
     baseline.push_back(record);
   };
   for (const auto& [storage, named] : before) {
-    if (after.count(storage) != 0) add(storage, named.bytes, &named.signature);
+    if (!named.on_device && after.count(storage) != 0) add(storage, named.bytes, &named.signature);
   }
   for (const auto& [storage, seen] : leaves) add(storage, seen.bytes, nullptr);
 }
@@ -113,6 +119,81 @@ bool heldWhenSeen(const analyze::PeakAllocation& allocation,
   return false;
 }
 
+// The CUDA devices' side of a measured step: the blocks occupied when it began, then the caching
+// allocator's events while it ran. A process that never used CUDA starts nothing here.
+class DeviceStepWatch {
+ public:
+  DeviceStepWatch(std::uint32_t step, std::size_t capacity) {
+    if (!track::deviceEventsSeen() && !track::cudaAllocatorTraceAttached()) return;
+    track::readDeviceLedger([&](const track::DeviceMemoryLedger& ledger) {
+      for (int device : ledger.devices()) {
+        explain::DeviceStepEvents& start = of(device, step);
+        start.blocks_at_start = ledger.occupiedBlocks(device);
+        start.reserved_at_start = ledger.totals(device).reserved;
+      }
+    });
+    track::startDeviceEventTrace(capacity);
+    step_ = step;
+    watching_ = true;
+  }
+  DeviceStepWatch(const DeviceStepWatch&) = delete;
+  DeviceStepWatch& operator=(const DeviceStepWatch&) = delete;
+  ~DeviceStepWatch() {
+    if (watching_) track::stopDeviceEventTrace();
+  }
+
+  // Each device's events of the step, in order (devices first seen in the step start empty).
+  std::vector<explain::DeviceStepEvents> stop() {
+    if (!watching_) return {};
+    watching_ = false;
+    track::DeviceTraceContents contents = track::stopDeviceEventTrace();
+    for (const track::DeviceMemoryEvent& event : contents.events) {
+      of(event.device, step_).events.push_back(event);
+    }
+    for (explain::DeviceStepEvents& device : devices_) device.dropped_events = contents.dropped;
+    return std::move(devices_);
+  }
+
+ private:
+  explain::DeviceStepEvents& of(int device, std::uint32_t step) {
+    for (explain::DeviceStepEvents& each : devices_) {
+      if (each.device == device) return each;
+    }
+    devices_.emplace_back();
+    devices_.back().device = device;
+    devices_.back().step = step;
+    return devices_.back();
+  }
+
+  std::vector<explain::DeviceStepEvents> devices_;
+  std::uint32_t step_ = 0;
+  bool watching_ = false;
+};
+
+// Device addresses of what the caller named (CUDA tensors only) and of what backward saw.
+explain::DeviceAddressRoles deviceAddressRoles(const StorageRoles& before,
+                                               const StorageRoles& after,
+                                               const MeasuredStep& measured,
+                                               const explain::BackwardRoles& backward) {
+  auto address = [](const void* storage) { return reinterpret_cast<std::uint64_t>(storage); };
+  explain::DeviceAddressRoles roles;
+  for (const auto& [storage, named] : before) {
+    if (named.on_device) roles.before.emplace(address(storage), named.role);
+  }
+  for (const auto& [storage, named] : after) {
+    if (named.on_device) roles.after.emplace(address(storage), named.role);
+  }
+  for (const void* storage : backward.deviceLeaves()) roles.leaves.insert(address(storage));
+  for (const auto& [storage, seen] : measured.gradients) roles.gradients.insert(address(storage));
+  for (const auto& [storage, seen] : measured.saved) roles.saved.insert(address(storage));
+  return roles;
+}
+
+std::pair<std::string, std::string> deviceSiteOpAndScope(std::uint32_t site) {
+  track::DeviceSiteName name = track::deviceSiteName(site);
+  return {std::move(name.op), std::move(name.scope)};
+}
+
 MeasuredStep measureStep(const std::function<void(int)>& step, std::uint32_t index,
                          const ExplainOptions& options, explain::BackwardRoles& backward) {
   MeasuredStep measured;
@@ -125,6 +206,7 @@ MeasuredStep measureStep(const std::function<void(int)>& step, std::uint32_t ind
         [&](const track::LiveRecord& record) { baseline.push_back(record); });
   }
   backward.clear();
+  DeviceStepWatch devices(index, options.max_events_per_step);
   track::setBackwardObserver(&backward);
   if (!track::startEventTrace(options.max_events_per_step)) {
     track::setBackwardObserver(nullptr);
@@ -170,6 +252,11 @@ MeasuredStep measureStep(const std::function<void(int)>& step, std::uint32_t ind
     if (record.signature.dims >= 0) measured.end_signatures.emplace(record.data, record.signature);
   });
   measured.backward_ran = backward.backwardRan();
+  const explain::DeviceAddressRoles device_roles =
+      deviceAddressRoles(measured.before, measured.after, measured, backward);
+  for (const explain::DeviceStepEvents& device : devices.stop()) {
+    measured.devices.push_back(explain::deviceStepPeak(device, device_roles, deviceSiteOpAndScope));
+  }
   return measured;
 }
 
@@ -301,6 +388,21 @@ void listSitesAndModules(PeakTotals& totals, PeakReport& report) {
   if (report.modules.size() > kMaxListed) report.modules.resize(kMaxListed);
 }
 
+// Each device's peak is its own highest step's, which need not be the host's.
+void keepHighestDevicePeaks(std::vector<DevicePeak>& step, std::vector<DevicePeak>& highest) {
+  for (DevicePeak& peak : step) {
+    auto kept = std::find_if(highest.begin(), highest.end(),
+                             [&](const DevicePeak& each) { return each.device == peak.device; });
+    if (kept == highest.end()) {
+      highest.push_back(std::move(peak));
+    } else if (peak.allocated_bytes > kept->allocated_bytes) {
+      *kept = std::move(peak);
+    }
+  }
+  std::sort(highest.begin(), highest.end(),
+            [](const DevicePeak& a, const DevicePeak& b) { return a.device < b.device; });
+}
+
 PeakReport describe(const MeasuredStep& measured, const ExplainOptions& options) {
   PeakReport report;
   report.steps = options.steps;
@@ -381,6 +483,7 @@ PeakReport explainPeak(const std::function<void(int)>& step, const ExplainOption
   explain::BackwardRoles backward;
   std::optional<MeasuredStep> highest;
   std::vector<StepPeak> step_peaks;
+  std::vector<DevicePeak> device_peaks;
   for (std::uint32_t i = 0; i < options.steps; ++i) {
     setStep(i);
     if (i < options.warmup) {
@@ -388,6 +491,7 @@ PeakReport explainPeak(const std::function<void(int)>& step, const ExplainOption
       continue;
     }
     MeasuredStep measured = measureStep(step, i, options, backward);
+    keepHighestDevicePeaks(measured.devices, device_peaks);
     step_peaks.push_back(
         {i, measured.peak.peak_bytes, measured.peak.baseline_bytes, measured.peak.end_bytes});
     if (!highest || measured.peak.peak_bytes > highest->peak.peak_bytes) {
@@ -397,6 +501,7 @@ PeakReport explainPeak(const std::function<void(int)>& step, const ExplainOption
   tracker.stop();
   PeakReport report = describe(*highest, options);
   report.step_peaks = std::move(step_peaks);
+  report.devices = std::move(device_peaks);
   return report;
 }
 

@@ -29,6 +29,39 @@ Json remediesJson(const std::vector<PeakRemedy>& remedies) {
   return list;
 }
 
+Json devicesJson(const std::vector<DevicePeak>& devices) {
+  Json list = Json::array();
+  for (const DevicePeak& device : devices) {
+    Json roles = Json::array();
+    for (const RoleBytes& role : device.roles) {
+      roles.push_back({{"role", roleId(role.role)}, {"bytes", role.bytes}, {"count", role.count}});
+    }
+    Json sites = Json::array();
+    for (const DevicePeakSite& site : device.sites) {
+      sites.push_back({{"op", site.op},
+                       {"scope", site.scope},
+                       {"role", roleId(site.role)},
+                       {"bytes", site.bytes},
+                       {"count", site.count}});
+    }
+    list.push_back({{"device", "cuda:" + std::to_string(device.device)},
+                    {"step", device.step},
+                    {"allocated_bytes", device.allocated_bytes},
+                    {"reserved_bytes", device.reserved_bytes},
+                    {"cached_free_bytes", device.cachedFreeBytes()},
+                    {"pending_free_bytes", device.pending_free_bytes},
+                    {"baseline_allocated_bytes", device.baseline_allocated_bytes},
+                    {"end_allocated_bytes", device.end_allocated_bytes},
+                    {"reserved_peak_bytes", device.reserved_peak_bytes},
+                    {"blocks", device.blocks},
+                    {"events", device.events},
+                    {"dropped_events", device.dropped_events},
+                    {"roles", roles},
+                    {"sites", sites}});
+  }
+  return list;
+}
+
 }  // namespace
 
 std::string PeakReport::toJson() const {
@@ -105,6 +138,8 @@ std::string PeakReport::toJson() const {
   json["backward_ran"] = backward_ran;
   json["dropped_events"] = dropped_events;
   json["remedies"] = remediesJson(remedies);
+  // Only where a CUDA device was used, as in memseal.check/1.
+  if (!devices.empty()) json["devices"] = devicesJson(devices);
   return json.dump(2) + "\n";
 }
 

@@ -31,13 +31,44 @@ std::string bar(std::int64_t part, std::int64_t whole, int width) {
          std::string(static_cast<std::size_t>(width - filled), '.');
 }
 
+// A CUDA device at its peak: allocated beside reserved, then its roles and sites.
+void deviceText(const DevicePeak& device, std::ostringstream& out) {
+  out << "\ncuda:" << device.device << " at its peak (step " << device.step << ")\n"
+      << "  allocated  " << padded(bytesText(device.allocated_bytes), 11) << "held by tensors ("
+      << bytesText(device.baseline_allocated_bytes) << " when the step began, "
+      << bytesText(device.end_allocated_bytes) << " when it ended)\n"
+      << "  reserved   " << padded(bytesText(device.reserved_bytes), 11)
+      << "by the caching allocator (at most " << bytesText(device.reserved_peak_bytes)
+      << " in the step)\n"
+      << "  cached     " << padded(bytesText(device.cachedFreeBytes()), 11)
+      << "reserved but in no block: the allocator's to reuse\n";
+  if (device.pending_free_bytes > 0) {
+    out << "  waiting    " << padded(bytesText(device.pending_free_bytes), 11)
+        << "freed by the program, still in use by a stream\n";
+  }
+  out << "  by role (of allocated)\n";
+  for (const RoleBytes& role : device.roles) {
+    out << "    " << padded(roleId(role.role), 17) << padded(bytesText(role.bytes), 11)
+        << percent(role.bytes, device.allocated_bytes) << "  "
+        << bar(role.bytes, device.allocated_bytes, 30) << "\n";
+  }
+  if (!device.sites.empty()) out << "  by site\n";
+  std::size_t shown = 0;
+  for (const DevicePeakSite& site : device.sites) {
+    if (++shown > 8) break;
+    out << "    " << padded(bytesText(site.bytes), 11) << padded(roleId(site.role), 16) << site.op
+        << (site.scope.empty() ? "" : " in scope " + site.scope) << "  x" << site.count << "\n";
+  }
+}
+
 }  // namespace
 
 std::string PeakReport::toText() const {
   std::ostringstream out;
   out << "memseal: peak of step " << peak_step << ": " << bytesText(peak_bytes)
-      << " of tensor memory live (" << bytesText(baseline_bytes) << " when the step began, "
-      << bytesText(end_bytes) << " when it ended; " << peak_live_count << " allocations)\n\n";
+      << (devices.empty() ? " of tensor memory live (" : " of host tensor memory live (")
+      << bytesText(baseline_bytes) << " when the step began, " << bytesText(end_bytes)
+      << " when it ended; " << peak_live_count << " allocations)\n\n";
   out << "by role\n";
   for (const RoleBytes& role : roles) {
     out << "  " << padded(roleId(role.role), 17) << padded(bytesText(role.bytes), 11)
@@ -83,6 +114,7 @@ std::string PeakReport::toText() const {
           << report::tensorText(tensor.tensor) << "  (" << tensor.op << ")\n";
     }
   }
+  for (const DevicePeak& device : devices) deviceText(device, out);
   if (!remedies.empty()) {
     out << "\nwhat would lower this peak (bytes removed from it; another moment of the step may "
            "then be its peak)\n";
@@ -117,6 +149,14 @@ std::vector<std::string> PeakReport::noteLines() const {
     lines.push_back("the step made more than " + std::to_string(max_events_per_step) +
                     " allocations and frees (max_events_per_step): its peak is read from the "
                     "newest only, and roles told by backward may be missing");
+  }
+  for (const DevicePeak& device : devices) {
+    if (device.dropped_events > 0) {
+      lines.push_back("cuda:" + std::to_string(device.device) + "'s step made more than " +
+                      std::to_string(max_events_per_step) +
+                      " allocator events (max_events_per_step): its peak is replayed from the "
+                      "newest only and may read low");
+    }
   }
   lines.insert(lines.end(), notes.begin(), notes.end());
   return lines;

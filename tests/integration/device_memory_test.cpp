@@ -470,6 +470,82 @@ TEST(DeviceMemory, MemoryTraceWritesEachCudaDeviceForTheViewer) {
   }
 }
 
+// explain on a CUDA step: each device's highest moment over the measured steps, allocated beside
+// reserved, a block freed but waiting for its stream, and the roles of what the peak holds.
+TEST(DeviceMemory, ExplainGivesEachDevicesPeakWithWhatTheAllocatorReservedThen) {
+  constexpr std::uint64_t kSegment = 0x10000000;
+  constexpr std::uint64_t kSecondSegment = 0x20000000;
+  auto step = [&](int index) {
+    if (index == 0) {
+      track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, kSegment, 64 * kMiB));
+      track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, kSegment, 4 * kMiB));  // kept
+    }
+    // Step 2 needs more than the cache holds: a segment of its own, given back at its end.
+    const bool larger = index == 2;
+    const std::uint64_t activation = larger ? kSecondSegment : kSegment + 4 * kMiB;
+    const std::uint64_t activation_bytes = (larger ? 16 : 8) * kMiB;
+    const std::uint64_t temporary = kSegment + 32 * kMiB;
+    if (larger) {
+      track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, kSecondSegment, 32 * kMiB));
+    }
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, temporary, 2 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeRequested, temporary, 2 * kMiB));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, activation, activation_bytes));
+    track::recordDeviceEvent(event(DeviceEventKind::kBlockFreeCompleted, temporary, 2 * kMiB));
+    track::recordDeviceEvent(
+        event(DeviceEventKind::kBlockFreeRequested, activation, activation_bytes));
+    track::recordDeviceEvent(
+        event(DeviceEventKind::kBlockFreeCompleted, activation, activation_bytes));
+    if (larger) {
+      track::recordDeviceEvent(event(DeviceEventKind::kSegmentFree, kSecondSegment, 32 * kMiB));
+    }
+  };
+  ExplainOptions options;
+  options.steps = 4;
+  options.warmup = 1;
+  PeakReport report = explainPeak(step, options);
+  ASSERT_EQ(report.devices.size(), 1u) << report.toText();
+  const DevicePeak& device = report.devices.front();
+  EXPECT_EQ(device.device, 0);
+  EXPECT_EQ(device.step, 2u);
+  // The kept 4 MiB and the 16 MiB block; the temporary's 2 MiB wait for its stream.
+  EXPECT_EQ(device.allocated_bytes, static_cast<std::int64_t>(20 * kMiB));
+  EXPECT_EQ(device.pending_free_bytes, static_cast<std::int64_t>(2 * kMiB));
+  EXPECT_EQ(device.reserved_bytes, static_cast<std::int64_t>(96 * kMiB));
+  EXPECT_EQ(device.cachedFreeBytes(), static_cast<std::int64_t>(74 * kMiB));
+  EXPECT_EQ(device.reserved_peak_bytes, static_cast<std::int64_t>(96 * kMiB));
+  EXPECT_EQ(device.baseline_allocated_bytes, static_cast<std::int64_t>(4 * kMiB));
+  EXPECT_EQ(device.end_allocated_bytes, static_cast<std::int64_t>(4 * kMiB));
+  EXPECT_EQ(device.blocks, 2);
+  EXPECT_EQ(device.events, 8);
+  auto role_bytes = [&](MemoryRole role) {
+    return device.roles[static_cast<std::size_t>(role)].bytes;
+  };
+  EXPECT_EQ(role_bytes(MemoryRole::kTemporaries), static_cast<std::int64_t>(16 * kMiB));
+  EXPECT_EQ(role_bytes(MemoryRole::kOther), static_cast<std::int64_t>(4 * kMiB));
+  std::int64_t site_bytes = 0;
+  for (const DevicePeakSite& site : device.sites) site_bytes += site.bytes;
+  EXPECT_EQ(site_bytes, device.allocated_bytes);
+  // The host's side is its own: no CUDA block counts in it.
+  EXPECT_LT(report.peak_bytes, static_cast<std::int64_t>(4 * kMiB));
+
+  nlohmann::json json = nlohmann::json::parse(report.toJson());
+  ASSERT_EQ(json["devices"].size(), 1u);
+  EXPECT_EQ(json["devices"][0]["device"], "cuda:0");
+  EXPECT_EQ(json["devices"][0]["cached_free_bytes"], 74 * kMiB);
+  EXPECT_EQ(json["devices"][0]["roles"].size(), 6u);
+  std::string text = report.toText();
+  EXPECT_NE(text.find("cuda:0 at its peak (step 2)\n  allocated  20.0 MiB   held by tensors"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  cached     74.0 MiB   reserved but in no block"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("of host tensor memory live"), std::string::npos) << text;
+  std::string html = report::renderHtmlReport({{"explain", json}}, "a CUDA step");
+  EXPECT_NE(html.find("cuda:0 at its peak (step 2)"), std::string::npos);
+  EXPECT_NE(html.find("74.0 MiB"), std::string::npos);
+}
+
 TEST(DeviceMemory, EventsOutsideASessionAreIgnored) {
   {
     LeakDetector detector(quietDetector());

@@ -64,3 +64,37 @@ def test_a_healthy_gpu_loop_is_not_flagged_and_the_device_is_reported():
     report = run(step)
     assert not report.leak, report.text()
     assert "cuda:0" in report.text(), report.text()
+
+
+def test_explain_on_the_gpu_counts_parameters_gradients_and_adam_state_to_the_byte():
+    torch.ones(1, device="cuda")
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 128)).cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+
+    def step(i):
+        loss = model(torch.randn(64, 256, device="cuda")).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    report = memseal.explain(step, steps=4, warmup=2, model=model, optimizer=optimizer)
+    assert len(report.devices) == 1, report.text()
+    device = report.devices[0]
+    assert device["device"] == "cuda:0"
+    roles = {role["role"]: role["bytes"] for role in device["roles"]}
+
+    # Each of these tensors is a block of its own: its bytes as asked for, or rounded by the
+    # allocator to 512 bytes, whichever the allocator's trace reports.
+    def exact(tensors):
+        tensors = list(tensors)
+        return {sum(t.untyped_storage().nbytes() for t in tensors),
+                sum((t.untyped_storage().nbytes() + 511) // 512 * 512 for t in tensors)}
+
+    assert roles["parameters"] in exact(model.parameters()), report.text()
+    assert roles["gradients"] in exact(p.grad for p in model.parameters()), report.text()
+    state = [t for s in optimizer.state.values() for t in s.values()
+             if torch.is_tensor(t) and t.is_cuda]
+    assert roles["optimizer_state"] in exact(state), report.text()
+    assert device["reserved_bytes"] >= device["allocated_bytes"] > 0
+    assert "cuda:0 at its peak" in report.text()

@@ -267,6 +267,48 @@ std::string remediesTable(const ReadJson& explain, double peak_total) {
          rows + "</tbody></table></div></div>";
 }
 
+// Each CUDA device at its own peak: what tensors held beside what the caching allocator reserved,
+// then the roles and sites of the blocks.
+std::string deviceCards(const ReadJson& explain) {
+  std::string out;
+  for (const ReadJson& device : arrayAt(explain, "devices")) {
+    if (!device.is_object()) continue;
+    std::optional<double> allocated = numberAt(device, "allocated_bytes");
+    out += "<div class=\"card\"><h3>" + escapeHtml(textAt(device, "device")) + " at its peak";
+    if (std::optional<double> step = numberAt(device, "step"))
+      out += " (step " + countText(*step) + ")";
+    out += "</h3><div class=\"tiles\">";
+    out += tile("allocated", bytesText(allocated), "held by tensors");
+    out += tile("reserved", bytesText(numberAt(device, "reserved_bytes")),
+                "by the caching allocator; at most " +
+                    bytesText(numberAt(device, "reserved_peak_bytes")) + " in the step");
+    out += tile("cached", bytesText(numberAt(device, "cached_free_bytes")),
+                "reserved but in no block");
+    std::optional<double> waiting = numberAt(device, "pending_free_bytes");
+    if (waiting && *waiting > 0) {
+      out += tile("waiting", bytesText(waiting), "freed, still in use by a stream");
+    }
+    out += "</div>" + rolesChart(arrayAt(device, "roles"));
+    std::string rows;
+    for (const ReadJson& site : arrayAt(device, "sites")) {
+      if (!site.is_object()) continue;
+      double bytes = numberOr(site, "bytes", 0);
+      rows += "<tr>" + cell(codeText(textAt(site, "op"))) + cell(scopeHtml(site)) + roleCell(site) +
+              numCell(bytesText(bytes)) + numCell(percentText(bytes, allocated.value_or(0))) +
+              numCell(countText(numberAt(site, "count"))) + "</tr>";
+    }
+    if (!rows.empty()) {
+      out +=
+          "<div class=\"table-wrap\"><table class=\"sites\"><thead><tr><th>made by</th>"
+          "<th>scope</th><th>role</th><th class=\"num\">bytes</th><th class=\"num\">of "
+          "allocated</th><th class=\"num\">blocks</th></tr></thead><tbody>" +
+          rows + "</tbody></table></div>";
+    }
+    out += "</div>";
+  }
+  return out;
+}
+
 std::string explainSection(const ReadJson& explain) {
   std::optional<double> peak = numberAt(explain, "peak_bytes");
   std::optional<double> baseline = numberAt(explain, "baseline_bytes");
@@ -308,6 +350,7 @@ std::string explainSection(const ReadJson& explain) {
   out += sitesTable(explain, peak_total);
   out += tensorsTable(explain);
   out += stepPeaksTable(explain);
+  out += deviceCards(explain);
   out += notesHtml(stringsAt(explain, "notes"));
   return out + "</section>";
 }
