@@ -59,12 +59,18 @@ struct FitOptions {
   bool verify = false;
   std::uint32_t max_search_sizes = 24;  // sizes the search may measure, at most
   std::uint32_t warmup_steps = 1;       // per size, before the measured step
+  // -1: the peak of host tensor memory, phase by phase. N: the most the CUDA caching allocator
+  // reserved on cuda:N in the step (what must fit the device: blocks, their rounding and the
+  // segments they split), each size measured from an empty cache; the step is fitted whole, and
+  // the default budget is the device memory this process could have.
+  int device = -1;
   // Unset options: stacks off. Ops are always watched on every step, with their outputs read: the
   // phases come from the ops that record autograd history and from backward's nodes.
   TrackerOptions tracker;
 };
 
 struct MEMSEAL_API FitReport {
+  std::string memory = "host";   // what the peaks count: "host", or "cuda:N" (reserved bytes)
   std::vector<FitPoint> points;  // smallest size first
   // "phases" (the highest of the phase models), "linear", "quadratic" or "none". The step's own
   // line and parabola below are fitted either way.
@@ -83,7 +89,7 @@ struct MEMSEAL_API FitReport {
   std::vector<PhaseChange> phase_changes;  // from the smallest measured size to the predicted one
   double tolerance = 0;
   std::optional<std::int64_t> budget_bytes;
-  std::string budget_source;  // "--budget", "api" or "available memory"
+  std::string budget_source;  // "--budget", "api", "available memory" or "device memory"
   double margin = 0;
   std::optional<std::int64_t> predicted_max_size;
   std::optional<std::int64_t> predicted_peak_bytes;

@@ -98,6 +98,9 @@ def _parser():
     fit.add_argument("--margin", type=float, default=0.10, help="fraction of the budget kept free")
     fit.add_argument("--verify", action="store_true", help="measure the predicted size; when it "
                      "misses, search the largest size that fits by measuring")
+    fit.add_argument("--memory", default="host", help="what must fit: host (tensor memory, phase "
+                     "by phase; the default) or cuda:N (what the CUDA caching allocator reserves "
+                     "there; default budget: the device memory this process could have)")
     fit.add_argument("--json", metavar="FILE", help="write the fit as JSON (memseal.fit/2)")
     fit.add_argument("--html", metavar="FILE", help="write it as one HTML page")
     # Listed here for --help; the C++ command parses their options (see main).
@@ -331,11 +334,18 @@ def _fit(args):
         budget = memseal._memseal.parse_byte_size(args.budget)
         if budget is None:
             raise _UsageError(f"--budget '{args.budget}': expected a positive size such as 16GiB")
+    from memseal._explain import _device_index
+
+    try:
+        _device_index(args.memory)
+    except ValueError:
+        raise _UsageError(f"--memory '{args.memory}': expected host, cuda or cuda:N") from None
     _check_outputs(args, "json", "html")
     step, setup, _ = _load_case(args.case, entry="sized_step")
     _run_setup(args.case, setup)
     report = _measure(args.case, "sized_step", lambda: memseal.fit(
-        step, sizes=sizes, budget=budget, margin=args.margin, verify=args.verify))
+        step, sizes=sizes, budget=budget, margin=args.margin, verify=args.verify,
+        memory=args.memory))
     sys.stdout.write(report.text())
     _write_outputs(args, report, "fit")
     # The answer: the prediction, or the size verification's search measured to fit.

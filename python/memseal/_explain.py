@@ -78,6 +78,8 @@ class FitReport(_NativeReport):
     largest_size_measured; predict_peak(size)."""
 
     model = property(lambda self: self._data["model"])
+    # What the peaks count: "host", or "cuda:N" (the caching allocator's reserved bytes).
+    memory = property(lambda self: self._data.get("memory", "host"))
     is_linear = property(lambda self: self._data["is_linear"])
     predicted_max_size = property(lambda self: self._data["predicted_max_size"])
     predicted_peak_bytes = property(lambda self: self._data["predicted_peak_bytes"])
@@ -217,15 +219,28 @@ def explain(step, *, steps=4, warmup=2, model=None, optimizer=None, stacks=None,
     return report
 
 
+def _device_index(memory):
+    """"host" -> -1, "cuda" -> 0, "cuda:N" -> N; anything else is refused."""
+    if memory == "host":
+        return -1
+    if memory == "cuda":
+        return 0
+    if isinstance(memory, str) and memory.startswith("cuda:") and memory[5:].isdigit():
+        return int(memory[5:])
+    raise ValueError(f"memseal: fit() memory must be 'host', 'cuda' or 'cuda:N', not {memory!r}")
+
+
 def fit(step, *, sizes=(1, 2, 4, 8), budget=None, margin=0.10, tolerance=0.03, verify=False,
-        warmup=1, html=None, json_path=None, title=None):
+        warmup=1, memory="host", html=None, json_path=None, title=None):
     """Runs step(size, i) at each size (a batch size, a sequence length: whatever the step takes),
     fits peak tensor memory against size, phase by phase (forward, backward, the optimizer's
     update), and predicts the largest size that fits `budget` (bytes, or text such as "16GiB";
     None: available memory) with `margin` of it kept free. Refuses to extrapolate from fewer than
     three sizes, or when neither a line nor a parabola describes the peaks. verify=True measures
     the predicted size and, when the prediction misses (by more than `tolerance`, over the budget,
-    or the step fails), searches the largest size that fits by measuring: report.largest_size."""
+    or the step fails), searches the largest size that fits by measuring: report.largest_size.
+    memory="cuda:N" fits what the CUDA caching allocator reserves on that device instead (each size
+    from an empty cache; budget None: the device memory this process could have)."""
     if not callable(step):
         raise TypeError(f"memseal: fit() needs a function step(size, i), not {type(step).__name__}")
     sizes = list(sizes)
@@ -241,8 +256,9 @@ def fit(step, *, sizes=(1, 2, 4, 8), budget=None, margin=0.10, tolerance=0.03, v
     elif budget is not None:
         _positive_int("budget", budget)
     _positive_int("warmup", warmup, minimum=0)
+    device = _device_index(memory)
     native = _memseal.fit_capacity(step, sizes, budget, float(margin), float(tolerance),
-                                   bool(verify), warmup)
+                                   bool(verify), warmup, device)
     report = FitReport(native)
     if json_path:
         _memseal.write_report_file(json_path, report.to_json())

@@ -27,8 +27,22 @@ struct FitCommandOptions {
   double margin = 0.10;
   bool verify = false;
   std::uint32_t warmup = 1;
+  std::string memory = "host";
   OutputFlags output;
 };
+
+// "host" -> -1, "cuda" -> 0, "cuda:N" -> N; nullopt for anything else.
+std::optional<int> deviceOf(const std::string& memory) {
+  if (memory == "host") return -1;
+  if (memory == "cuda") return 0;
+  const std::string prefix = "cuda:";
+  if (memory.rfind(prefix, 0) != 0 || memory.size() == prefix.size() ||
+      memory.size() > prefix.size() + 4 ||
+      memory.find_first_not_of("0123456789", prefix.size()) != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoi(memory.substr(prefix.size()));
+}
 
 std::optional<std::vector<std::int64_t>> parseSizes(const std::string& text) {
   std::vector<std::int64_t> sizes;
@@ -68,6 +82,13 @@ int runFit(const FitCommandOptions& options) {
   fit.margin = options.margin;
   fit.verify = options.verify;
   fit.warmup_steps = options.warmup;
+  std::optional<int> device = deviceOf(options.memory);
+  if (!device) {
+    std::cerr << "memseal fit: --memory '" << options.memory
+              << "': expected host, cuda or cuda:N\n";
+    return kExitUsage;
+  }
+  fit.device = *device;
   if (fit.sizes.size() < 3) {
     std::cerr << "memseal fit: --sizes needs at least three sizes to extrapolate (got "
               << fit.sizes.size() << ")\n";
@@ -132,6 +153,10 @@ void addFitCommand(CLI::App& app, std::vector<CommandEntry>& entries) {
                     "size that fits by measuring");
   command->add_option("--warmup", options->warmup,
                       "Steps run at each size before the measured one (default 1)");
+  command->add_option("--memory", options->memory,
+                      "What must fit: host (tensor memory, phase by phase; the default) or cuda:N "
+                      "(what the CUDA caching allocator reserves there; default budget: the "
+                      "device memory this process could have)");
   options->output.addTo(command, "Write the fit as JSON (memseal.fit/2)");
   entries.push_back({command, [options] { return runFit(*options); }});
 }

@@ -20,6 +20,7 @@
 #include "explain/fit_search.h"
 #include "explain/phase_names.h"
 #include "memseal/fit.h"
+#include "track/device_events.h"
 #include "track/memory_counters.h"
 
 namespace memseal {
@@ -216,6 +217,9 @@ void checkOptions(const FitOptions& options) {
   if (options.budget_bytes && *options.budget_bytes <= 0) {
     throw std::invalid_argument("memseal fit: the budget must be positive");
   }
+  if (options.device < -1) {
+    throw std::invalid_argument("memseal fit: device must be -1 (host memory) or a CUDA index");
+  }
 }
 
 void checkSizes(std::vector<std::int64_t> sizes) {
@@ -321,15 +325,31 @@ FitReport fitCapacity(const std::function<void(std::int64_t, int)>& step,
   Tracker tracker(resolved_tracker);
   tracker.start();
   FitOptions resolved = options;
-  if (!resolved.budget_bytes) {
+  const bool on_device = options.device >= 0;
+  const std::string memory = on_device ? "cuda:" + std::to_string(options.device) : "host";
+  if (!resolved.budget_bytes && !on_device) {
     std::int64_t available = availableMemoryBytes();
     if (available > 0) resolved.budget_bytes = available;
   }
-  explain::SizedStepRunner runner(step, options.warmup_steps);
+  explain::SizedStepRunner runner(step, options.warmup_steps, options.device);
   std::vector<FitPoint> points;
   for (std::int64_t size : sizes) points.push_back(runner.measure(size));
+  if (on_device) {
+    if (std::all_of(points.begin(), points.end(),
+                    [](const FitPoint& point) { return point.peak_bytes == 0; })) {
+      throw std::invalid_argument("memseal fit: the step reserved no memory on " + memory +
+                                  " (does it run there, and is CUDA initialised?)");
+    }
+    // Known once the allocator's hook is attached, which the steps' first CUDA use allows.
+    std::uint64_t device_bytes = track::deviceMemoryForProcess(options.device);
+    if (!resolved.budget_bytes && device_bytes > 0) {
+      resolved.budget_bytes = static_cast<std::int64_t>(device_bytes);
+    }
+  }
   FitReport report = fitPeaks(points, resolved);
-  report.budget_source = options.budget_bytes ? "api" : "available memory";
+  report.memory = memory;
+  report.budget_source =
+      options.budget_bytes ? "api" : (on_device ? "device memory" : "available memory");
   if (options.verify && report.predicted_max_size) {
     report.verification = explain::verifyPrediction(runner, report, options.max_search_sizes);
   }

@@ -10,12 +10,23 @@
 #include <exception>
 #include <optional>
 
+#include "explain/device_step_watch.h"
 #include "explain/phase_meter.h"
 #include "memseal/tracker.h"
+#include "track/device_events.h"
 
 namespace memseal::explain {
 
+namespace {
+
+// Allocator events kept of a measured step on a device (56 bytes each): a large model's training
+// step makes a few thousand.
+constexpr std::size_t kDeviceEventsPerStep = std::size_t{1} << 18;
+
+}  // namespace
+
 FitPoint SizedStepRunner::measure(std::int64_t size) {
+  if (device_ >= 0) return measureDevice(size);
   for (std::uint32_t i = 0; i < warmup_steps_; ++i) {
     setStep(static_cast<std::uint32_t>(step_index_));
     step_(size, step_index_++);
@@ -27,6 +38,26 @@ FitPoint SizedStepRunner::measure(std::int64_t size) {
   step_(size, step_index_++);
   point.phases = phases.finish();
   point.peak_bytes = phases.stepPeak();
+  return point;
+}
+
+FitPoint SizedStepRunner::measureDevice(std::int64_t size) {
+  // What the last size cached would serve this one's requests, or hold memory this size's
+  // blocks cannot use: each size starts from an empty cache, as a run of that size alone does.
+  track::releaseCachedDeviceMemory();
+  for (std::uint32_t i = 0; i < warmup_steps_; ++i) {
+    setStep(static_cast<std::uint32_t>(step_index_));
+    step_(size, step_index_++);
+  }
+  setStep(static_cast<std::uint32_t>(step_index_));
+  FitPoint point;
+  point.size = size;
+  DeviceStepWatch watch(static_cast<std::uint32_t>(step_index_), kDeviceEventsPerStep);
+  step_(size, step_index_++);
+  for (const DeviceStepEvents& device : watch.stop()) {
+    if (device.device != device_) continue;
+    point.peak_bytes = deviceStepPeak(device, {}, nullptr).reserved_peak_bytes;
+  }
   return point;
 }
 

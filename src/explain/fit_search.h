@@ -12,15 +12,21 @@ namespace memseal::explain {
 
 class SizedStepRunner {
  public:
-  SizedStepRunner(const std::function<void(std::int64_t, int)>& step, std::uint32_t warmup_steps)
-      : step_(step), warmup_steps_(warmup_steps) {}
+  // `device` -1 measures host memory; N, the reserved bytes of cuda:N.
+  SizedStepRunner(const std::function<void(std::int64_t, int)>& step, std::uint32_t warmup_steps,
+                  int device = -1)
+      : step_(step), warmup_steps_(warmup_steps), device_(device) {}
   // Warm-up steps at `size`, then one measured: the step's peak of live tracked CPU bytes and its
-  // phases' peaks. Exceptions from the step propagate.
+  // phases' peaks; on a device, the most the caching allocator reserved in the step, its cache
+  // emptied before the size's warm-up (no phases). Exceptions from the step propagate.
   FitPoint measure(std::int64_t size);
 
  private:
+  FitPoint measureDevice(std::int64_t size);
+
   const std::function<void(std::int64_t, int)>& step_;
   std::uint32_t warmup_steps_;
+  int device_ = -1;
   int step_index_ = 0;
 };
 

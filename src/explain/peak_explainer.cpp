@@ -13,6 +13,7 @@
 #include "analyze/step_peak.h"
 #include "explain/backward_roles.h"
 #include "explain/device_peak.h"
+#include "explain/device_step_watch.h"
 #include "explain/peak_remedies.h"
 #include "memseal/explain.h"
 #include "track/device_events.h"
@@ -119,57 +120,6 @@ bool heldWhenSeen(const analyze::PeakAllocation& allocation,
   return false;
 }
 
-// The CUDA devices' side of a measured step: the blocks occupied when it began, then the caching
-// allocator's events while it ran. A process that never used CUDA starts nothing here.
-class DeviceStepWatch {
- public:
-  DeviceStepWatch(std::uint32_t step, std::size_t capacity) {
-    if (!track::deviceEventsSeen() && !track::cudaAllocatorTraceAttached()) return;
-    track::readDeviceLedger([&](const track::DeviceMemoryLedger& ledger) {
-      for (int device : ledger.devices()) {
-        explain::DeviceStepEvents& start = of(device, step);
-        start.blocks_at_start = ledger.occupiedBlocks(device);
-        start.reserved_at_start = ledger.totals(device).reserved;
-      }
-    });
-    track::startDeviceEventTrace(capacity);
-    step_ = step;
-    watching_ = true;
-  }
-  DeviceStepWatch(const DeviceStepWatch&) = delete;
-  DeviceStepWatch& operator=(const DeviceStepWatch&) = delete;
-  ~DeviceStepWatch() {
-    if (watching_) track::stopDeviceEventTrace();
-  }
-
-  // Each device's events of the step, in order (devices first seen in the step start empty).
-  std::vector<explain::DeviceStepEvents> stop() {
-    if (!watching_) return {};
-    watching_ = false;
-    track::DeviceTraceContents contents = track::stopDeviceEventTrace();
-    for (const track::DeviceMemoryEvent& event : contents.events) {
-      of(event.device, step_).events.push_back(event);
-    }
-    for (explain::DeviceStepEvents& device : devices_) device.dropped_events = contents.dropped;
-    return std::move(devices_);
-  }
-
- private:
-  explain::DeviceStepEvents& of(int device, std::uint32_t step) {
-    for (explain::DeviceStepEvents& each : devices_) {
-      if (each.device == device) return each;
-    }
-    devices_.emplace_back();
-    devices_.back().device = device;
-    devices_.back().step = step;
-    return devices_.back();
-  }
-
-  std::vector<explain::DeviceStepEvents> devices_;
-  std::uint32_t step_ = 0;
-  bool watching_ = false;
-};
-
 // Device addresses of what the caller named (CUDA tensors only) and of what backward saw.
 explain::DeviceAddressRoles deviceAddressRoles(const StorageRoles& before,
                                                const StorageRoles& after,
@@ -206,7 +156,7 @@ MeasuredStep measureStep(const std::function<void(int)>& step, std::uint32_t ind
         [&](const track::LiveRecord& record) { baseline.push_back(record); });
   }
   backward.clear();
-  DeviceStepWatch devices(index, options.max_events_per_step);
+  explain::DeviceStepWatch devices(index, options.max_events_per_step);
   track::setBackwardObserver(&backward);
   if (!track::startEventTrace(options.max_events_per_step)) {
     track::setBackwardObserver(nullptr);

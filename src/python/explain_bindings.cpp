@@ -134,9 +134,10 @@ void bindExplain(py::module_& m) {
       "fit_capacity",
       [fitOptions](const std::function<void(std::int64_t, int)>& step,
                    const std::vector<std::int64_t>& sizes, std::optional<std::int64_t> budget,
-                   double margin, double tolerance, bool verify, std::uint32_t warmup) {
+                   double margin, double tolerance, bool verify, std::uint32_t warmup, int device) {
         FitOptions fit = fitOptions(budget, margin, tolerance, verify, warmup);
         fit.sizes = sizes;
+        fit.device = device;
         try {
           return fitCapacity(interruptible(step), fit);
         } catch (const Interrupted&) {
@@ -144,7 +145,7 @@ void bindExplain(py::module_& m) {
         }
       },
       py::arg("step"), py::arg("sizes"), py::arg("budget"), py::arg("margin"), py::arg("tolerance"),
-      py::arg("verify"), py::arg("warmup"));
+      py::arg("verify"), py::arg("warmup"), py::arg("device") = -1);
   m.def(
       "fit_peaks",
       [fitOptions](

@@ -190,6 +190,7 @@ Json phasesJson(const FitReport& report) {
 std::string FitReport::toJson() const {
   Json json;
   json["schema"] = common::kFitSchema.tag();
+  json["memory"] = memory;
   Json point_list = Json::array();
   for (const FitPoint& point : points) {
     Json phase_peaks = Json::object();

@@ -35,7 +35,12 @@ std::vector<std::string> limitingPhases(const FitReport& report) {
 }
 
 void writePoints(std::ostringstream& out, const FitReport& report) {
-  out << "memseal: peak tensor memory by size\n";
+  if (report.memory == "host") {
+    out << "memseal: peak tensor memory by size\n";
+  } else {
+    out << "memseal: reserved peak of " << report.memory
+        << " by size (the caching allocator's segments: blocks, rounding and splits)\n";
+  }
   for (const FitPoint& point : report.points) {
     out << "  size " << report::padded(std::to_string(point.size), 8)
         << bytesText(point.peak_bytes);

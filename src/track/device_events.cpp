@@ -195,6 +195,8 @@ DeviceTraceContents stopDeviceEventTrace() {
 bool attachCudaAllocatorTrace() { return false; }
 bool cudaAllocatorTraceAttached() { return false; }
 void seedDeviceLedgerFromAllocator() {}
+void releaseCachedDeviceMemory() {}
+std::uint64_t deviceMemoryForProcess(int) { return 0; }
 #endif
 
 bool deviceEventsSeen() { return state().seen.load(std::memory_order_acquire); }

@@ -40,6 +40,14 @@ void setOutOfMemoryWriter(OutOfMemoryWriter writer);
 // True when this call attached it.
 bool attachCudaAllocatorTrace();
 bool cudaAllocatorTraceAttached();
+// Once the hook is attached: the caching allocator gives its cached free segments back to the
+// driver (torch.cuda.empty_cache()), so that what a step reserves next is its own. A no-op before,
+// and in builds without CUDA.
+void releaseCachedDeviceMemory();
+// What this process could hold on `device`: the driver's free memory plus what the allocator has
+// reserved (torch.cuda.mem_get_info()[0] + memory_reserved()). 0 where unknown (no CUDA, or the
+// hook not attached).
+std::uint64_t deviceMemoryForProcess(int device);
 // Once the hook is attached: the segments and blocks the allocator holds now go into the ledger
 // (DeviceMemoryLedger::seed), so memory made before the session, or before CUDA's initialisation
 // was noticed, is known. Sessions call it when they start and when the hook gets attached.

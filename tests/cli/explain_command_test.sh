@@ -77,6 +77,10 @@ expect fit-bad-budget 2 "--budget 'lots': expected a positive size" -- \
   "$memseal" fit --budget lots "$cases/sized_mlp_case.so"
 expect fit-bad-margin 2 "--margin 2: expected a fraction" -- \
   "$memseal" fit --margin 2 "$cases/sized_mlp_case.so"
+expect fit-bad-memory 2 "--memory 'gpu': expected host, cuda or cuda:N" -- \
+  "$memseal" fit --memory gpu "$cases/sized_mlp_case.so"
+expect fit-memory-unused-device 2 "reserved no memory on cuda:3" -- \
+  "$memseal" fit --memory cuda:3 --budget 1GiB "$cases/sized_mlp_case.so"
 expect fit-no-sized-step 2 "does not export .extern \"C\" void sized_step" -- \
   "$memseal" fit "$cases/training_case.so"
 

@@ -19,6 +19,7 @@
 
 #include "integration/detector_helpers.h"
 #include "memseal/explain.h"
+#include "memseal/fit.h"
 #include "memseal/leak_detector.h"
 #include "memseal/scope.h"
 #include "report/html_report.h"
@@ -544,6 +545,39 @@ TEST(DeviceMemory, ExplainGivesEachDevicesPeakWithWhatTheAllocatorReservedThen) 
   std::string html = report::renderHtmlReport({{"explain", json}}, "a CUDA step");
   EXPECT_NE(html.find("cuda:0 at its peak (step 2)"), std::string::npos);
   EXPECT_NE(html.find("74.0 MiB"), std::string::npos);
+}
+
+// fit on a CUDA device fits what the allocator reserved in the measured step at each size: here a
+// segment of 2 MiB plus 4 MiB per unit of size, made and given back by every step.
+TEST(DeviceMemory, FitOnADeviceFitsTheReservedPeakAgainstSize) {
+  constexpr std::uint64_t kSegment = 0x30000000;
+  auto step = [&](std::int64_t size, int) {
+    const std::uint64_t bytes = (2 + 4 * static_cast<std::uint64_t>(size)) * kMiB;
+    track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, kSegment, bytes));
+    allocateAndFree(kSegment, bytes - kMiB);
+    track::recordDeviceEvent(event(DeviceEventKind::kSegmentFree, kSegment, bytes));
+  };
+  FitOptions options;
+  options.device = 0;
+  options.budget_bytes = static_cast<std::int64_t>(100 * kMiB);
+  options.margin = 0.1;
+  FitReport report = fitCapacity(step, options);
+  EXPECT_EQ(report.memory, "cuda:0");
+  ASSERT_EQ(report.points.size(), 4u);
+  EXPECT_EQ(report.points[2].peak_bytes, static_cast<std::int64_t>(18 * kMiB));
+  EXPECT_EQ(report.model, "linear") << report.toText();
+  // 90 MiB usable: 2 + 4 * 22 = 90.
+  ASSERT_TRUE(report.predicted_max_size) << report.toText();
+  EXPECT_EQ(*report.predicted_max_size, 22) << report.toText();
+  EXPECT_NE(report.toText().find("reserved peak of cuda:0 by size"), std::string::npos)
+      << report.toText();
+  EXPECT_EQ(nlohmann::json::parse(report.toJson())["memory"], "cuda:0");
+
+  // A device the step never used, and an index that is none.
+  options.device = 1;
+  EXPECT_THROW(fitCapacity(step, options), std::invalid_argument);
+  options.device = -2;
+  EXPECT_THROW(fitCapacity(step, options), std::invalid_argument);
 }
 
 TEST(DeviceMemory, EventsOutsideASessionAreIgnored) {

@@ -98,3 +98,25 @@ def test_explain_on_the_gpu_counts_parameters_gradients_and_adam_state_to_the_by
     assert roles["optimizer_state"] in exact(state), report.text()
     assert device["reserved_bytes"] >= device["allocated_bytes"] > 0
     assert "cuda:0 at its peak" in report.text()
+
+
+def test_fit_on_the_gpu_predicts_the_largest_batch_whose_reserved_peak_fits():
+    torch.ones(1, device="cuda")
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                                torch.nn.Linear(4096, 1024)).cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+
+    def sized_step(batch, i):
+        loss = model(torch.randn(batch, 1024, device="cuda")).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    report = memseal.fit(sized_step, sizes=(256, 512, 1024, 2048), budget="2GiB", verify=True,
+                         memory="cuda:0")
+    assert report.memory == "cuda:0"
+    assert report.predicted_max_size is not None, report.text()
+    assert "reserved peak of cuda:0" in report.text()
+    # The prediction against the largest batch measured to fit, when the check searched.
+    assert abs(report.predicted_max_size - report.largest_size) <= 0.05 * report.largest_size, \
+        report.text()

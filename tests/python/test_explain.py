@@ -215,6 +215,12 @@ def test_fit_refuses_what_it_cannot_extrapolate():
         memseal.fit(lambda size, i: None, sizes=(1, 2))
     with pytest.raises(ValueError, match="not a size"):
         memseal.fit(lambda size, i: None, budget="lots")
+    with pytest.raises(ValueError, match="'host', 'cuda' or 'cuda:N'"):
+        memseal.fit(lambda size, i: None, memory="gpu")
+    if not torch.cuda.is_available():
+        # Nothing is reserved on a device the step does not use.
+        with pytest.raises(ValueError, match="reserved no memory on cuda:0"):
+            memseal.fit(lambda size, i: torch.zeros(size), memory="cuda:0", budget="1GiB")
 
     def attention(length, i):
         with torch.no_grad():
@@ -285,6 +291,7 @@ def test_cli_fit(case_path, tmp_path):
         (("--sizes", "a,b,c"), "expected positive integers"),
         (("--budget", "lots"), "expected a positive size"),
         (("--margin", "2"), "expected a fraction"),
+        (("--memory", "gpu"), "expected host, cuda or cuda:N"),
     ]:
         bad = run_cli("fit", *args, case_path("sized_mlp.py"))
         assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -148,5 +149,30 @@ void seedDeviceLedgerFromAllocator() {
 }
 
 bool cudaAllocatorTraceAttached() { return g_attached.load(std::memory_order_acquire); }
+
+void releaseCachedDeviceMemory() {
+  if (!g_attached.load(std::memory_order_acquire)) return;
+  try {
+    cuda_allocator::emptyCache();
+  } catch (...) {
+    // Nothing given back: the next step's reserved bytes include the cache, as they would anyway.
+  }
+}
+
+std::uint64_t deviceMemoryForProcess(int device) {
+  if (!g_attached.load(std::memory_order_acquire) || device < 0) return 0;
+  try {
+    auto index = static_cast<c10::DeviceIndex>(device);
+    std::pair<std::size_t, std::size_t> free_and_total =
+        cuda_allocator::get()->getMemoryInfo(index);
+    using c10::CachingAllocator::StatType;
+    std::int64_t reserved = cuda_allocator::getDeviceStats(index)
+                                .reserved_bytes[static_cast<std::size_t>(StatType::AGGREGATE)]
+                                .current;
+    return free_and_total.first + static_cast<std::uint64_t>(std::max<std::int64_t>(reserved, 0));
+  } catch (...) {
+    return 0;
+  }
+}
 
 }  // namespace memseal::track
