@@ -72,37 +72,8 @@ def _parser():
     _add_baseline_arguments(check)
     report = commands.add_parser("report", help="print a saved JSON report as text again")
     report.add_argument("file", metavar="FILE.json")
-    explain = commands.add_parser(
-        "explain",
-        help="say what is live at the peak of step(i): parameters, gradients, optimizer state, "
-        "activations, temporaries; by module and line (exit 0, 2 on error)",
-    )
-    explain.add_argument("case", metavar="CASE.py",
-                         help="file defining step(i), optionally setup() and the globals `model` "
-                         "and `optimizer` (named by identity)")
-    explain.add_argument("--steps", type=_count, default=4, help="steps to run, warm-up included (4)")
-    explain.add_argument("--warmup", type=_count, default=2, help="steps not measured (2)")
-    explain.add_argument("--json", metavar="FILE", help="write the breakdown as JSON (memseal.explain/1)")
-    explain.add_argument("--html", metavar="FILE", help="write it as one HTML page")
-    explain.add_argument("--stacks", help="native stacks: on, off or sample:N")
-    _add_baseline_arguments(explain)
-    fit = commands.add_parser(
-        "fit",
-        help="fit peak memory against batch size or sequence length and predict the largest size "
-        "that fits a budget (exit 0: an answer, 1: none, 2: error)",
-    )
-    fit.add_argument("case", metavar="CASE.py",
-                     help="file defining sized_step(size, i) and optionally setup()")
-    fit.add_argument("--sizes", default="1,2,4,8", help="sizes to measure, at least three (1,2,4,8)")
-    fit.add_argument("--budget", help="memory budget, e.g. 16GiB (default: available memory)")
-    fit.add_argument("--margin", type=float, default=0.10, help="fraction of the budget kept free")
-    fit.add_argument("--verify", action="store_true", help="measure the predicted size; when it "
-                     "misses, search the largest size that fits by measuring")
-    fit.add_argument("--memory", default="host", help="what must fit: host (tensor memory, phase "
-                     "by phase; the default) or cuda:N (what the CUDA caching allocator reserves "
-                     "there; default budget: the device memory this process could have)")
-    fit.add_argument("--json", metavar="FILE", help="write the fit as JSON (memseal.fit/2)")
-    fit.add_argument("--html", metavar="FILE", help="write it as one HTML page")
+    _add_explain_parser(commands)
+    _add_fit_parser(commands)
     # Listed here for --help; the C++ command parses their options (see main).
     commands.add_parser(
         "run", add_help=False,
@@ -125,6 +96,43 @@ def _parser():
         help="replay a CUDA memory snapshot's allocations under other caching-allocator settings: "
         "the reserved peak with each, and whether it runs out of memory (exit 0, 2: unreadable)")
     return parser
+
+
+def _add_explain_parser(commands):
+    explain = commands.add_parser(
+        "explain",
+        help="say what is live at the peak of step(i): parameters, gradients, optimizer state, "
+        "activations, temporaries; by module and line (exit 0, 2 on error)",
+    )
+    explain.add_argument("case", metavar="CASE.py",
+                         help="file defining step(i), optionally setup() and the globals `model` "
+                         "and `optimizer` (named by identity)")
+    explain.add_argument("--steps", type=_count, default=4, help="steps to run, warm-up included (4)")
+    explain.add_argument("--warmup", type=_count, default=2, help="steps not measured (2)")
+    explain.add_argument("--json", metavar="FILE", help="write the breakdown as JSON (memseal.explain/1)")
+    explain.add_argument("--html", metavar="FILE", help="write it as one HTML page")
+    explain.add_argument("--stacks", help="native stacks: on, off or sample:N")
+    _add_baseline_arguments(explain)
+
+
+def _add_fit_parser(commands):
+    fit = commands.add_parser(
+        "fit",
+        help="fit peak memory against batch size or sequence length and predict the largest size "
+        "that fits a budget (exit 0: an answer, 1: none, 2: error)",
+    )
+    fit.add_argument("case", metavar="CASE.py",
+                     help="file defining sized_step(size, i) and optionally setup()")
+    fit.add_argument("--sizes", default="1,2,4,8", help="sizes to measure, at least three (1,2,4,8)")
+    fit.add_argument("--budget", help="memory budget, e.g. 16GiB (default: available memory)")
+    fit.add_argument("--margin", type=float, default=0.10, help="fraction of the budget kept free")
+    fit.add_argument("--verify", action="store_true", help="measure the predicted size; when it "
+                     "misses, search the largest size that fits by measuring")
+    fit.add_argument("--memory", default="host", help="what must fit: host (tensor memory, phase "
+                     "by phase; the default) or cuda:N (what the CUDA caching allocator reserves "
+                     "there; default budget: the device memory this process could have)")
+    fit.add_argument("--json", metavar="FILE", help="write the fit as JSON (memseal.fit/2)")
+    fit.add_argument("--html", metavar="FILE", help="write it as one HTML page")
 
 
 def _add_baseline_arguments(command):
