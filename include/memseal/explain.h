@@ -128,6 +128,9 @@ struct DevicePeak {
   std::uint64_t dropped_events = 0;   // past max_events_per_step: the peak is read from the newest
   std::vector<RoleBytes> roles;       // all six, in MemoryRole order
   std::vector<DevicePeakSite> sites;  // largest first
+  // By module (the site's module path or MEMSEAL_REGION; a named tensor under the module the
+  // caller gave it), largest first.
+  std::vector<ModuleBytes> modules;
 
   // Reserved but in no block at the peak: the allocator's cache and the gaps of split segments
   // (what torch.cuda.memory_reserved() shows above memory_allocated()).

@@ -76,16 +76,24 @@ class DeviceReplay {
   std::uint64_t reserved_ = 0;
 };
 
-MemoryRole roleOf(std::uint64_t address, const Block& block, bool freed_in_step,
-                  const DeviceAddressRoles& roles) {
+// What the caller named the block as: only the block that held the address when it was named (one
+// live when the step began for `before`, one live when it ended for `after`).
+const DeviceNamed* namedAs(std::uint64_t address, const Block& block, bool freed_in_step,
+                           const DeviceAddressRoles& roles) {
   if (!block.made_in_step) {
     auto named = roles.before.find(address);
-    if (named != roles.before.end()) return named->second;
+    if (named != roles.before.end()) return &named->second;
   }
   if (!freed_in_step) {
     auto named = roles.after.find(address);
-    if (named != roles.after.end()) return named->second;
+    if (named != roles.after.end()) return &named->second;
   }
+  return nullptr;
+}
+
+MemoryRole roleOf(std::uint64_t address, const Block& block, bool freed_in_step,
+                  const DeviceAddressRoles& roles) {
+  if (const DeviceNamed* named = namedAs(address, block, freed_in_step, roles)) return named->role;
   if (roles.leaves.count(address) != 0) return MemoryRole::kParameters;
   if (roles.gradients.count(address) != 0) return MemoryRole::kGradients;
   if (block.made_in_step && roles.saved.count(address) != 0) return MemoryRole::kActivations;
@@ -144,6 +152,18 @@ DevicePeak deviceStepPeak(const DeviceStepEvents& step, const DeviceAddressRoles
   }
   std::map<std::uint32_t, std::array<std::int64_t, kMemoryRoleCount>> site_roles;
   std::map<std::uint32_t, DevicePeakSite> sites;
+  std::map<std::string, ModuleBytes> modules;
+  std::map<std::uint32_t, std::pair<std::string, std::string>> site_names;  // each named once
+  auto nameOf = [&](std::uint32_t site) -> const std::pair<std::string, std::string>& {
+    auto found = site_names.find(site);
+    if (found == site_names.end()) {
+      found =
+          site_names
+              .emplace(site, name_site ? name_site(site) : std::pair<std::string, std::string>())
+              .first;
+    }
+    return found->second;
+  };
   for (const auto& [address, freed_in_step] : freed_later) {
     const Block& block = at_peak.blocks().at(address);
     auto bytes = static_cast<std::int64_t>(block.bytes);
@@ -155,8 +175,21 @@ DevicePeak deviceStepPeak(const DeviceStepEvents& step, const DeviceAddressRoles
     DevicePeakSite& site = sites[block.site];
     site.bytes += bytes;
     site.count += 1;
+    // A parameter, its gradient and its optimizer state under the module that owns them.
+    const DeviceNamed* named = namedAs(address, block, freed_in_step, roles);
+    const std::string& module_name =
+        named != nullptr && !named->module.empty() ? named->module : nameOf(block.site).second;
+    ModuleBytes& module = modules[module_name];
+    module.module = module_name;
+    module.bytes += bytes;
+    module.count += 1;
+    module.role_bytes[role_index] += bytes;
     ++peak.blocks;
   }
+  for (auto& [name, module] : modules) peak.modules.push_back(std::move(module));
+  std::stable_sort(peak.modules.begin(), peak.modules.end(),
+                   [](const ModuleBytes& a, const ModuleBytes& b) { return a.bytes > b.bytes; });
+  if (peak.modules.size() > kMaxSites) peak.modules.resize(kMaxSites);
   std::vector<std::pair<std::uint32_t, DevicePeakSite>> largest(sites.begin(), sites.end());
   std::stable_sort(largest.begin(), largest.end(),
                    [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
@@ -165,7 +198,7 @@ DevicePeak deviceStepPeak(const DeviceStepEvents& step, const DeviceAddressRoles
     const auto& bytes = site_roles[id];
     site.role =
         static_cast<MemoryRole>(std::max_element(bytes.begin(), bytes.end()) - bytes.begin());
-    if (name_site) std::tie(site.op, site.scope) = name_site(id);
+    std::tie(site.op, site.scope) = nameOf(id);
     peak.sites.push_back(std::move(site));
   }
   return peak;

@@ -29,9 +29,13 @@ struct DeviceStepEvents {
 // step (a block live at the start takes `before`'s role, one live at the end `after`'s), and what
 // backward saw: the leaves it reached, the gradients it accumulated into, the tensors autograd
 // saved for it.
+struct DeviceNamed {
+  MemoryRole role = MemoryRole::kOther;
+  std::string module;  // the module the caller said owns it; "" where it did not
+};
 struct DeviceAddressRoles {
-  std::unordered_map<std::uint64_t, MemoryRole> before;
-  std::unordered_map<std::uint64_t, MemoryRole> after;
+  std::unordered_map<std::uint64_t, DeviceNamed> before;
+  std::unordered_map<std::uint64_t, DeviceNamed> after;
   std::unordered_set<std::uint64_t> leaves;
   std::unordered_set<std::uint64_t> gradients;
   std::unordered_set<std::uint64_t> saved;

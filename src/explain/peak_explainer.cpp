@@ -120,6 +120,8 @@ bool heldWhenSeen(const analyze::PeakAllocation& allocation,
   return false;
 }
 
+using explain::DeviceNamed;
+
 // Device addresses of what the caller named (CUDA tensors only) and of what backward saw.
 explain::DeviceAddressRoles deviceAddressRoles(const StorageRoles& before,
                                                const StorageRoles& after,
@@ -128,10 +130,12 @@ explain::DeviceAddressRoles deviceAddressRoles(const StorageRoles& before,
   auto address = [](const void* storage) { return reinterpret_cast<std::uint64_t>(storage); };
   explain::DeviceAddressRoles roles;
   for (const auto& [storage, named] : before) {
-    if (named.on_device) roles.before.emplace(address(storage), named.role);
+    if (named.on_device)
+      roles.before.emplace(address(storage), DeviceNamed{named.role, named.module});
   }
   for (const auto& [storage, named] : after) {
-    if (named.on_device) roles.after.emplace(address(storage), named.role);
+    if (named.on_device)
+      roles.after.emplace(address(storage), DeviceNamed{named.role, named.module});
   }
   for (const void* storage : backward.deviceLeaves()) roles.leaves.insert(address(storage));
   for (const auto& [storage, seen] : measured.gradients) roles.gradients.insert(address(storage));

@@ -29,6 +29,23 @@ Json remediesJson(const std::vector<PeakRemedy>& remedies) {
   return list;
 }
 
+Json modulesJson(const std::vector<ModuleBytes>& modules) {
+  Json list = Json::array();
+  for (const ModuleBytes& module : modules) {
+    Json by_role = Json::object();
+    for (int role = 0; role < kMemoryRoleCount; ++role) {
+      if (module.role_bytes[role] != 0) {
+        by_role[roleId(static_cast<MemoryRole>(role))] = module.role_bytes[role];
+      }
+    }
+    list.push_back({{"module", module.module},
+                    {"bytes", module.bytes},
+                    {"count", module.count},
+                    {"roles", by_role}});
+  }
+  return list;
+}
+
 Json devicesJson(const std::vector<DevicePeak>& devices) {
   Json list = Json::array();
   for (const DevicePeak& device : devices) {
@@ -57,6 +74,7 @@ Json devicesJson(const std::vector<DevicePeak>& devices) {
                     {"events", device.events},
                     {"dropped_events", device.dropped_events},
                     {"roles", roles},
+                    {"modules", modulesJson(device.modules)},
                     {"sites", sites}});
   }
   return list;
@@ -84,20 +102,7 @@ std::string PeakReport::toJson() const {
         {{"role", roleId(role.role)}, {"bytes", role.bytes}, {"count", role.count}});
   }
   json["roles"] = role_list;
-  Json module_list = Json::array();
-  for (const ModuleBytes& module : modules) {
-    Json by_role = Json::object();
-    for (int role = 0; role < kMemoryRoleCount; ++role) {
-      if (module.role_bytes[role] != 0) {
-        by_role[roleId(static_cast<MemoryRole>(role))] = module.role_bytes[role];
-      }
-    }
-    module_list.push_back({{"module", module.module},
-                           {"bytes", module.bytes},
-                           {"count", module.count},
-                           {"roles", by_role}});
-  }
-  json["modules"] = module_list;
+  json["modules"] = modulesJson(modules);
   Json site_list = Json::array();
   for (const PeakSite& site : sites) {
     site_list.push_back({{"op", site.site.op},

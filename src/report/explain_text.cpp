@@ -31,6 +31,21 @@ std::string bar(std::int64_t part, std::int64_t whole, int width) {
          std::string(static_cast<std::size_t>(width - filled), '.');
 }
 
+void modulesText(const std::vector<ModuleBytes>& modules, std::int64_t total, const char* indent,
+                 std::ostringstream& out) {
+  std::size_t shown = 0;
+  for (const ModuleBytes& module : modules) {
+    if (++shown > 10) break;
+    int top = 0;
+    for (int role = 1; role < kMemoryRoleCount; ++role) {
+      if (module.role_bytes[role] > module.role_bytes[top]) top = role;
+    }
+    out << indent << padded(module.module.empty() ? "<none>" : module.module, 32)
+        << padded(bytesText(module.bytes), 11) << percent(module.bytes, total) << "  mostly "
+        << roleId(static_cast<MemoryRole>(top)) << "\n";
+  }
+}
+
 // A CUDA device at its peak: allocated beside reserved, then its roles and sites.
 void deviceText(const DevicePeak& device, std::ostringstream& out) {
   out << "\ncuda:" << device.device << " at its peak (step " << device.step << ")\n"
@@ -51,6 +66,10 @@ void deviceText(const DevicePeak& device, std::ostringstream& out) {
     out << "    " << padded(roleId(role.role), 17) << padded(bytesText(role.bytes), 11)
         << percent(role.bytes, device.allocated_bytes) << "  "
         << bar(role.bytes, device.allocated_bytes, 30) << "\n";
+  }
+  if (!device.modules.empty()) {
+    out << "  by module\n";
+    modulesText(device.modules, device.allocated_bytes, "    ", out);
   }
   if (!device.sites.empty()) out << "  by site\n";
   std::size_t shown = 0;
@@ -76,17 +95,7 @@ std::string PeakReport::toText() const {
   }
   if (!modules.empty()) {
     out << "\nby module (Python module or MEMSEAL_REGION)\n";
-    std::size_t shown = 0;
-    for (const ModuleBytes& module : modules) {
-      if (++shown > 10) break;
-      int top = 0;
-      for (int role = 1; role < kMemoryRoleCount; ++role) {
-        if (module.role_bytes[role] > module.role_bytes[top]) top = role;
-      }
-      out << "  " << padded(module.module.empty() ? "<none>" : module.module, 32)
-          << padded(bytesText(module.bytes), 11) << percent(module.bytes, peak_bytes) << "  mostly "
-          << roleId(static_cast<MemoryRole>(top)) << "\n";
-    }
+    modulesText(modules, peak_bytes, "  ", out);
   }
   if (!sites.empty()) {
     out << "\nby site\n";

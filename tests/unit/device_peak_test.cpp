@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -60,8 +61,9 @@ TEST(DevicePeak, RolesComeFromIdentityAndTheAddressThatHeldItThen) {
   step.reserved_at_start = 64 * kMiB;
   step.blocks_at_start = {liveBlock(0, 8 * kMiB), liveBlock(8 * kMiB, 2 * kMiB)};
   DeviceAddressRoles roles;
-  roles.before[kBase] = MemoryRole::kParameters;
-  roles.before[kBase + 8 * kMiB] = MemoryRole::kGradients;  // last step's .grad, dropped below
+  roles.before[kBase] = {MemoryRole::kParameters, "Net/encoder"};
+  roles.before[kBase + 8 * kMiB] = {MemoryRole::kGradients,
+                                    "Net/encoder"};  // last step's .grad, dropped below
   free(step, 8 * kMiB, 2 * kMiB);
   allocate(step, 8 * kMiB, 2 * kMiB);   // a new block at the dropped gradient's address
   allocate(step, 16 * kMiB, 4 * kMiB);  // saved for backward
@@ -70,7 +72,7 @@ TEST(DevicePeak, RolesComeFromIdentityAndTheAddressThatHeldItThen) {
   allocate(step, 24 * kMiB, 8 * kMiB);  // the gradient
   roles.gradients.insert(kBase + 24 * kMiB);
   allocate(step, 32 * kMiB, 16 * kMiB);  // optimizer state, named after the step
-  roles.after[kBase + 32 * kMiB] = MemoryRole::kOptimizerState;
+  roles.after[kBase + 32 * kMiB] = {MemoryRole::kOptimizerState, "Net/decoder"};
   free(step, 20 * kMiB, 1 * kMiB);
   free(step, 16 * kMiB, 4 * kMiB);
   free(step, 8 * kMiB, 2 * kMiB);
@@ -89,6 +91,17 @@ TEST(DevicePeak, RolesComeFromIdentityAndTheAddressThatHeldItThen) {
   // the step, whatever the address was named before.
   EXPECT_EQ(bytesOf(peak, MemoryRole::kTemporaries), mib(1 + 2));
   EXPECT_EQ(bytesOf(peak, MemoryRole::kOther), 0);
+  // Named tensors under the modules the caller gave; the rest where their site's scope says.
+  auto moduleBytes = [&](const std::string& name) {
+    for (const ModuleBytes& module : peak.modules) {
+      if (module.module == name) return module.bytes;
+    }
+    return std::int64_t{-1};
+  };
+  EXPECT_EQ(moduleBytes("Net/encoder"), mib(8));
+  EXPECT_EQ(moduleBytes("Net/decoder"), mib(16));
+  EXPECT_EQ(moduleBytes(""), mib(2 + 4 + 1 + 8));
+  EXPECT_EQ(peak.modules.front().module, "Net/decoder");
 }
 
 TEST(DevicePeak, AStepThatOnlyFreesPeaksWhenItBegins) {
@@ -117,7 +130,7 @@ TEST(DevicePeak, FreesOfUnknownBlocksChangeNothing) {
   EXPECT_EQ(peak.end_allocated_bytes, mib(2));
 }
 
-TEST(DevicePeak, SitesAreLargestFirstAndOnlyTheListedOnesAreNamed) {
+TEST(DevicePeak, SitesAreLargestFirstAndEachIsNamedOnce) {
   DeviceStepEvents step;
   for (std::uint32_t site = 1; site <= 40; ++site) allocate(step, site * kMiB, site * 1024, site);
   std::vector<std::uint32_t> named;
@@ -126,7 +139,9 @@ TEST(DevicePeak, SitesAreLargestFirstAndOnlyTheListedOnesAreNamed) {
     return std::make_pair("op" + std::to_string(site), std::string());
   });
   ASSERT_EQ(peak.sites.size(), 32u);
-  EXPECT_EQ(named.size(), 32u);
+  std::sort(named.begin(), named.end());
+  EXPECT_EQ(std::unique(named.begin(), named.end()), named.end());
+  EXPECT_EQ(named.size(), 40u);
   EXPECT_EQ(peak.sites.front().op, "op40");
   EXPECT_EQ(peak.sites.front().bytes, 40 * 1024);
   EXPECT_EQ(peak.sites.back().op, "op9");

@@ -289,6 +289,8 @@ std::string deviceCards(const ReadJson& explain) {
       out += tile("waiting", bytesText(waiting), "freed, still in use by a stream");
     }
     out += "</div>" + rolesChart(arrayAt(device, "roles"));
+    // The device's modules, in the host's table (its "of peak" is of the allocated bytes).
+    out += modulesTable(device, allocated.value_or(0));
     std::string rows;
     for (const ReadJson& site : arrayAt(device, "sites")) {
       if (!site.is_object()) continue;
