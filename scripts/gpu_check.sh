@@ -34,7 +34,7 @@ part() {
 
 build_cpp() {
   MEMSEAL_JOBS=$((jobs / 2 > 0 ? jobs / 2 : 1)) \
-    MEMSEAL_TARGETS="memseal_integration_tests memseal_device_memory_tests memseal_bench_cuda_region" \
+    MEMSEAL_TARGETS="memseal memseal_integration_tests memseal_device_memory_tests memseal_bench_cuda_region" \
     scripts/build.sh release -DMEMSEAL_WERROR=OFF
 }
 
@@ -107,6 +107,11 @@ for forensics in "$oom"/memseal-cuda-oom-*.json; do
   [ -e "$forensics" ] && { echo "=== $forensics"; cat "$forensics"; } >>"$out/reports.log"
 done
 
+# The allocator model's reserved peak and out-of-memory answer against the allocator's own, five
+# workloads under four settings; the table is in bench.log, the snapshots (candidates for small
+# recorded test traces) and results.json in /tmp/memseal-allocator-model.
+part "bench: allocator model vs torch" bench.log "$PYTHON" bench/python/allocator_model_check.py \
+  --memseal build/release/memseal --out /tmp/memseal-allocator-model
 part "bench: CudaRegion" bench.log build/release/bench/memseal_bench_cuda_region 5 500
 part "bench: watch on the GPU" bench.log "$PYTHON" bench/python/overhead.py --device cuda --breakdown \
   --rounds "${MEMSEAL_GPU_BENCH_ROUNDS:-7}" --steps "${MEMSEAL_GPU_BENCH_STEPS:-130}" --settle 30
