@@ -218,6 +218,43 @@ TEST(CudaAllocatorModel, ExpandableSegmentsAvoidTheOutOfMemoryOfAPinnedSegment) 
   EXPECT_EQ(expandable.at_end.largest_free_block, 13 * MiB);
 }
 
+// Each round frees a 200 MiB block and keeps a 120 MiB one carved from its segment: eight segments
+// each keep an 80 MiB hole, and under 2 GiB the last 500 MiB find no room. max_split_size_mb keeps
+// the 200 MiB block whole (the 120 MiB ones get segments of their own), and expandable segments
+// grow one mapping past the holes.
+std::vector<CudaAllocatorEvent> holeInEverySegmentRun() {
+  using Kind = CudaAllocatorEvent::Kind;
+  std::vector<CudaAllocatorEvent> events;
+  std::uint64_t id = 0;
+  for (int round = 0; round < 8; ++round) {
+    events.push_back({Kind::kAlloc, ++id, 200 * MiB, 0});
+    events.push_back({Kind::kFree, id, 0, 0});
+    events.push_back({Kind::kAlloc, ++id, 120 * MiB, 0});
+  }
+  events.push_back({Kind::kAlloc, ++id, 500 * MiB, 0});
+  return events;
+}
+
+TEST(CudaAllocatorModel, AHoleInEverySegmentRunsOutUnlessBlocksStayWholeOrSegmentsExpand) {
+  const std::vector<CudaAllocatorEvent> events = holeInEverySegmentRun();
+  auto plain = replayCudaAllocator(events, CudaAllocatorSettings{}, 2 * GiB);
+  ASSERT_TRUE(plain.out_of_memory_at.has_value());
+  EXPECT_EQ(*plain.out_of_memory_at, events.size() - 1);
+  EXPECT_EQ(plain.at_out_of_memory->reserved, 1600 * MiB);
+  EXPECT_EQ(plain.at_out_of_memory->allocated, 960 * MiB);
+  EXPECT_EQ(plain.at_out_of_memory->largest_free_block, 80 * MiB);
+
+  auto whole = replayCudaAllocator(events, settings("max_split_size_mb:128"), 2 * GiB);
+  EXPECT_FALSE(whole.out_of_memory_at.has_value());
+  EXPECT_EQ(whole.reserved_peak, 200 * MiB + 8 * 120 * MiB + 500 * MiB);
+
+  auto expandable = replayCudaAllocator(events, settings("expandable_segments:True"), 2 * GiB);
+  EXPECT_FALSE(expandable.out_of_memory_at.has_value());
+  // One mapping: the first 200 MiB, 120 more each later round, then what the 500 MiB need past
+  // the last hole.
+  EXPECT_EQ(expandable.reserved_peak, 960 * MiB + 500 * MiB);
+}
+
 TEST(CudaAllocatorModel, ExpandableSegmentsMapPagesAsNeededAndUnmapThemOnEmptyCache) {
   CudaAllocatorModel model(settings("expandable_segments:True"), GiB);
   for (std::uint64_t id = 0; id < 5; ++id) ASSERT_TRUE(model.allocate(id, 512 * KiB, 0));
