@@ -101,17 +101,9 @@ MemoryRole roleOf(std::uint64_t address, const Block& block, bool freed_in_step,
   return MemoryRole::kOther;
 }
 
-}  // namespace
-
-DevicePeak deviceStepPeak(const DeviceStepEvents& step, const DeviceAddressRoles& roles,
-                          const DeviceSiteNamer& name_site) {
-  DevicePeak peak;
-  peak.device = step.device;
-  peak.step = step.step;
-  peak.events = static_cast<std::int64_t>(step.events.size());
-  peak.dropped_events = step.dropped_events;
-
-  // First pass: the moment allocated bytes were highest (the start, or right after an event).
+// The number of events after which allocated bytes were highest (0: when the step began), with
+// the baseline, end and reserved peak filled in on the way.
+std::size_t eventsToPeak(const DeviceStepEvents& step, DevicePeak& peak) {
   DeviceReplay replay(step);
   peak.baseline_allocated_bytes = static_cast<std::int64_t>(replay.allocated());
   std::uint64_t highest = replay.allocated();
@@ -127,14 +119,13 @@ DevicePeak deviceStepPeak(const DeviceStepEvents& step, const DeviceAddressRoles
   }
   peak.end_allocated_bytes = static_cast<std::int64_t>(replay.allocated());
   peak.reserved_peak_bytes = static_cast<std::int64_t>(highest_reserved);
+  return events_to_peak;
+}
 
-  // Second pass: the blocks live at that moment, and which of them the rest of the step freed.
-  DeviceReplay at_peak(step);
-  for (std::size_t i = 0; i < events_to_peak; ++i) at_peak.apply(step.events[i]);
-  peak.allocated_bytes = static_cast<std::int64_t>(at_peak.allocated());
-  peak.reserved_bytes = static_cast<std::int64_t>(at_peak.reserved());
-  peak.pending_free_bytes = static_cast<std::int64_t>(at_peak.pending());
-  std::map<std::uint64_t, bool> freed_later;  // live blocks at the peak
+// The blocks live at the peak (by address), each with whether the rest of the step freed it.
+std::map<std::uint64_t, bool> liveAtPeak(const DeviceStepEvents& step, const DeviceReplay& at_peak,
+                                         std::size_t events_to_peak) {
+  std::map<std::uint64_t, bool> freed_later;
   for (const auto& [address, block] : at_peak.blocks()) {
     if (!block.free_requested) freed_later.emplace(address, false);
   }
@@ -146,61 +137,97 @@ DevicePeak deviceStepPeak(const DeviceStepEvents& step, const DeviceAddressRoles
     auto live = freed_later.find(event.address);
     if (live != freed_later.end()) live->second = true;
   }
+  return freed_later;
+}
 
-  for (int role = 0; role < kMemoryRoleCount; ++role) {
-    peak.roles.push_back({static_cast<MemoryRole>(role), 0, 0});
-  }
-  std::map<std::uint32_t, std::array<std::int64_t, kMemoryRoleCount>> site_roles;
-  std::map<std::uint32_t, DevicePeakSite> sites;
-  std::map<std::string, ModuleBytes> modules;
-  std::map<std::uint32_t, std::pair<std::string, std::string>> site_names;  // each named once
-  auto nameOf = [&](std::uint32_t site) -> const std::pair<std::string, std::string>& {
-    auto found = site_names.find(site);
-    if (found == site_names.end()) {
-      found =
-          site_names
-              .emplace(site, name_site ? name_site(site) : std::pair<std::string, std::string>())
-              .first;
-    }
-    return found->second;
-  };
-  for (const auto& [address, freed_in_step] : freed_later) {
-    const Block& block = at_peak.blocks().at(address);
+// The peak's blocks added up by role, site and module as each comes; sites named once each.
+class PeakTotals {
+ public:
+  explicit PeakTotals(const DeviceSiteNamer& name_site) : name_site_(name_site) {}
+
+  void add(std::uint64_t address, const Block& block, bool freed_in_step,
+           const DeviceAddressRoles& roles, DevicePeak& peak) {
     auto bytes = static_cast<std::int64_t>(block.bytes);
-    MemoryRole role = roleOf(address, block, freed_in_step, roles);
-    auto role_index = static_cast<std::size_t>(role);
-    peak.roles[role_index].bytes += bytes;
-    peak.roles[role_index].count += 1;
-    site_roles[block.site][role_index] += bytes;
-    DevicePeakSite& site = sites[block.site];
+    auto role = static_cast<std::size_t>(roleOf(address, block, freed_in_step, roles));
+    peak.roles[role].bytes += bytes;
+    peak.roles[role].count += 1;
+    site_roles_[block.site][role] += bytes;
+    DevicePeakSite& site = sites_[block.site];
     site.bytes += bytes;
     site.count += 1;
     // A parameter, its gradient and its optimizer state under the module that owns them.
     const DeviceNamed* named = namedAs(address, block, freed_in_step, roles);
     const std::string& module_name =
         named != nullptr && !named->module.empty() ? named->module : nameOf(block.site).second;
-    ModuleBytes& module = modules[module_name];
+    ModuleBytes& module = modules_[module_name];
     module.module = module_name;
     module.bytes += bytes;
     module.count += 1;
-    module.role_bytes[role_index] += bytes;
+    module.role_bytes[role] += bytes;
     ++peak.blocks;
   }
-  for (auto& [name, module] : modules) peak.modules.push_back(std::move(module));
-  std::stable_sort(peak.modules.begin(), peak.modules.end(),
-                   [](const ModuleBytes& a, const ModuleBytes& b) { return a.bytes > b.bytes; });
-  if (peak.modules.size() > kMaxSites) peak.modules.resize(kMaxSites);
-  std::vector<std::pair<std::uint32_t, DevicePeakSite>> largest(sites.begin(), sites.end());
-  std::stable_sort(largest.begin(), largest.end(),
-                   [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
-  if (largest.size() > kMaxSites) largest.resize(kMaxSites);
-  for (auto& [id, site] : largest) {
-    const auto& bytes = site_roles[id];
-    site.role =
-        static_cast<MemoryRole>(std::max_element(bytes.begin(), bytes.end()) - bytes.begin());
-    std::tie(site.op, site.scope) = nameOf(id);
-    peak.sites.push_back(std::move(site));
+
+  // The modules and sites, largest first, at most kMaxSites of each; a site's role is the one
+  // holding most of its bytes.
+  void list(DevicePeak& peak) {
+    for (auto& [name, module] : modules_) peak.modules.push_back(std::move(module));
+    std::stable_sort(peak.modules.begin(), peak.modules.end(),
+                     [](const ModuleBytes& a, const ModuleBytes& b) { return a.bytes > b.bytes; });
+    if (peak.modules.size() > kMaxSites) peak.modules.resize(kMaxSites);
+    std::vector<std::pair<std::uint32_t, DevicePeakSite>> largest(sites_.begin(), sites_.end());
+    std::stable_sort(largest.begin(), largest.end(),
+                     [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+    if (largest.size() > kMaxSites) largest.resize(kMaxSites);
+    for (auto& [id, site] : largest) {
+      const auto& bytes = site_roles_[id];
+      site.role =
+          static_cast<MemoryRole>(std::max_element(bytes.begin(), bytes.end()) - bytes.begin());
+      std::tie(site.op, site.scope) = nameOf(id);
+      peak.sites.push_back(std::move(site));
+    }
   }
+
+ private:
+  const std::pair<std::string, std::string>& nameOf(std::uint32_t site) {
+    auto found = names_.find(site);
+    if (found == names_.end()) {
+      auto name = name_site_ ? name_site_(site) : std::pair<std::string, std::string>();
+      found = names_.emplace(site, std::move(name)).first;
+    }
+    return found->second;
+  }
+
+  const DeviceSiteNamer& name_site_;
+  std::map<std::uint32_t, std::array<std::int64_t, kMemoryRoleCount>> site_roles_;
+  std::map<std::uint32_t, DevicePeakSite> sites_;
+  std::map<std::string, ModuleBytes> modules_;
+  std::map<std::uint32_t, std::pair<std::string, std::string>> names_;
+};
+
+}  // namespace
+
+DevicePeak deviceStepPeak(const DeviceStepEvents& step, const DeviceAddressRoles& roles,
+                          const DeviceSiteNamer& name_site) {
+  DevicePeak peak;
+  peak.device = step.device;
+  peak.step = step.step;
+  peak.events = static_cast<std::int64_t>(step.events.size());
+  peak.dropped_events = step.dropped_events;
+  for (int role = 0; role < kMemoryRoleCount; ++role) {
+    peak.roles.push_back({static_cast<MemoryRole>(role), 0, 0});
+  }
+  // Two passes: the moment allocated bytes were highest, then the state at that moment.
+  const std::size_t events_to_peak = eventsToPeak(step, peak);
+  DeviceReplay at_peak(step);
+  for (std::size_t i = 0; i < events_to_peak; ++i) at_peak.apply(step.events[i]);
+  peak.allocated_bytes = static_cast<std::int64_t>(at_peak.allocated());
+  peak.reserved_bytes = static_cast<std::int64_t>(at_peak.reserved());
+  peak.pending_free_bytes = static_cast<std::int64_t>(at_peak.pending());
+  PeakTotals totals(name_site);
+  for (const auto& [address, freed_in_step] : liveAtPeak(step, at_peak, events_to_peak)) {
+    totals.add(address, at_peak.blocks().at(address), freed_in_step, roles, peak);
+  }
+  totals.list(peak);
   return peak;
 }
 
