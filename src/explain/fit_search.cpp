@@ -25,13 +25,17 @@ constexpr std::size_t kDeviceEventsPerStep = std::size_t{1} << 18;
 
 }  // namespace
 
-FitPoint SizedStepRunner::measure(std::int64_t size) {
-  if (device_ >= 0) return measureDevice(size);
+void SizedStepRunner::warmUp(std::int64_t size) {
   for (std::uint32_t i = 0; i < warmup_steps_; ++i) {
     setStep(static_cast<std::uint32_t>(step_index_));
     step_(size, step_index_++);
   }
   setStep(static_cast<std::uint32_t>(step_index_));
+}
+
+FitPoint SizedStepRunner::measure(std::int64_t size) {
+  if (device_ >= 0) return measureDevice(size);
+  warmUp(size);
   FitPoint point;
   point.size = size;
   PhaseMeter phases;  // resets the peak: the measured step's own
@@ -45,11 +49,7 @@ FitPoint SizedStepRunner::measureDevice(std::int64_t size) {
   // What the last size cached would serve this one's requests, or hold memory this size's
   // blocks cannot use: each size starts from an empty cache, as a run of that size alone does.
   track::releaseCachedDeviceMemory();
-  for (std::uint32_t i = 0; i < warmup_steps_; ++i) {
-    setStep(static_cast<std::uint32_t>(step_index_));
-    step_(size, step_index_++);
-  }
-  setStep(static_cast<std::uint32_t>(step_index_));
+  warmUp(size);
   FitPoint point;
   point.size = size;
   DeviceStepWatch watch(static_cast<std::uint32_t>(step_index_), kDeviceEventsPerStep);

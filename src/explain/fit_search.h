@@ -22,6 +22,7 @@ class SizedStepRunner {
   FitPoint measure(std::int64_t size);
 
  private:
+  void warmUp(std::int64_t size);  // the warm-up steps at `size`, then the measured step's number
   FitPoint measureDevice(std::int64_t size);
 
   const std::function<void(std::int64_t, int)>& step_;

@@ -18,11 +18,7 @@
 namespace memseal {
 namespace {
 
-using test::allocateAndFree;
-using test::DeviceEventKind;
-using test::DeviceMemoryEvent;
-using test::event;
-using test::kMiB;
+using namespace test;  // NOLINT: the synthetic events and their helpers
 
 // explain on a CUDA step: each device's highest moment over the measured steps, allocated beside
 // reserved, a block freed but waiting for its stream, and the roles of what the peak holds.

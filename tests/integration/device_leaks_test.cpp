@@ -22,17 +22,10 @@
 namespace memseal {
 namespace {
 
-using test::allocateAndFree;
-using test::DeviceEventKind;
-using test::DeviceMemoryEvent;
-using test::event;
-using test::hasNote;
-using test::kMiB;
-
-DetectorOptions quietDetector() { return test::quietDeviceDetector(); }
+using namespace test;  // NOLINT: the synthetic events and their helpers
 
 TEST(DeviceLeaks, BlocksKeptEveryStepAreRetainedCudaTensors) {
-  LeakDetector detector(quietDetector());
+  LeakDetector detector(quietDeviceDetector());
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x10000000, 512 * kMiB));
   for (std::uint64_t step = 0; step < 24; ++step) {
     // One 1 MiB output kept per step (the bug), one 4 MiB temporary freed.
@@ -59,7 +52,7 @@ TEST(DeviceLeaks, BlocksKeptEveryStepAreRetainedCudaTensors) {
 }
 
 TEST(DeviceLeaks, FreedBlocksLeaveNoRecordBehind) {
-  LeakDetector detector(quietDetector());
+  LeakDetector detector(quietDeviceDetector());
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x30000000, 8 * kMiB));
   for (std::uint64_t step = 0; step < 24; ++step) {
     // Blocks kept for two steps, then freed: a sliding window, as a prefetching loader keeps.
@@ -114,7 +107,7 @@ TEST(DeviceLeaks, ACudaTensorsDeviceSurvivesTheJsonRoundTrip) {
 }
 
 TEST(DeviceLeaks, ACacheLargerThanTheStepNeedsIsANoteNotALeak) {
-  LeakDetector detector(quietDetector());
+  LeakDetector detector(quietDeviceDetector());
   // A big warm-up request left a 256 MiB segment in the cache; steps use 8 MiB of it.
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x40000000, 256 * kMiB));
   allocateAndFree(0x40000000, 200 * kMiB);
@@ -128,7 +121,7 @@ TEST(DeviceLeaks, ACacheLargerThanTheStepNeedsIsANoteNotALeak) {
 }
 
 TEST(DeviceLeaks, AStepThatNeedsMoreEachTimeButKeepsNothingIsNoLeak) {
-  LeakDetector detector(quietDetector());
+  LeakDetector detector(quietDeviceDetector());
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x50000000, 1024 * kMiB));
   for (std::uint64_t step = 0; step < 24; ++step) {
     // A batch that grows every step: its activations are live at the boundary (which falls inside
@@ -159,7 +152,7 @@ TEST(DeviceLeaks, BlocksOfStepsWhoseOpsAreNotWatchedGetTheSiteOfTheWatchedStep) 
   char folder_template[] = "/tmp/memseal-oom-test-XXXXXX";
   ASSERT_NE(mkdtemp(folder_template), nullptr);
   std::string folder = folder_template;
-  DetectorOptions options = quietDetector();
+  DetectorOptions options = quietDeviceDetector();
   options.tracker.observe_ops = OpWatching::oneStepIn(4);
   LeakDetector detector(options);
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x60000000, 512 * kMiB));
@@ -206,7 +199,7 @@ TEST(DeviceLeaks, BlocksOfStepsWhoseOpsAreNotWatchedGetTheSiteOfTheWatchedStep) 
 }
 
 TEST(DeviceLeaks, TheReportSummarisesEachDeviceInJsonAndHtml) {
-  LeakDetector detector(quietDetector());
+  LeakDetector detector(quietDeviceDetector());
   // cuda:0 caches a big warm-up request; cuda:1 holds one steady block.
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x40000000, 256 * kMiB));
   allocateAndFree(0x40000000, 200 * kMiB);
@@ -279,7 +272,7 @@ TEST(DeviceLeaks, TheReportSummarisesEachDeviceInJsonAndHtml) {
 
 TEST(DeviceLeaks, ACpuOnlyReportHasNoDevices) {
   track::resetDeviceLedger();
-  LeakDetector detector(quietDetector());
+  LeakDetector detector(quietDeviceDetector());
   for (int step = 0; step < 8; ++step) detector.step();
   LeakReport report = detector.finish();
   EXPECT_TRUE(report.devices.empty());
@@ -288,7 +281,7 @@ TEST(DeviceLeaks, ACpuOnlyReportHasNoDevices) {
 
 TEST(DeviceLeaks, EventsOutsideASessionAreIgnored) {
   {
-    LeakDetector detector(quietDetector());
+    LeakDetector detector(quietDeviceDetector());
     detector.finish();
   }
   track::resetDeviceLedger();

@@ -20,14 +20,7 @@
 namespace memseal {
 namespace {
 
-using test::allocateAndFree;
-using test::DeviceEventKind;
-using test::DeviceMemoryEvent;
-using test::event;
-using test::hasNote;
-using test::kMiB;
-
-DetectorOptions quietDetector() { return test::quietDeviceDetector(); }
+using namespace test;  // NOLINT: the synthetic events and their helpers
 
 TEST(DeviceOutOfMemory, AnOutOfMemoryWritesItsForensicsAndTheReportNamesTheFile) {
   // (std::filesystem is avoided: libtorch.so carries its own copy of parts of it.)
@@ -35,7 +28,7 @@ TEST(DeviceOutOfMemory, AnOutOfMemoryWritesItsForensicsAndTheReportNamesTheFile)
   ASSERT_NE(mkdtemp(folder_template), nullptr);
   std::string folder = folder_template;
   setenv("MEMSEAL_OOM_DIR", folder.c_str(), 1);
-  LeakDetector detector(quietDetector());
+  LeakDetector detector(quietDeviceDetector());
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x50000000, 64 * kMiB));
   track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, 0x50000000, 48 * kMiB));
   detector.step();
@@ -77,7 +70,7 @@ TEST(DeviceOutOfMemory, AFragmentationOutOfMemoryNamesTheSettingThatWouldHaveAvo
   for (const char* variable : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
     unsetenv(variable);
   }
-  LeakDetector detector(quietDetector());
+  LeakDetector detector(quietDeviceDetector());
   for (std::uint64_t segment : {0x60000000ull, 0x70000000ull}) {
     track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, segment, 20 * kMiB));
     track::recordDeviceEvent(event(DeviceEventKind::kBlockAlloc, segment, 8 * kMiB));

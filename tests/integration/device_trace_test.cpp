@@ -18,11 +18,7 @@
 namespace memseal {
 namespace {
 
-using test::allocateAndFree;
-using test::DeviceEventKind;
-using test::DeviceMemoryEvent;
-using test::event;
-using test::kMiB;
+using namespace test;  // NOLINT: the synthetic events and their helpers
 
 // A trace of two CUDA devices as the caching allocator would report it: segments holding several
 // blocks, a whole segment's life, pending and completed frees, an expandable segment mapped in
