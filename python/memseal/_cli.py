@@ -16,6 +16,7 @@ memseal command itself, which the package carries in memseal/bin with what `mems
 import argparse
 import importlib.util
 import os
+import re
 import signal
 import sys
 import traceback
@@ -262,13 +263,19 @@ def _write_outputs(args, report, kind):
         memseal.write_html(args.html, title=os.path.basename(args.case), **{kind: report})
 
 
+def _without_own_name(error):
+    """The core's message without the name it starts with ("memseal: ", "memseal fit: "): the
+    usage error names the command once."""
+    return re.sub(r"^memseal(?: [a-z]+)?: ", "", str(error))
+
+
 def _measure(case, entry, run):
     """Runs an explain or fit over the case: bad options are usage errors, and so is the case's
     own exception, shown with its traceback."""
     try:
         return run()
     except (TypeError, ValueError) as error:
-        raise _UsageError(str(error).removeprefix("memseal: ")) from None
+        raise _UsageError(_without_own_name(error)) from None
     except BaseException:  # noqa: BLE001
         raise _UsageError(f"{case}: {entry} raised:\n{traceback.format_exc()}") from None
 
@@ -288,7 +295,7 @@ def _check(args):
                               tensor_metadata=args.tensor_metadata, memory_viz=args.memory_viz,
                               memory_viz_events=args.memory_viz_events)
     except (TypeError, ValueError) as error:
-        raise _UsageError(str(error).removeprefix("memseal: ")) from None
+        raise _UsageError(_without_own_name(error)) from None
     step, setup, _ = _load_case(args.case)
     _run_setup(args.case, setup)
     current = 0

@@ -292,9 +292,11 @@ def test_cli_fit(case_path, tmp_path):
         (("--budget", "lots"), "expected a positive size"),
         (("--margin", "2"), "expected a fraction"),
         (("--memory", "gpu"), "expected host, cuda or cuda:N"),
+        (("--memory", "cuda:3", "--budget", "1GiB"), "fit: the step reserved no memory on cuda:3"),
     ]:
         bad = run_cli("fit", *args, case_path("sized_mlp.py"))
         assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
+        assert "memseal fit: memseal" not in bad.stderr, bad.stderr
     no_entry = run_cli("fit", case_path("explain_training.py"))
     assert no_entry.returncode == 2 and "sized_step(size, i)" in no_entry.stderr
 
