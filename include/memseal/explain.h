@@ -117,7 +117,9 @@ struct DevicePeakSite {
 struct DevicePeak {
   int device = 0;
   std::uint32_t step = 0;
-  std::int64_t allocated_bytes = 0;           // bytes of blocks handed to tensors, at the peak
+  // Bytes the tensors asked for at the peak, as the allocator's trace gives them (its blocks are
+  // these rounded up: torch.cuda.memory_allocated() counts those).
+  std::int64_t allocated_bytes = 0;
   std::int64_t reserved_bytes = 0;            // segments the allocator held at that moment
   std::int64_t pending_free_bytes = 0;        // freed by the program, still in use by a stream
   std::int64_t baseline_allocated_bytes = 0;  // when the step began
@@ -132,8 +134,8 @@ struct DevicePeak {
   // caller gave it), largest first.
   std::vector<ModuleBytes> modules;
 
-  // Reserved but in no block at the peak: the allocator's cache and the gaps of split segments
-  // (what torch.cuda.memory_reserved() shows above memory_allocated()).
+  // Reserved but held by no tensor at the peak: the allocator's cache, the gaps of split segments
+  // and the blocks' rounding.
   std::int64_t cachedFreeBytes() const {
     return reserved_bytes > allocated_bytes + pending_free_bytes
                ? reserved_bytes - allocated_bytes - pending_free_bytes

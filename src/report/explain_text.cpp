@@ -56,7 +56,7 @@ void deviceText(const DevicePeak& device, std::ostringstream& out) {
       << "by the caching allocator (at most " << bytesText(device.reserved_peak_bytes)
       << " in the step)\n"
       << "  cached     " << padded(bytesText(device.cachedFreeBytes()), 11)
-      << "reserved but in no block: the allocator's to reuse\n";
+      << "reserved, held by no tensor: free blocks, gaps of split segments, rounding\n";
   if (device.pending_free_bytes > 0) {
     out << "  waiting    " << padded(bytesText(device.pending_free_bytes), 11)
         << "freed by the program, still in use by a stream\n";

@@ -283,7 +283,7 @@ std::string deviceCards(const ReadJson& explain) {
                 "by the caching allocator; at most " +
                     bytesText(numberAt(device, "reserved_peak_bytes")) + " in the step");
     out += tile("cached", bytesText(numberAt(device, "cached_free_bytes")),
-                "reserved but in no block");
+                "reserved, held by no tensor");
     std::optional<double> waiting = numberAt(device, "pending_free_bytes");
     if (waiting && *waiting > 0) {
       out += tile("waiting", bytesText(waiting), "freed, still in use by a stream");
