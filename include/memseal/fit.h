@@ -145,6 +145,9 @@ MEMSEAL_API FitReport fitCapacity(const std::function<void(std::int64_t size, in
 // "16GiB", "512 MiB", "1.5G", "4096", "64KB": bytes (K/M/G/T and KiB/MiB/GiB/TiB are powers of
 // 1024, kB/MB/GB/TB powers of 1000). nullopt when not understood, not positive or too large.
 MEMSEAL_API std::optional<std::int64_t> parseByteSize(const std::string& text);
+// What `fit --memory` names: "host" -> -1, "cuda" -> 0, "cuda:N" -> N (FitOptions::device);
+// nullopt for anything else.
+MEMSEAL_API std::optional<int> parseFitMemory(const std::string& memory);
 
 // The memory this process may still use (MemAvailable) plus what tracked tensors hold now; 0 when
 // it cannot be read.

@@ -220,14 +220,11 @@ def explain(step, *, steps=4, warmup=2, model=None, optimizer=None, stacks=None,
 
 
 def _device_index(memory):
-    """"host" -> -1, "cuda" -> 0, "cuda:N" -> N; anything else is refused."""
-    if memory == "host":
-        return -1
-    if memory == "cuda":
-        return 0
-    if isinstance(memory, str) and memory.startswith("cuda:") and memory[5:].isdigit():
-        return int(memory[5:])
-    raise ValueError(f"memseal: fit() memory must be 'host', 'cuda' or 'cuda:N', not {memory!r}")
+    """"host" -> -1, "cuda" -> 0, "cuda:N" -> N, as the core reads `fit --memory`."""
+    device = _memseal.parse_fit_memory(memory) if isinstance(memory, str) else None
+    if device is None:
+        raise ValueError(f"memseal: fit() memory must be 'host', 'cuda' or 'cuda:N', not {memory!r}")
+    return device
 
 
 def fit(step, *, sizes=(1, 2, 4, 8), budget=None, margin=0.10, tolerance=0.03, verify=False,

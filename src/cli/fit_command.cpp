@@ -31,19 +31,6 @@ struct FitCommandOptions {
   OutputFlags output;
 };
 
-// "host" -> -1, "cuda" -> 0, "cuda:N" -> N; nullopt for anything else.
-std::optional<int> deviceOf(const std::string& memory) {
-  if (memory == "host") return -1;
-  if (memory == "cuda") return 0;
-  const std::string prefix = "cuda:";
-  if (memory.rfind(prefix, 0) != 0 || memory.size() == prefix.size() ||
-      memory.size() > prefix.size() + 4 ||
-      memory.find_first_not_of("0123456789", prefix.size()) != std::string::npos) {
-    return std::nullopt;
-  }
-  return std::stoi(memory.substr(prefix.size()));
-}
-
 std::optional<std::vector<std::int64_t>> parseSizes(const std::string& text) {
   std::vector<std::int64_t> sizes;
   std::stringstream list(text);
@@ -82,7 +69,7 @@ int runFit(const FitCommandOptions& options) {
   fit.margin = options.margin;
   fit.verify = options.verify;
   fit.warmup_steps = options.warmup;
-  std::optional<int> device = deviceOf(options.memory);
+  std::optional<int> device = parseFitMemory(options.memory);
   if (!device) {
     std::cerr << "memseal fit: --memory '" << options.memory
               << "': expected host, cuda or cuda:N\n";

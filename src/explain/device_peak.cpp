@@ -32,10 +32,17 @@ class DeviceReplay {
 
   void apply(const track::DeviceMemoryEvent& event) {
     switch (event.kind) {
-      case Kind::kBlockAlloc:
+      case Kind::kBlockAlloc: {
+        // A block still held at this address lost its free (events dropped): it goes first.
+        auto held = blocks_.find(event.address);
+        if (held != blocks_.end()) {
+          std::uint64_t& counted = held->second.free_requested ? pending_ : allocated_;
+          counted -= std::min(counted, held->second.bytes);
+        }
         blocks_[event.address] = {event.bytes, event.site, true, false};
         allocated_ += event.bytes;
         break;
+      }
       case Kind::kBlockFreeRequested:
       case Kind::kBlockFreeCompleted: {
         auto block = blocks_.find(event.address);

@@ -162,6 +162,7 @@ void bindExplain(py::module_& m) {
       },
       py::arg("points"), py::arg("budget"), py::arg("margin"), py::arg("tolerance"));
   m.def("parse_byte_size", &parseByteSize, py::arg("text"));
+  m.def("parse_fit_memory", &parseFitMemory, py::arg("memory"));
   m.def("available_memory_bytes", &availableMemoryBytes);
 
   py::class_<MemoryTrace>(m, "MemoryTrace")

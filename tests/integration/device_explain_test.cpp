@@ -98,6 +98,15 @@ TEST(DeviceExplain, ExplainGivesEachDevicesPeakWithWhatTheAllocatorReservedThen)
 
 // fit on a CUDA device fits what the allocator reserved in the measured step at each size: here a
 // segment of 2 MiB plus 4 MiB per unit of size, made and given back by every step.
+TEST(DeviceExplain, FitMemoryNamesTheHostOrACudaDevice) {
+  EXPECT_EQ(parseFitMemory("host"), -1);
+  EXPECT_EQ(parseFitMemory("cuda"), 0);
+  EXPECT_EQ(parseFitMemory("cuda:3"), 3);
+  for (const char* refused : {"cuda:", "cuda:x", "cuda:-1", "gpu", "cuda:12345", "", "CUDA:0"}) {
+    EXPECT_FALSE(parseFitMemory(refused).has_value()) << refused;
+  }
+}
+
 TEST(DeviceExplain, FitOnADeviceFitsTheReservedPeakAgainstSize) {
   constexpr std::uint64_t kSegment = 0x30000000;
   auto step = [&](std::int64_t size, int) {

@@ -130,6 +130,18 @@ TEST(DevicePeak, FreesOfUnknownBlocksChangeNothing) {
   EXPECT_EQ(peak.end_allocated_bytes, mib(2));
 }
 
+// A block whose free was lost (events dropped) is replaced by the next allocation at its address.
+TEST(DevicePeak, AnAllocationOverABlockWhoseFreeWasLostReplacesIt) {
+  DeviceStepEvents step;
+  step.blocks_at_start = {liveBlock(0, 4 * kMiB)};
+  allocate(step, 0, 2 * kMiB);
+  allocate(step, 8 * kMiB, 1 * kMiB);
+  DevicePeak peak = explain::deviceStepPeak(step, {}, nullptr);
+  EXPECT_EQ(peak.allocated_bytes, mib(4));  // when the step began
+  EXPECT_EQ(peak.end_allocated_bytes, mib(3));
+  EXPECT_EQ(peak.blocks, 1);
+}
+
 TEST(DevicePeak, SitesAreLargestFirstAndEachIsNamedOnce) {
   DeviceStepEvents step;
   for (std::uint32_t site = 1; site <= 40; ++site) allocate(step, site * kMiB, site * 1024, site);
