@@ -171,6 +171,17 @@ std::optional<std::int64_t> parseByteSize(const std::string& text) {
   return static_cast<std::int64_t>(bytes);
 }
 
+std::optional<int> parseCudaDeviceName(const std::string& name) {
+  if (name == "cuda") return 0;
+  const std::string prefix = "cuda:";
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() ||
+      name.size() > prefix.size() + 4 ||
+      name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoi(name.substr(prefix.size()));
+}
+
 std::optional<std::int64_t> parseDurationNs(const std::string& text) {
   char* end = nullptr;
   errno = 0;

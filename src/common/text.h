@@ -53,5 +53,8 @@ bool writeFileAtomically(const std::string& path, const std::string& content, st
 std::optional<std::int64_t> parseByteSize(const std::string& text);
 // "250ms", "2s", "1.5s", "1m": nanoseconds, from 1 ms to 24 h; nullopt otherwise.
 std::optional<std::int64_t> parseDurationNs(const std::string& text);
+// A CUDA device's name as torch writes it: "cuda" -> 0, "cuda:N" (up to four digits) -> N;
+// nullopt for anything else.
+std::optional<int> parseCudaDeviceName(const std::string& name);
 
 }  // namespace memseal::common

@@ -363,14 +363,7 @@ std::optional<std::int64_t> parseByteSize(const std::string& text) {
 
 std::optional<int> parseFitMemory(const std::string& memory) {
   if (memory == "host") return -1;
-  if (memory == "cuda") return 0;
-  const std::string prefix = "cuda:";
-  const std::size_t digits = memory.size() - std::min(memory.size(), prefix.size());
-  if (memory.rfind(prefix, 0) != 0 || digits == 0 || digits > 4 ||
-      memory.find_first_not_of("0123456789", prefix.size()) != std::string::npos) {
-    return std::nullopt;
-  }
-  return std::stoi(memory.substr(prefix.size()));
+  return common::parseCudaDeviceName(memory);
 }
 
 }  // namespace memseal

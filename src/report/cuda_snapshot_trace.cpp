@@ -1,7 +1,10 @@
 #include "report/cuda_snapshot_trace.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
+
+#include "common/text.h"
 
 namespace memseal::report {
 
@@ -104,14 +107,9 @@ std::vector<int> cudaOrdinals(const Json& snapshot, std::size_t traces) {
   if (names == about->end() || !names->is_array() || names->size() != traces) return ordinals;
   for (std::size_t i = 0; i < traces; ++i) {
     const Json& name = (*names)[i];
-    const std::string text = name.is_string() ? name.get<std::string>() : std::string();
-    ordinals[i] = -1;
-    if (text == "cuda") {
-      ordinals[i] = 0;
-    } else if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() <= 9 &&
-               text.find_first_not_of("0123456789", 5) == std::string::npos) {
-      ordinals[i] = std::stoi(text.substr(5));
-    }
+    std::optional<int> ordinal =
+        name.is_string() ? common::parseCudaDeviceName(name.get<std::string>()) : std::nullopt;
+    ordinals[i] = ordinal.value_or(-1);
   }
   return ordinals;
 }

@@ -44,6 +44,16 @@ TEST(CommonText, AProfilerRangeIsShownByItsOwnNameAndAnOpAsItIs) {
   EXPECT_EQ(common::shownOpName("odd#"), "odd#");
 }
 
+TEST(CommonText, ACudaDeviceIsNamedAsTorchNamesIt) {
+  EXPECT_EQ(common::parseCudaDeviceName("cuda"), 0);
+  EXPECT_EQ(common::parseCudaDeviceName("cuda:0"), 0);
+  EXPECT_EQ(common::parseCudaDeviceName("cuda:12"), 12);
+  for (const char* refused :
+       {"cuda:", "cuda:x", "cuda:-1", "cpu", "cuda:12345", "", "CUDA:0", "host"}) {
+    EXPECT_FALSE(common::parseCudaDeviceName(refused).has_value()) << refused;
+  }
+}
+
 TEST(CommonText, DifferencesNeverWrapAndNumbersKeepTheirDecimals) {
   EXPECT_EQ(minusOrZero(10, 3), 7u);
   EXPECT_EQ(minusOrZero(3, 10), 0u);
