@@ -123,17 +123,15 @@ bool heldWhenSeen(const analyze::PeakAllocation& allocation,
 using explain::DeviceNamed;
 
 // Device addresses of what the caller named (CUDA tensors only) and of what backward saw.
-explain::DeviceAddressRoles deviceAddressRoles(const StorageRoles& before,
-                                               const StorageRoles& after,
-                                               const MeasuredStep& measured,
+explain::DeviceAddressRoles deviceAddressRoles(const MeasuredStep& measured,
                                                const explain::BackwardRoles& backward) {
   auto address = [](const void* storage) { return reinterpret_cast<std::uint64_t>(storage); };
   explain::DeviceAddressRoles roles;
-  for (const auto& [storage, named] : before) {
+  for (const auto& [storage, named] : measured.before) {
     if (named.on_device)
       roles.before.emplace(address(storage), DeviceNamed{named.role, named.module});
   }
-  for (const auto& [storage, named] : after) {
+  for (const auto& [storage, named] : measured.after) {
     if (named.on_device)
       roles.after.emplace(address(storage), DeviceNamed{named.role, named.module});
   }
@@ -206,8 +204,7 @@ MeasuredStep measureStep(const std::function<void(int)>& step, std::uint32_t ind
     if (record.signature.dims >= 0) measured.end_signatures.emplace(record.data, record.signature);
   });
   measured.backward_ran = backward.backwardRan();
-  const explain::DeviceAddressRoles device_roles =
-      deviceAddressRoles(measured.before, measured.after, measured, backward);
+  const explain::DeviceAddressRoles device_roles = deviceAddressRoles(measured, backward);
   for (const explain::DeviceStepEvents& device : devices.stop()) {
     measured.devices.push_back(explain::deviceStepPeak(device, device_roles, deviceSiteOpAndScope));
   }
