@@ -33,9 +33,9 @@ int main(int argc, char** argv) {
     memseal::TrackerOptions options;
     options.stacks = memseal::StackMode::kOff;
 #if defined(MEMSEAL_BENCH_OLD_OPTIONS)
-    options.observe_ops = false;  // memseal before the one-knob options
+    options.watch_ops = false;  // memseal before the one-knob options
 #else
-    options.observe_ops = memseal::OpWatching::off();
+    options.watch_ops = memseal::OpWatching::off();
 #endif
     options.record_tensor_metadata = false;
     tracker = std::make_unique<memseal::Tracker>(options);

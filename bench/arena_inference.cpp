@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     // A tracker counts what reaches the system allocator from every thread, intra-op workers
     // included (memory served from an arena block is not tracked).
     TrackerOptions counting;
-    counting.observe_ops = OpWatching::off();
+    counting.watch_ops = OpWatching::off();
     counting.record_tensor_metadata = false;
     Tracker counter(counting);
     counter.start();

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   // As the detector runs on the steps whose ops are not watched: no stacks, no op callback.
   TrackerOptions options;
   options.stacks = StackMode::kOff;
-  options.observe_ops = OpWatching::off();
+  options.watch_ops = OpWatching::off();
   std::unique_ptr<Tracker> tracker;
   std::unique_ptr<LeakDetector> detector;
   const char* with_detector = std::getenv("MEMSEAL_BENCH_DETECTOR");

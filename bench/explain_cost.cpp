@@ -28,7 +28,7 @@ struct Training {
 memseal::TrackerOptions explainTracker() {
   memseal::TrackerOptions options;
   options.stacks = memseal::StackMode::kOn;
-  options.observe_ops = memseal::OpWatching::everyStep();
+  options.watch_ops = memseal::OpWatching::everyStep();
   return options;
 }
 

@@ -41,7 +41,7 @@ for round in $(seq "$repeats"); do
       plain) "$server" "${args[@]}" > /dev/null 2> "$err" ;;
       run-sampled) "$memseal" run --stacks sample:64 -- "$server" "${args[@]}" > /dev/null 2> "$err" ;;
       run-default) "$memseal" run -- "$server" "${args[@]}" > /dev/null 2> "$err" ;;
-      run-lean) "$memseal" run --interval 100ms --observe-ops off --stacks sample:64 -- \
+      run-lean) "$memseal" run --interval 100ms --watch-ops off --stacks sample:64 -- \
                   "$server" "${args[@]}" > /dev/null 2> "$err" ;;
       heaptrack) heaptrack -o "$work/heaptrack" "$server" "${args[@]}" > "$work/out" 2> "$err"
                  cat "$work/out" >> "$err" ;;

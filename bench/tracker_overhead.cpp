@@ -71,7 +71,7 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
   auto tracked = [](StackMode stacks, OpWatching ops) {
     TrackerOptions options;
     options.stacks = stacks;
-    options.observe_ops = ops;
+    options.watch_ops = ops;
     return options;
   };
   std::vector<bench::Variant> variants;
@@ -121,7 +121,7 @@ std::vector<bench::Variant> trackerVariants(const std::function<void()>& iterati
     // As a user runs it: warm-up, then the verdict's watched steps, then sampling.
     options.warmup = 5;
     options.tracker.stacks = setting.stacks;
-    options.tracker.observe_ops = setting.ops;
+    options.tracker.watch_ops = setting.ops;
     variants.push_back(withDetector(setting.name, options, 0));
   }
   // The default detector once a long run is past its watched start: 200 untimed steps first.

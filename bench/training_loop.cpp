@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     options.on_leak = memseal::ReportPolicy::kNone;
     if (watched) {
       options.tracker.stacks = memseal::StackMode::kOff;
-      options.tracker.observe_ops = memseal::OpWatching::everyStep();
+      options.tracker.watch_ops = memseal::OpWatching::everyStep();
     }
     detector = std::make_unique<memseal::LeakDetector>(options);
   }

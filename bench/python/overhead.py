@@ -144,9 +144,9 @@ class Plain:
 
 
 class MemsealWatch:
-    def __init__(self, python_frames, stacks=None, observe_ops=None):
+    def __init__(self, python_frames, stacks=None, watch_ops=None):
         self.watch = memseal.Watch(5, on_leak="none", python_frames=python_frames, stacks=stacks,
-                                   observe_ops=observe_ops, find_holders=False)
+                                   watch_ops=watch_ops, find_holders=False)
 
     def __enter__(self):
         self.watch.start()
@@ -163,7 +163,7 @@ class MemsealScope(Plain):
     """A lifetime scope around the whole loop: memseal's allocation hooks without step boundaries."""
 
     def __init__(self):
-        self.scope = memseal.Scope("bench", on_survivors="none", stacks="off", observe_ops="off")
+        self.scope = memseal.Scope("bench", on_survivors="none", stacks="off", watch_ops="off")
 
     def __enter__(self):
         self.scope.__enter__()

@@ -24,10 +24,10 @@ void checkTrackerOption(const std::string& name, const std::string& value) {
   } catch (const std::invalid_argument&) {
     return;
   }
-  if (options.observe_ops) {
+  if (options.watch_ops) {
     memseal::TrackerOptions again;
-    again.set(name, options.observe_ops->text());
-    if (again.observe_ops != options.observe_ops) std::abort();
+    again.set(name, options.watch_ops->text());
+    if (again.watch_ops != options.watch_ops) std::abort();
   }
 }
 
@@ -66,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string bytes(reinterpret_cast<const char*>(data), size);
   // A command line's or the environment's values end at the first NUL.
   std::string text = bytes.substr(0, bytes.find('\0'));
-  for (const char* name : {"stacks", "observe_ops", "observe-ops", "tensor_metadata"}) {
+  for (const char* name : {"stacks", "watch_ops", "watch-ops", "observe_ops", "tensor_metadata"}) {
     checkTrackerOption(name, text);
   }
   checkTrackerOption(text, "on");

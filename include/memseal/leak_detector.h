@@ -344,7 +344,7 @@ class MEMSEAL_API LeakDetector {
   // phase began only a few steps into it).
   void phase(const std::string& name, std::uint32_t steps_back = 0);
   // Watches ops as `watching` says from the step now running on, in place of the options'
-  // observe_ops: a caller whose steps became whole iterations of its loop (`memseal run`, once it
+  // watch_ops: a caller whose steps became whole iterations of its loop (`memseal run`, once it
   // counts them) lets the ops of most steps go unwatched. Not concurrently with step().
   void watchOps(const OpWatching& watching);
   // The analysis as of the last step boundary. Like step(), not to be called from two threads at

@@ -58,7 +58,7 @@ struct MEMSEAL_API OpWatching {
 };
 
 // Every option may be left unset: it then comes from the environment (MEMSEAL_STACKS,
-// MEMSEAL_TENSOR_METADATA, MEMSEAL_OBSERVE_OPS), else from the default of the entry point that
+// MEMSEAL_TENSOR_METADATA, MEMSEAL_WATCH_OPS), else from the default of the entry point that
 // starts tracking (Tracker: stacks off and ops watched on every step; LeakDetector: stacks on and
 // ops watched automatically; LifetimeScope: stacks on). What code sets always wins.
 struct MEMSEAL_API TrackerOptions {
@@ -67,13 +67,17 @@ struct MEMSEAL_API TrackerOptions {
   // Reads the tensor that owns each new storage (shape, dtype, grad_fn) when the op returns.
   // This asks libtorch to hand over every op's outputs, which costs a little per watched op.
   std::optional<bool> record_tensor_metadata = std::nullopt;
+  std::optional<OpWatching> watch_ops = std::nullopt;
+  // watch_ops' former name, read where watch_ops is unset; deprecated, removed in the next release
+  // (so are the option's former spellings "observe_ops" and MEMSEAL_OBSERVE_OPS, still taken). Not
+  // marked [[deprecated]]: compilers would then warn wherever TrackerOptions is copied.
   std::optional<OpWatching> observe_ops = std::nullopt;
 
   // One grammar for every option, shared by the environment (MEMSEAL_<NAME>), `memseal check`
   // (--<name>, '_' written '-') and the Python module:
   //   stacks            off | on | sample:N
   //   tensor_metadata   on | off   (also 1 | 0)
-  //   observe_ops       all | off | every:N | auto
+  //   watch_ops       all | off | every:N | auto
   // N is a positive decimal integer below 2^32. Throws std::invalid_argument naming the option,
   // the value and what it accepts.
   void set(const std::string& name, const std::string& value);

@@ -58,7 +58,7 @@ class Watch:
                       (callback(report)) or 'none'; applied when the watch ends
       stacks          'on', 'off', 'python' or 'sample:N' (True / False); unset, 'python' with
                       python_frames (each allocation's Python line, no native frames)
-      observe_ops     'all', 'off', 'every:N' or 'auto'
+      watch_ops       'all', 'off', 'every:N' or 'auto' (observe_ops: its former name)
       tensor_metadata 'on' or 'off' (True / False)
       python_frames   name the Python lines of allocations (True)
       find_holders    name the variable or container that holds leaked tensors (True)
@@ -81,6 +81,7 @@ class Watch:
         on_leak="warn",
         callback=None,
         stacks=None,
+        watch_ops=None,
         observe_ops=None,
         tensor_metadata=None,
         python_frames=True,
@@ -100,7 +101,8 @@ class Watch:
         self._callback = callback
         self._options = tracker_options(
             python_frames=python_frames,
-            stacks=stacks, observe_ops=observe_ops, tensor_metadata=tensor_metadata
+            stacks=stacks, watch_ops=watch_ops, observe_ops=observe_ops,
+            tensor_metadata=tensor_metadata,
         )
         self._python_frames = python_frames
         self._find_holders = find_holders

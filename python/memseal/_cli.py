@@ -60,7 +60,9 @@ def _parser():
     check.add_argument("--warmup", type=_count, default=5, help="warm-up steps never blamed (5)")
     check.add_argument("--json", metavar="FILE", help="write the report as JSON (memseal.check/1)")
     check.add_argument("--stacks", help="native stacks: on, off or sample:N (env MEMSEAL_STACKS)")
-    check.add_argument("--observe-ops", help="all, off, every:N or auto (env MEMSEAL_OBSERVE_OPS)")
+    check.add_argument("--watch-ops", "--observe-ops", dest="watch_ops",
+                       help="all, off, every:N or auto (env MEMSEAL_WATCH_OPS; --observe-ops: its "
+                       "former name)")
     check.add_argument("--tensor-metadata", help="on or off (env MEMSEAL_TENSOR_METADATA)")
     check.add_argument("--python-frames", choices=("on", "off"), default="on",
                        help="name the Python lines of allocations (on)")
@@ -291,7 +293,7 @@ def _check(args):
     try:
         # Checks the options (and the environment's MEMSEAL_*) now; tracking starts with `with`.
         watch = memseal.Watch(args.warmup, on_leak="none", python_frames=args.python_frames == "on",
-                              stacks=args.stacks, observe_ops=args.observe_ops,
+                              stacks=args.stacks, watch_ops=args.watch_ops,
                               tensor_metadata=args.tensor_metadata, memory_viz=args.memory_viz,
                               memory_viz_events=args.memory_viz_events)
     except (TypeError, ValueError) as error:

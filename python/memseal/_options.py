@@ -3,6 +3,7 @@
 import os
 import sys
 import sysconfig
+import warnings
 
 import torch as _torch  # noqa: F401  (libtorch and its Python bindings before the core)
 
@@ -12,7 +13,7 @@ from . import _memseal
 # core, which names the option and what it accepts.
 _SWITCHES = {
     "stacks": ("on", "off"),
-    "observe_ops": ("all", "off"),
+    "watch_ops": ("all", "off"),
     "tensor_metadata": ("on", "off"),
 }
 
@@ -24,6 +25,12 @@ def tracker_options(python_frames=False, **options):
     environment's MEMSEAL_<NAME>, else the entry point's default). With `python_frames`, stacks left
     unset everywhere are "python": each allocation's Python line without unwinding native frames,
     which Python reports fold anyway (an unwind per tensor would double a GPU loop's step)."""
+    former = options.pop("observe_ops", None)  # watch_ops' former name (deprecated)
+    if former is not None:
+        warnings.warn("memseal: observe_ops is now called watch_ops", DeprecationWarning,
+                      stacklevel=3)
+        if options.get("watch_ops") is None:
+            options["watch_ops"] = former
     if python_frames and options.get("stacks") is None and not os.environ.get("MEMSEAL_STACKS"):
         options["stacks"] = "python"
     pairs = []

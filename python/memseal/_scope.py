@@ -18,18 +18,20 @@ class Scope:
     counts too). When the block ends with survivors: on_survivors='raise' (the default) raises
     ScopeLeakError with the report, 'warn' prints it, 'callback' calls callback(report), 'none'
     only keeps it in .report. An exception leaving the block is never replaced by ScopeLeakError.
-    Options stacks / observe_ops / tensor_metadata / python_frames as for memseal.watch.
+    Options stacks / watch_ops (observe_ops, its former name) / tensor_metadata / python_frames as
+    for memseal.watch.
     """
 
     def __init__(self, name="scope", *, on_survivors="raise", callback=None, stacks=None,
-                 observe_ops=None, tensor_metadata=None, python_frames=True):
+                 watch_ops=None, tensor_metadata=None, python_frames=True, observe_ops=None):
         check_policy(on_survivors, callback, argument="on_survivors")
         self.name = name
         self.report = None
         self._on_survivors = on_survivors
         self._callback = callback
         self._options = tracker_options(python_frames=python_frames, stacks=stacks,
-                                        observe_ops=observe_ops, tensor_metadata=tensor_metadata)
+                                        watch_ops=watch_ops, observe_ops=observe_ops,
+                                        tensor_metadata=tensor_metadata)
         self._python_frames = python_frames
         self._scope = None
 

@@ -23,16 +23,18 @@ void setTrackerOption(TrackerOptions& tracker, const char* name, const char* fla
 
 }  // namespace
 
-void TrackerFlags::addTo(CLI::App* command, const char* observe_ops_default) {
+void TrackerFlags::addTo(CLI::App* command, const char* watch_ops_default) {
   auto variable = [](const char* name) { return TrackerOptions::environmentVariable(name); };
   command->add_option(
       "--stacks", stacks,
       "Native stacks: on, off or sample:N (default on; env " + variable("stacks") + ")");
-  if (observe_ops_default != nullptr) {
-    command->add_option("--observe-ops", observe_ops,
+  if (watch_ops_default != nullptr) {
+    command->add_option("--watch-ops", watch_ops,
                         std::string("Steps whose ops are watched: all, off, every:N or auto "
                                     "(default: ") +
-                            observe_ops_default + "; env " + variable("observe_ops") + ")");
+                            watch_ops_default + "; env " + variable("watch_ops") + ")");
+    // The flag's former name, still taken (deprecated), out of the help.
+    command->add_option("--observe-ops", watch_ops)->group("");
   }
   command->add_option("--tensor-metadata", tensor_metadata,
                       "Read shape, dtype and grad_fn of new tensors: on or off (default on; env " +
@@ -41,7 +43,7 @@ void TrackerFlags::addTo(CLI::App* command, const char* observe_ops_default) {
 
 void TrackerFlags::applyTo(TrackerOptions& tracker) const {
   setTrackerOption(tracker, "stacks", "--stacks", stacks);
-  setTrackerOption(tracker, "observe_ops", "--observe-ops", observe_ops);
+  setTrackerOption(tracker, "watch_ops", "--watch-ops", watch_ops);
   setTrackerOption(tracker, "tensor_metadata", "--tensor-metadata", tensor_metadata);
 }
 

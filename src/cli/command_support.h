@@ -18,17 +18,17 @@ inline bool endsWith(const std::string& text, const std::string& suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The tracker's flags (--stacks, --observe-ops, --tensor-metadata) as the user spelled them; an
+// The tracker's flags (--stacks, --watch-ops, --tensor-metadata) as the user spelled them; an
 // unset one comes from the environment, then from the command's defaults. Registered and applied
 // here for every command that tracks.
 struct TrackerFlags {
   std::optional<std::string> stacks;
-  std::optional<std::string> observe_ops;
+  std::optional<std::string> watch_ops;
   std::optional<std::string> tensor_metadata;
 
-  // `observe_ops_default` is --observe-ops' default in words for its help; nullptr: the command
-  // has no --observe-ops.
-  void addTo(CLI::App* command, const char* observe_ops_default);
+  // `watch_ops_default` is --watch-ops' default in words for its help; nullptr: the command
+  // has no --watch-ops.
+  void addTo(CLI::App* command, const char* watch_ops_default);
   // TrackerOptions::set's grammar; a bad value is a CLI::ValidationError naming the flag and what
   // it accepts.
   void applyTo(TrackerOptions& tracker) const;

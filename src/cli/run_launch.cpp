@@ -48,7 +48,7 @@ void forwardSignal(int signal_number) {
   // The program reads the flags as its environment (TrackerOptions::fromEnvironment).
   const TrackerFlags& flags = options.tracker;
   for (const auto& [name, value] :
-       {std::pair{"stacks", &flags.stacks}, std::pair{"observe_ops", &flags.observe_ops},
+       {std::pair{"stacks", &flags.stacks}, std::pair{"watch_ops", &flags.watch_ops},
         std::pair{"tensor_metadata", &flags.tensor_metadata}}) {
     if (*value) setenv(TrackerOptions::environmentVariable(name).c_str(), (*value)->c_str(), 1);
   }

@@ -47,7 +47,7 @@ constexpr std::uint32_t kWatchedStepsAfterWarmup = 10;
 TrackerOptions detectorDefaults() {
   TrackerOptions defaults;
   defaults.stacks = StackMode::kOn;
-  defaults.observe_ops = OpWatching::automatic();
+  defaults.watch_ops = OpWatching::automatic();
   return defaults;
 }
 
@@ -265,16 +265,16 @@ LeakDetector::LeakDetector(DetectorOptions options) {
   TrackerOptions resolved = options.tracker.resolved(detectorDefaults());
   std::string graph_nodes_unwatched;
   if (options.watch_graph_nodes &&
-      (resolved.observe_ops->mode == OpWatching::Mode::kOff || !*resolved.record_tensor_metadata)) {
+      (resolved.watch_ops->mode == OpWatching::Mode::kOff || !*resolved.record_tensor_metadata)) {
     // Graph nodes are seen on op outputs.
     options.watch_graph_nodes = false;
-    graph_nodes_unwatched = resolved.observe_ops->mode == OpWatching::Mode::kOff
+    graph_nodes_unwatched = resolved.watch_ops->mode == OpWatching::Mode::kOff
                                 ? "ops not watched"
                                 : "tensor metadata off";
   }
   std::uint32_t warmup = options.warmup;
   state_ = std::make_unique<State>(std::move(options), resolved);
-  state_->every_step_watched = resolved.observe_ops->mode == OpWatching::Mode::kEveryStep;
+  state_->every_step_watched = resolved.watch_ops->mode == OpWatching::Mode::kEveryStep;
   state_->graph_nodes_unwatched = std::move(graph_nodes_unwatched);
   setStep(0);
   state_->tracker.start();

@@ -320,7 +320,7 @@ FitReport fitCapacity(const std::function<void(std::int64_t, int)>& step,
   TrackerOptions resolved_tracker = options.tracker.resolved(defaults);
   // The phases come from the ops that record autograd history and backward's nodes, which only
   // watched ops with their outputs read tell.
-  resolved_tracker.observe_ops = OpWatching::everyStep();
+  resolved_tracker.watch_ops = OpWatching::everyStep();
   resolved_tracker.record_tensor_metadata = true;
   Tracker tracker(resolved_tracker);
   tracker.start();

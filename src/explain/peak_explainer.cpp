@@ -428,7 +428,7 @@ PeakReport explainPeak(const std::function<void(int)>& step, const ExplainOption
   defaults.record_tensor_metadata = true;
   TrackerOptions resolved = options.tracker.resolved(defaults);
   // Roles (backward's nodes) and tensor metadata come from watched ops.
-  resolved.observe_ops = OpWatching::everyStep();
+  resolved.watch_ops = OpWatching::everyStep();
   Tracker tracker(resolved);
   tracker.start();
   explain::BackwardRoles backward;

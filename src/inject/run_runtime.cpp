@@ -24,6 +24,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -304,9 +305,14 @@ int activate() {
   // Steps found by the runtime are not one per iteration in every mode (time windows), so the
   // one-step-in-N replay of op names would not match: ops are watched on every step unless the
   // user asks otherwise, until the steps are counted iterations of a loop (OpLoopSteps).
-  bool ops_chosen =
-      std::getenv(TrackerOptions::environmentVariable("observe_ops").c_str()) != nullptr;
-  if (!ops_chosen) options.tracker.observe_ops = OpWatching::everyStep();
+  bool ops_chosen = true;
+  try {
+    ops_chosen = TrackerOptions::fromEnvironment().watch_ops.has_value();
+  } catch (const std::invalid_argument&) {
+    // A value misspelt in the environment: chosen, and refused with its variable's name when the
+    // detector starts.
+  }
+  if (!ops_chosen) options.tracker.watch_ops = OpWatching::everyStep();
   // A Python program's report shows its Python lines and folds native frames: unwinding those
   // for every tensor would cost more than the op (a GPU loop's step doubled), so unless the user
   // asks for native stacks, only the Python frames are taken.

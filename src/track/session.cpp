@@ -48,7 +48,7 @@ SessionOptions sessionOptionsFrom(const TrackerOptions& resolved) {
   options.stacks = resolved.stacks.value_or(StackMode::kOff);
   options.stack_sample_every = resolved.stack_sample_every.value_or(64);
   options.record_tensor_metadata = resolved.record_tensor_metadata.value_or(true);
-  options.ops = resolved.observe_ops.value_or(OpWatching::everyStep());
+  options.ops = resolved.watch_ops.value_or(OpWatching::everyStep());
   return options;
 }
 

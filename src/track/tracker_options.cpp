@@ -16,17 +16,24 @@ struct OptionName {
   const char* name;      // as set() takes it
   const char* variable;  // in the environment
   const char* expected;  // the values it accepts, for messages
+  // The option's former name and variable, still read (deprecated); null where it had none.
+  const char* former_name;
+  const char* former_variable;
 };
 
 constexpr OptionName kOptions[] = {
-    {"stacks", "MEMSEAL_STACKS", "off, on, python or sample:N"},
-    {"tensor_metadata", "MEMSEAL_TENSOR_METADATA", "on, off, 1 or 0"},
-    {"observe_ops", "MEMSEAL_OBSERVE_OPS", "all, off, every:N or auto"},
+    {"stacks", "MEMSEAL_STACKS", "off, on, python or sample:N", nullptr, nullptr},
+    {"tensor_metadata", "MEMSEAL_TENSOR_METADATA", "on, off, 1 or 0", nullptr, nullptr},
+    {"watch_ops", "MEMSEAL_WATCH_OPS", "all, off, every:N or auto", "observe_ops",
+     "MEMSEAL_OBSERVE_OPS"},
 };
 
-// "observe-ops" and "observe_ops" name the same option.
+// "watch-ops", "watch_ops" and the former "observe_ops" name the same option.
 std::string canonicalName(std::string name) {
   for (char& c : name) c = c == '-' ? '_' : static_cast<char>(std::tolower(c));
+  for (const OptionName& option : kOptions) {
+    if (option.former_name != nullptr && name == option.former_name) return option.name;
+  }
   return name;
 }
 
@@ -74,13 +81,13 @@ bool apply(TrackerOptions& options, const OptionName& option, const std::string&
     return true;
   }
   if (value == "all") {
-    options.observe_ops = OpWatching::everyStep();
+    options.watch_ops = OpWatching::everyStep();
   } else if (value == "off") {
-    options.observe_ops = OpWatching::off();
+    options.watch_ops = OpWatching::off();
   } else if (value == "auto") {
-    options.observe_ops = OpWatching::automatic();
+    options.watch_ops = OpWatching::automatic();
   } else if (std::optional<std::uint32_t> every = countAfterPrefix(value, "every:")) {
-    options.observe_ops = OpWatching::oneStepIn(*every);
+    options.watch_ops = OpWatching::oneStepIn(*every);
   } else {
     return false;
   }
@@ -107,7 +114,7 @@ void TrackerOptions::set(const std::string& name, const std::string& value) {
   const OptionName* option = findOption(name);
   if (option == nullptr) {
     throw std::invalid_argument("memseal: no tracker option named '" + name +
-                                "' (stacks, tensor_metadata, observe_ops)");
+                                "' (stacks, tensor_metadata, watch_ops)");
   }
   if (!apply(*this, *option, value)) {
     throw std::invalid_argument(std::string(option->name) + "=" + value + ": expected " +
@@ -128,10 +135,15 @@ std::string TrackerOptions::environmentVariable(const std::string& name) {
 TrackerOptions TrackerOptions::fromEnvironment() {
   TrackerOptions options;
   for (const OptionName& option : kOptions) {
-    const char* value = std::getenv(option.variable);
+    const char* variable = option.variable;
+    const char* value = std::getenv(variable);
+    if ((value == nullptr || *value == '\0') && option.former_variable != nullptr) {
+      variable = option.former_variable;
+      value = std::getenv(variable);
+    }
     if (value == nullptr || *value == '\0') continue;  // empty: as if unset
     if (!apply(options, option, value)) {
-      throw std::invalid_argument(std::string(option.variable) + "=" + value + ": expected " +
+      throw std::invalid_argument(std::string(variable) + "=" + value + ": expected " +
                                   option.expected);
     }
   }
@@ -153,19 +165,24 @@ TrackerOptions TrackerOptions::resolved(const TrackerOptions& defaults) const {
                                       ? *record_tensor_metadata
                                       : environment.record_tensor_metadata.value_or(
                                             defaults.record_tensor_metadata.value_or(true));
-  result.observe_ops = observe_ops ? *observe_ops
-                                   : environment.observe_ops.value_or(
-                                         defaults.observe_ops.value_or(OpWatching::everyStep()));
+  // The field's former name, still read where the new one is unset (deprecated).
+  const std::optional<OpWatching>& chosen_ops = watch_ops ? watch_ops : observe_ops;
+  const std::optional<OpWatching>& default_ops =
+      defaults.watch_ops ? defaults.watch_ops : defaults.observe_ops;
+  result.watch_ops =
+      chosen_ops ? *chosen_ops
+                 : environment.watch_ops.value_or(default_ops.value_or(OpWatching::everyStep()));
   if (*result.stack_sample_every == 0) {
     throw std::invalid_argument("memseal: stack_sample_every must be at least 1");
   }
-  OpWatching::Mode mode = result.observe_ops->mode;
+  OpWatching::Mode mode = result.watch_ops->mode;
   if ((mode == OpWatching::Mode::kOneStepIn || mode == OpWatching::Mode::kAuto) &&
-      result.observe_ops->every == 0) {
+      result.watch_ops->every == 0) {
     throw std::invalid_argument(
         "memseal: ops watched on one step in 0: use OpWatching::oneStepIn(N) with N >= 1 "
         "(1: every step), or OpWatching::off()");
   }
+  result.observe_ops = result.watch_ops;  // for code that still reads the former name
   return result;
 }
 

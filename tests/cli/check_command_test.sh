@@ -49,18 +49,23 @@ expect python-file-names-the-package 2 "Python files are run by the memseal comm
 expect no-step 2 "does not export .extern \"C\" void step\(int\)" -- "$memseal" check "$cases/no_step_case.so"
 expect too-few-steps 2 "must exceed --warmup" -- "$memseal" check --steps 5 --warmup 3 "$cases/healthy_case.so"
 expect ops-one-step-in-4 1 "autograd-graph-retained" -- \
-  "$memseal" check --steps 30 --warmup 3 --observe-ops every:4 "$cases/leaky_loss_case.so"
-expect bad-observe-ops 2 "--observe-ops: 'every:0': expected all, off, every:N or auto" -- \
-  "$memseal" check --observe-ops every:0 "$cases/healthy_case.so"
+  "$memseal" check --steps 30 --warmup 3 --watch-ops every:4 "$cases/leaky_loss_case.so"
+expect bad-watch-ops 2 "--watch-ops: 'every:0': expected all, off, every:N or auto" -- \
+  "$memseal" check --watch-ops every:0 "$cases/healthy_case.so"
+# The flag's former name is still taken (deprecated), and so is its variable's.
+expect former-observe-ops 0 "no leak" -- \
+  "$memseal" check --steps 12 --warmup 3 --observe-ops off "$cases/healthy_case.so"
+expect former-observe-ops-env 2 "MEMSEAL_OBSERVE_OPS=sometimes: expected all, off, every:N or auto" -- \
+  env MEMSEAL_OBSERVE_OPS=sometimes "$memseal" check "$cases/healthy_case.so"
 expect bad-stacks 2 "--stacks: 'sometimes': expected off, on, python or sample:N" -- \
   "$memseal" check --stacks sometimes "$cases/healthy_case.so"
 expect bad-tensor-metadata 2 "expected on, off, 1 or 0" -- \
   "$memseal" check --tensor-metadata maybe "$cases/healthy_case.so"
 # One grammar: what the environment accepts, the command line accepts (ops off, stacks sampled).
 expect ops-off-is-a-value 0 "no leak" -- \
-  "$memseal" check --steps 12 --warmup 3 --observe-ops off "$cases/healthy_case.so"
+  "$memseal" check --steps 12 --warmup 3 --watch-ops off "$cases/healthy_case.so"
 expect ops-auto 1 "autograd-graph-retained" -- \
-  "$memseal" check --steps 15 --warmup 3 --observe-ops auto "$cases/leaky_loss_case.so"
+  "$memseal" check --steps 15 --warmup 3 --watch-ops auto "$cases/leaky_loss_case.so"
 # The environment is honoured where the command line says nothing...
 expect env-stacks-off 1 "autograd-graph-retained" -- env MEMSEAL_STACKS=off \
   "$memseal" check --steps 15 --warmup 3 --json "$work/nostacks.json" "$cases/leaky_loss_case.so"
@@ -71,8 +76,8 @@ expect flag-beats-env 1 "autograd-graph-retained" -- env MEMSEAL_STACKS=off \
   "$memseal" check --stacks on --steps 15 --warmup 3 --json "$work/stacks.json" "$cases/leaky_loss_case.so"
 expect flag-beats-env-frames 0 "" -- python3 -c "import json; d=json.load(open('$work/stacks.json')); \
 assert any(f['frames'] for f in d['findings'])"
-expect bad-env 2 "MEMSEAL_OBSERVE_OPS=sometimes: expected all, off, every:N or auto" -- \
-  env MEMSEAL_OBSERVE_OPS=sometimes "$memseal" check "$cases/healthy_case.so"
+expect bad-env 2 "MEMSEAL_WATCH_OPS=sometimes: expected all, off, every:N or auto" -- \
+  env MEMSEAL_WATCH_OPS=sometimes "$memseal" check "$cases/healthy_case.so"
 expect json-into-directory 2 "is a directory" -- "$memseal" check --json "$work" "$cases/healthy_case.so"
 expect no-subcommand 2 "subcommand" -- "$memseal"
 expect unknown-option 2 "" -- "$memseal" check --frobnicate "$cases/healthy_case.so"

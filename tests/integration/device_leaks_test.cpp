@@ -144,7 +144,7 @@ TEST(DeviceLeaks, AStepThatNeedsMoreEachTimeButKeepsNothingIsNoLeak) {
   EXPECT_GT(report.devices[0].growth_per_step, 0);
 }
 
-// Ops watched on one step in N (as observe_ops=auto does once a loop repeats itself): the blocks
+// Ops watched on one step in N (as watch_ops=auto does once a loop repeats itself): the blocks
 // of the steps in between have no op around them, and get the site the same block had on the last
 // watched step, in the live table (the finding) and in the allocator's ledger (which out-of-memory
 // forensics read). A block of another size is not guessed.
@@ -153,7 +153,7 @@ TEST(DeviceLeaks, BlocksOfStepsWhoseOpsAreNotWatchedGetTheSiteOfTheWatchedStep) 
   ASSERT_NE(mkdtemp(folder_template), nullptr);
   std::string folder = folder_template;
   DetectorOptions options = quietDeviceDetector();
-  options.tracker.observe_ops = OpWatching::oneStepIn(4);
+  options.tracker.watch_ops = OpWatching::oneStepIn(4);
   LeakDetector detector(options);
   track::recordDeviceEvent(event(DeviceEventKind::kSegmentAlloc, 0x60000000, 512 * kMiB));
   constexpr std::uint64_t kSteps = 24;

@@ -62,7 +62,7 @@ TEST_P(ExampleLoopVerdictOpsWatchedEvery4Steps, MatchesTheExpectedVerdictAndCate
   if (loop.resident_only) GTEST_SKIP() << "resident memory is not used under ASan";
 #endif
   DetectorOptions options = quietOptions(std::max<std::uint32_t>(40, loop.min_steps));
-  options.tracker.observe_ops = OpWatching::oneStepIn(4);
+  options.tracker.watch_ops = OpWatching::oneStepIn(4);
   LeakReport report = check(loop.make(), options);
   if (loop.expected.empty()) {
     EXPECT_FALSE(report.leak) << report.toText();

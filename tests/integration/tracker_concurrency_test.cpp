@@ -182,7 +182,7 @@ TEST(TrackerConcurrency, SiteTotalsStayExactWhenEachThreadAllocatesAtMoreSitesTh
 // run ops (an op that started watched must still end watched) and allocate by replay.
 TEST(TrackerConcurrency, StepsTurnOpWatchingOnAndOffWhileThreadsRunOps) {
   TrackerOptions options;
-  options.observe_ops = OpWatching::oneStepIn(2);
+  options.watch_ops = OpWatching::oneStepIn(2);
   Tracker tracker(options);
   tracker.start();
   DeviceStats before = tracker.stats();

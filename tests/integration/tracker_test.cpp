@@ -380,7 +380,7 @@ constexpr const char* kUnwatched = "<op not watched on this step>";
 
 TEST(Tracker, OpsWatchedOnOneStepInNAttributeTheOtherStepsByReplay) {
   TrackerOptions options;
-  options.observe_ops = OpWatching::oneStepIn(4);
+  options.watch_ops = OpWatching::oneStepIn(4);
   Tracker tracker(options);
   tracker.start();
   std::vector<torch::Tensor> kept;
@@ -420,7 +420,7 @@ TEST(Tracker, OpsWatchedOnOneStepInNAttributeTheOtherStepsByReplay) {
 // (the hook writes such a record straight into the live table, apart from the watched steps' path).
 TEST(Tracker, AReplayedAllocationRecordsItsOwnStepModeAndScope) {
   TrackerOptions options;
-  options.observe_ops = OpWatching::oneStepIn(4);
+  options.watch_ops = OpWatching::oneStepIn(4);
   Tracker tracker(options);
   tracker.start();
   std::vector<torch::Tensor> kept;
@@ -466,7 +466,7 @@ TEST(Tracker, AReplayedAllocationRecordsItsOwnStepModeAndScope) {
 
 TEST(Tracker, AStepThatAllocatesOtherwiseThanTheWatchedOneIsNotGuessed) {
   TrackerOptions options;
-  options.observe_ops = OpWatching::oneStepIn(4);
+  options.watch_ops = OpWatching::oneStepIn(4);
   Tracker tracker(options);
   tracker.start();
   std::vector<torch::Tensor> kept;
@@ -510,7 +510,7 @@ TEST(Tracker, AStepThatAllocatesOtherwiseThanTheWatchedOneIsNotGuessed) {
 
 TEST(Tracker, RejectsOpsWatchedOnOneStepInZero) {
   TrackerOptions zero;
-  zero.observe_ops = OpWatching::oneStepIn(0);
+  zero.watch_ops = OpWatching::oneStepIn(0);
   Tracker tracker(zero);
   EXPECT_THROW(tracker.start(), std::invalid_argument);
   EXPECT_FALSE(tracker.running());
@@ -548,7 +548,7 @@ TEST(TrackerOptions, ReadsTheEnvironmentAndRejectsNonsense) {
     TrackerOptions options = TrackerOptions::fromEnvironment();
     EXPECT_EQ(options.stacks, StackMode::kSampled);
     EXPECT_EQ(options.stack_sample_every, 16u);
-    EXPECT_FALSE(options.observe_ops.has_value());  // only what the environment sets
+    EXPECT_FALSE(options.watch_ops.has_value());  // only what the environment sets
   }
   for (const char* nonsense : {"sometimes", "sample:0", "sample:", "On"}) {
     ScopedEnvironment stacks("MEMSEAL_STACKS", nonsense);
@@ -561,19 +561,19 @@ TEST(TrackerOptions, ReadsTheEnvironmentAndRejectsNonsense) {
     }
   }
   {
-    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", "every:8");
-    EXPECT_EQ(TrackerOptions::fromEnvironment().observe_ops, OpWatching::oneStepIn(8));
+    ScopedEnvironment ops("MEMSEAL_WATCH_OPS", "every:8");
+    EXPECT_EQ(TrackerOptions::fromEnvironment().watch_ops, OpWatching::oneStepIn(8));
   }
   {
-    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", "off");
-    EXPECT_EQ(TrackerOptions::fromEnvironment().observe_ops, OpWatching::off());
+    ScopedEnvironment ops("MEMSEAL_WATCH_OPS", "off");
+    EXPECT_EQ(TrackerOptions::fromEnvironment().watch_ops, OpWatching::off());
   }
   {
-    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", "auto");
-    EXPECT_EQ(TrackerOptions::fromEnvironment().observe_ops, OpWatching::automatic());
+    ScopedEnvironment ops("MEMSEAL_WATCH_OPS", "auto");
+    EXPECT_EQ(TrackerOptions::fromEnvironment().watch_ops, OpWatching::automatic());
   }
   for (const char* nonsense : {"every:0", "every:", "every:-3", "every:4x", "sometimes"}) {
-    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", nonsense);
+    ScopedEnvironment ops("MEMSEAL_WATCH_OPS", nonsense);
     EXPECT_THROW(TrackerOptions::fromEnvironment(), std::invalid_argument) << nonsense;
   }
   {
@@ -586,20 +586,20 @@ TEST(TrackerOptions, ReadsTheEnvironmentAndRejectsNonsense) {
 TEST(TrackerOptions, SetSharesTheGrammarOfTheEnvironment) {
   for (const char* value : {"all", "off", "every:3", "auto"}) {
     TrackerOptions from_set;
-    from_set.set("observe_ops", value);
-    ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", value);
-    EXPECT_EQ(from_set.observe_ops, TrackerOptions::fromEnvironment().observe_ops) << value;
-    EXPECT_EQ(from_set.observe_ops->text(), value);
+    from_set.set("watch_ops", value);
+    ScopedEnvironment ops("MEMSEAL_WATCH_OPS", value);
+    EXPECT_EQ(from_set.watch_ops, TrackerOptions::fromEnvironment().watch_ops) << value;
+    EXPECT_EQ(from_set.watch_ops->text(), value);
   }
   TrackerOptions options;
-  options.set("observe-ops", "every:2");  // the CLI's spelling of the name
-  EXPECT_EQ(options.observe_ops, OpWatching::oneStepIn(2));
+  options.set("watch-ops", "every:2");  // the CLI's spelling of the name
+  EXPECT_EQ(options.watch_ops, OpWatching::oneStepIn(2));
   options.set("stacks", "sample:5");
   EXPECT_EQ(options.stacks, StackMode::kSampled);
   EXPECT_EQ(options.stack_sample_every, 5u);
   options.set("tensor_metadata", "off");
   EXPECT_EQ(options.record_tensor_metadata, false);
-  EXPECT_THROW(options.set("observe_ops", "every:0"), std::invalid_argument);
+  EXPECT_THROW(options.set("watch_ops", "every:0"), std::invalid_argument);
   EXPECT_THROW(options.set("stacks", "sometimes"), std::invalid_argument);
   EXPECT_THROW(options.set("colour", "on"), std::invalid_argument);
   options.set("stacks", "python");
@@ -611,25 +611,57 @@ TEST(TrackerOptions, SetSharesTheGrammarOfTheEnvironment) {
 TEST(TrackerOptions, ResolvedTakesCodeThenEnvironmentThenDefaults) {
   TrackerOptions defaults;
   defaults.stacks = StackMode::kOn;
-  defaults.observe_ops = OpWatching::automatic();
+  defaults.watch_ops = OpWatching::automatic();
   {
     TrackerOptions resolved = TrackerOptions{}.resolved(defaults);
     EXPECT_EQ(resolved.stacks, StackMode::kOn);
-    EXPECT_EQ(resolved.observe_ops, OpWatching::automatic());
+    EXPECT_EQ(resolved.watch_ops, OpWatching::automatic());
     EXPECT_EQ(resolved.record_tensor_metadata, true);
     EXPECT_EQ(resolved.stack_sample_every, 64u);
   }
   ScopedEnvironment stacks("MEMSEAL_STACKS", "sample:8");
-  ScopedEnvironment ops("MEMSEAL_OBSERVE_OPS", "all");
+  ScopedEnvironment ops("MEMSEAL_WATCH_OPS", "all");
   TrackerOptions from_environment = TrackerOptions{}.resolved(defaults);
   EXPECT_EQ(from_environment.stacks, StackMode::kSampled);
   EXPECT_EQ(from_environment.stack_sample_every, 8u);
-  EXPECT_EQ(from_environment.observe_ops, OpWatching::everyStep());
+  EXPECT_EQ(from_environment.watch_ops, OpWatching::everyStep());
   TrackerOptions in_code;
   in_code.stacks = StackMode::kOff;
   TrackerOptions resolved = in_code.resolved(defaults);
   EXPECT_EQ(resolved.stacks, StackMode::kOff);
-  EXPECT_EQ(resolved.observe_ops, OpWatching::everyStep());  // still from the environment
+  EXPECT_EQ(resolved.watch_ops, OpWatching::everyStep());  // still from the environment
+}
+
+// The option's former name, observe_ops, in every spelling: still taken, as watch_ops; the new
+// name wins where both are given.
+TEST(TrackerOptions, TheFormerNameOfWatchOpsIsStillTaken) {
+  TrackerOptions options;
+  options.set("observe_ops", "every:3");
+  EXPECT_EQ(options.watch_ops, OpWatching::oneStepIn(3));
+  options.set("observe-ops", "off");
+  EXPECT_EQ(options.watch_ops, OpWatching::off());
+  EXPECT_EQ(TrackerOptions::environmentVariable("observe_ops"), "MEMSEAL_WATCH_OPS");
+  {
+    ScopedEnvironment former("MEMSEAL_OBSERVE_OPS", "every:6");
+    EXPECT_EQ(TrackerOptions::fromEnvironment().watch_ops, OpWatching::oneStepIn(6));
+    ScopedEnvironment current("MEMSEAL_WATCH_OPS", "all");
+    EXPECT_EQ(TrackerOptions::fromEnvironment().watch_ops, OpWatching::everyStep());
+  }
+  {
+    ScopedEnvironment former("MEMSEAL_OBSERVE_OPS", "sometimes");
+    try {
+      TrackerOptions::fromEnvironment();
+      ADD_FAILURE() << "MEMSEAL_OBSERVE_OPS=sometimes was taken";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("MEMSEAL_OBSERVE_OPS=sometimes"), std::string::npos)
+          << error.what();
+    }
+  }
+  TrackerOptions in_code;
+  in_code.observe_ops = OpWatching::off();
+  EXPECT_EQ(in_code.resolved().watch_ops, OpWatching::off());
+  in_code.watch_ops = OpWatching::automatic();
+  EXPECT_EQ(in_code.resolved().watch_ops, OpWatching::automatic());
 }
 
 TEST(TrackerOptions, TheEnvironmentReachesEveryEntryPoint) {
@@ -653,7 +685,7 @@ TEST(TrackerOptions, TheEnvironmentReachesEveryEntryPoint) {
     ASSERT_TRUE(report.leak);
     EXPECT_TRUE(report.findings.front().site.frames.empty()) << report.toText();
   }
-  ScopedEnvironment nonsense("MEMSEAL_OBSERVE_OPS", "sometimes");
+  ScopedEnvironment nonsense("MEMSEAL_WATCH_OPS", "sometimes");
   EXPECT_THROW(LeakDetector detector, std::invalid_argument);
   Tracker tracker;
   EXPECT_THROW(tracker.start(), std::invalid_argument);

@@ -494,6 +494,16 @@ def test_bad_options_say_what_they_accept():
         memseal.check(None)
 
 
+def test_the_former_name_of_watch_ops_is_still_taken_and_says_so():
+    with pytest.warns(DeprecationWarning, match="watch_ops"):
+        with pytest.raises(ValueError, match="every:N"):
+            memseal.check(lambda i: None, observe_ops="every:0")
+    with pytest.warns(DeprecationWarning, match="watch_ops"):
+        report = memseal.check(lambda i: None, steps=8, warmup=2, on_leak="none",
+                               observe_ops="off")
+    assert "ops not watched" in report.to_json()
+
+
 def test_an_exception_in_the_loop_passes_through_and_stops_tracking():
     def step(i):
         if i == 3:

@@ -73,9 +73,17 @@ def test_an_exception_in_step_shows_its_traceback(case_path):
 
 
 def test_a_bad_environment_variable_exits_2(case_path):
+    env = dict(os.environ, MEMSEAL_WATCH_OPS="sometimes")
+    result = memseal_cli("check", case_path("healthy.py"), env=env)
+    assert result.returncode == 2 and "MEMSEAL_WATCH_OPS" in result.stderr
+
+
+def test_the_former_name_of_watch_ops_is_still_taken(case_path):
+    result = memseal_cli("check", case_path("healthy.py"), "--observe-ops", "every:0")
+    assert result.returncode == 2 and "every:N" in result.stderr
     env = dict(os.environ, MEMSEAL_OBSERVE_OPS="sometimes")
     result = memseal_cli("check", case_path("healthy.py"), env=env)
-    assert result.returncode == 2 and "MEMSEAL_OBSERVE_OPS" in result.stderr
+    assert result.returncode == 2 and "MEMSEAL_OBSERVE_OPS=sometimes" in result.stderr
 
 
 def test_a_report_of_another_schema_exits_2(tmp_path):

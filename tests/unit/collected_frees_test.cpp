@@ -18,7 +18,7 @@ namespace {
 TrackerOptions quietOptions() {
   TrackerOptions options;
   options.stacks = StackMode::kOff;
-  options.observe_ops = OpWatching::off();
+  options.watch_ops = OpWatching::off();
   return options;
 }
 

@@ -33,7 +33,7 @@ std::uint64_t countBoundaryAndStop() {
 memseal::TrackerOptions plainOptions(memseal::OpWatching ops) {
   memseal::TrackerOptions options;
   options.stacks = memseal::StackMode::kOff;
-  options.observe_ops = ops;
+  options.watch_ops = ops;
   return options;
 }
 

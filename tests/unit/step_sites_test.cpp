@@ -80,7 +80,7 @@ const SiteSnapshot* siteOfStep(const Snapshot& snapshot, std::uint32_t step, std
 TEST(StepSites, LaterWatchedStepsUnwindOnlyWhereAnOpDiffers) {
   TrackerOptions options;
   options.stacks = StackMode::kOn;
-  options.observe_ops = OpWatching::oneStepIn(2);
+  options.watch_ops = OpWatching::oneStepIn(2);
   Tracker tracker(options);
   tracker.start();
   std::vector<at::Tensor> kept;
@@ -120,7 +120,7 @@ TEST(StepSites, LaterWatchedStepsUnwindOnlyWhereAnOpDiffers) {
 TEST(StepSites, OpsWatchedOnEveryStepUnwindEveryAllocation) {
   TrackerOptions options;
   options.stacks = StackMode::kOn;
-  options.observe_ops = OpWatching::everyStep();
+  options.watch_ops = OpWatching::everyStep();
   Tracker tracker(options);
   tracker.start();
   std::vector<at::Tensor> kept;
