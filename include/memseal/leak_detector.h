@@ -350,6 +350,12 @@ class MEMSEAL_API LeakDetector {
   // The analysis as of the last step boundary. Like step(), not to be called from two threads at
   // once (it may write down what a build-up holds, which step() left for later).
   LeakReport report() const;
+  // The same, for a program whose loop ended at step `loop_ended_at` and whose end (main's locals
+  // going, Python's globals) then freed what the loop kept while steps went on (time windows run
+  // through a program's teardown): a build-up freed from that step on that was held since its
+  // phase's first run, and judged at least 8 steps before it went, is a finding, as a report taken
+  // when the loop ended would have said, not memory held for a while and then freed.
+  LeakReport report(std::uint32_t loop_ended_at) const;
   // Stops tracking and applies the policy to the final report, which it returns.
   LeakReport finish();
 

@@ -77,7 +77,9 @@ std::vector<HeldCause> BuiltFindings::heldCauses(const std::vector<Collapse>& co
       return freedByCollector(*part, track::collectedFrees(collectorQuery(*part)));
     });
     for (const Collapse* part : parts) {
-      cause.freed_before = cause.freed_before || history.segmentStart(part->id) > 0;
+      // As the collapse was found: update() has begun the next segment since, where it was seen
+      // at a boundary.
+      cause.freed_before = cause.freed_before || part->segment_start > 0;
     }
     causes.push_back(std::move(cause));
   }

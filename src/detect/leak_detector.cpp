@@ -22,6 +22,7 @@
 #include "detect/findings.h"
 #include "detect/graph_nodes.h"
 #include "detect/held_causes.h"
+#include "detect/program_end.h"
 #include "detect/retention_history.h"
 #include "detect/step_phases.h"
 #include "detect/step_records.h"
@@ -149,7 +150,56 @@ struct LeakDetector::State {
     return built.heldCauses(collapses, history, phases, records);
   }
 
-  LeakReport buildReport() const {
+  // Whether `cause`, freed as its program ended, was held all along: it began in the first run of
+  // its phase and no build-up of it was freed before. One of a phase begun again, or after an
+  // earlier build-up was freed (a reset), was a phase's and ended with it, as those freed at a
+  // boundary while the program ran did.
+  bool heldAllAlong(const HeldCause& cause) const {
+    return phases.inFirstRunOfItsPhase(cause.finding.freed->first_step) && !cause.freed_before &&
+           !cause.by_collector && cause.finding.freed->times <= 1;
+  }
+
+  // Build-ups the program freed as it ended, held all along (heldAllAlong): findings as at the
+  // last boundary that saw them held. Those freed since the last boundary (a report at exit, after
+  // the program freed what its loop held), and with `loop_ended_at` those found freed at the
+  // boundaries from that step on, when the loop was found judged settled by then (not the last
+  // requests a server had in flight as its loop ended). `all_held` keeps the other held causes.
+  void addFindingsHeldToTheEnd(LeakReport& report, const detect::LeakEvidence& evidence,
+                               std::optional<std::uint32_t> loop_ended_at,
+                               std::vector<HeldCause>& all_held,
+                               std::optional<std::uint32_t>& held_detected) const {
+    std::vector<HeldCause> freed_at_end;
+    auto known = [&](const HeldCause& cause) {
+      return std::any_of(report.findings.begin(), report.findings.end(),
+                         [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
+    };
+    for (const HeldCause& cause : held) {
+      const HeldUntilFreed& freed = *cause.finding.freed;
+      bool at_end = loop_ended_at && freed.freed_at_step >= *loop_ended_at &&
+                    freed.freed_at_step >= cause.detected_at + detect::kSettledSteps;
+      (at_end && !known(cause) ? freed_at_end : all_held).push_back(cause);
+    }
+    for (HeldCause& cause : heldCauses(history.collapsedSince(evidence.groups, current_step))) {
+      if (!known(cause)) freed_at_end.push_back(std::move(cause));
+    }
+    for (HeldCause& cause : freed_at_end) {
+      if (!heldAllAlong(cause)) {
+        addHeldCause(all_held, std::move(cause));
+        continue;
+      }
+      held_detected = std::min(held_detected.value_or(cause.detected_at), cause.detected_at);
+      cause.finding.freed.reset();
+      // The same site, read without its Python line after Python finalised: what is left of the
+      // build-up, which the cause as recorded while it was held describes whole.
+      report.findings.erase(
+          std::remove_if(report.findings.begin(), report.findings.end(),
+                         [&](const LeakFinding& f) { return sameCause(f, cause); }),
+          report.findings.end());
+      report.findings.push_back(std::move(cause.finding));
+    }
+  }
+
+  LeakReport buildReport(std::optional<std::uint32_t> loop_ended_at = std::nullopt) const {
     LeakReport report;
     report.steps = current_step;
     report.warmup = options.warmup;
@@ -160,31 +210,9 @@ struct LeakDetector::State {
     report.origin.forked_from_pid = options.forked_from_pid;
     detect::LeakEvidence evidence = this->evidence(/*for_report=*/true);
     report.findings = detect::buildFindings(evidence);
-    // Build-ups freed since the last boundary (a report at exit, after the program freed what its
-    // loop held). One that began in the first run of its phase and was never freed before was held
-    // all along: a finding as at the last boundary. One of a phase begun again, or after an
-    // earlier build-up was freed (a reset), was a phase's and ended with it, as those freed at a
-    // boundary did.
-    std::vector<HeldCause> all_held = held;
-    for (HeldCause& cause : heldCauses(history.collapsedSince(evidence.groups, current_step))) {
-      bool known = std::any_of(report.findings.begin(), report.findings.end(),
-                               [&](const LeakFinding& f) { return causeKey(f) == cause.key; });
-      if (known) continue;
-      if (!phases.inFirstRunOfItsPhase(cause.finding.freed->first_step) || cause.freed_before ||
-          cause.by_collector) {
-        addHeldCause(all_held, std::move(cause));
-        continue;
-      }
-      cause.finding.freed.reset();
-      // The same site, read without its Python line after Python finalised: what is left of the
-      // build-up, which the cause as recorded while it was held describes whole.
-      report.findings.erase(
-          std::remove_if(report.findings.begin(), report.findings.end(),
-                         [&](const LeakFinding& f) { return sameCause(f, cause); }),
-          report.findings.end());
-      report.findings.push_back(std::move(cause.finding));
-    }
+    std::vector<HeldCause> all_held;
     std::optional<std::uint32_t> held_detected;
+    addFindingsHeldToTheEnd(report, evidence, loop_ended_at, all_held, held_detected);
     for (const HeldCause& cause : all_held) {
       if (cause.by_collector) {
         // Garbage, and a build-up of it still held is garbage waiting for the collector; unless
@@ -364,6 +392,11 @@ LeakReport LeakDetector::report() const {
   // A report names Python frames anyway: a refresh that had to wait is done first.
   if (state_->findings_due && !state_->finished) state_->refreshBuiltFindingsNow();
   return state_->buildReport();
+}
+
+LeakReport LeakDetector::report(std::uint32_t loop_ended_at) const {
+  if (state_->findings_due && !state_->finished) state_->refreshBuiltFindingsNow();
+  return state_->buildReport(loop_ended_at);
 }
 
 LeakReport LeakDetector::finish() {

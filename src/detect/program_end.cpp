@@ -175,11 +175,16 @@ const LeakReport* ProgramEnd::atStepBoundary(LeakReport report, std::int64_t liv
   return &reports_.back().report;
 }
 
-LeakReport ProgramEnd::atExit(LeakReport now, std::int64_t live_bytes_now, bool time_windows,
+std::optional<std::uint32_t> ProgramEnd::loopEndedAt(const LeakReport& now,
+                                                     std::int64_t live_bytes_now,
+                                                     bool time_windows) const {
+  if (!time_windows) return std::nullopt;
+  return teardownFrom(now, live_bytes_now, code_ended_);
+}
+
+LeakReport ProgramEnd::atExit(LeakReport now, std::optional<std::uint32_t> loop_ended_at,
                               std::chrono::steady_clock::time_point now_time) const {
-  std::optional<std::uint32_t> teardown_from;
-  if (time_windows) teardown_from = teardownFrom(now, live_bytes_now, code_ended_);
-  return reportAtExit(std::move(now), reports_, teardown_from, now_time);
+  return reportAtExit(std::move(now), reports_, loop_ended_at, now_time);
 }
 
 }  // namespace memseal::detect

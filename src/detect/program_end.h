@@ -70,8 +70,9 @@ void samplesUpTo(LeakReport& earlier, const LeakReport& now);
 const BoundaryReport* lastBeforeTeardown(const std::deque<BoundaryReport>& reports,
                                          std::optional<std::uint32_t> teardown_from);
 
-// Steps a boundary report's leak verdict must have held to be given at exit in place of a report
-// that has no leak.
+// Steps a leak verdict must have held before the program's end to stand at exit: a boundary
+// report's, to be given in place of a report that has no leak, and a build-up's that the end freed
+// (LeakDetector::report(loop_ended_at)).
 inline constexpr std::uint32_t kSettledSteps = 8;
 
 // The report to give at exit, at `now_time`: `now`, the detector's report as the program ends, or
@@ -109,10 +110,17 @@ class ProgramEnd {
   // A Python program's own code ended (its atexit, before the interpreter finalises).
   void codeEnded(ProgramCodeEnded ended) { code_ended_ = ended; }
 
-  // The report to give at exit, at `now_time`, `now` being the detector's report as the program
-  // ends and `live_bytes_now` tracked tensor memory then. `time_windows`: the steps were time
-  // windows, which go on as the program tears down (teardownFrom is looked for only then).
-  LeakReport atExit(LeakReport now, std::int64_t live_bytes_now, bool time_windows,
+  // The step the program's loop ended at, where the steps were time windows (`time_windows`),
+  // which go on as the program tears down: teardownFrom of `now`, the detector's report as the
+  // program ends, and `live_bytes_now`, tracked tensor memory then (before the program's own code
+  // ended, where that is known). None for steps that stop with the loop.
+  std::optional<std::uint32_t> loopEndedAt(const LeakReport& now, std::int64_t live_bytes_now,
+                                           bool time_windows) const;
+
+  // The report to give at exit, at `now_time`: reportAtExit of `now`, the detector's report as
+  // the program ends (LeakDetector::report(loop_ended_at) where the loop's end is known, so that
+  // what the teardown freed was held until then), weighed against the boundary reports.
+  LeakReport atExit(LeakReport now, std::optional<std::uint32_t> loop_ended_at,
                     std::chrono::steady_clock::time_point now_time) const;
 
   const std::deque<BoundaryReport>& reports() const { return reports_; }

@@ -73,6 +73,7 @@ std::vector<Collapse> RetentionHistory::collapsedSince(const std::vector<GroupAt
     collapse.judged_steps = build.judged_steps;
     collapse.detected_at = build.detected_at;
     collapse.peak_bytes = build.peak_bytes;
+    collapse.segment_start = segmentStart(id);
     collapses.push_back(collapse);
   }
   return collapses;

@@ -52,6 +52,9 @@ struct Collapse {
   std::uint32_t judged_steps = 0;  // its length, in steps of its phases
   std::uint32_t detected_at = 0;   // the step after which it was first judged growing
   std::int64_t peak_bytes = 0;
+  // The group's segmentStart when the build-up was found freed (before update() began the next
+  // segment): past 0, a build-up of the group was freed before this one.
+  std::uint32_t segment_start = 0;
 };
 
 class RetentionHistory {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,14 +34,21 @@ constexpr std::size_t kInterimSteps = 256;  // per-step samples an interim repor
 std::uint64_t stepsTaken(Runtime& runtime) { return runtime.steps->taken(); }
 
 // At exit: the report the detector gives now, or the last one taken at a step boundary while the
-// loop ran (detect::ProgramEnd).
+// loop ran (detect::ProgramEnd). Where time windows saw the program tear down, the detector judges
+// again as of the step its loop ended at: what the teardown freed was held until then.
 LeakReport finalReport(Runtime& runtime) {
   LeakReport now = currentReport(runtime);
   std::int64_t live_bytes_now = track::cpuCounters().liveBytes();
+  bool time_windows = forkedChild(runtime) || runtime.config.rule.kind == StepRule::Kind::kInterval;
+  std::optional<std::uint32_t> loop_ended_at;
+  {
+    std::lock_guard<std::mutex> lock(runtime.boundary_mutex);
+    loop_ended_at = runtime.program_end.loopEndedAt(now, live_bytes_now, time_windows);
+  }
+  if (loop_ended_at) now = currentReport(runtime, loop_ended_at);
   devicesAtTheLastStep(now);
   std::lock_guard<std::mutex> lock(runtime.boundary_mutex);
-  bool time_windows = forkedChild(runtime) || runtime.config.rule.kind == StepRule::Kind::kInterval;
-  return runtime.program_end.atExit(std::move(now), live_bytes_now, time_windows,
+  return runtime.program_end.atExit(std::move(now), loop_ended_at,
                                     std::chrono::steady_clock::now());
 }
 
@@ -58,7 +66,7 @@ void writeMemoryViz(Runtime& runtime) {
 
 }  // namespace
 
-LeakReport currentReport(Runtime& runtime) {
+LeakReport currentReport(Runtime& runtime, std::optional<std::uint32_t> loop_ended_at) {
   PythonLock python;
   // Before the step lock: a source takes its own lock, then the step lock.
   std::vector<report::StepsTaken> steps_taken;
@@ -73,7 +81,8 @@ LeakReport currentReport(Runtime& runtime) {
   }
   std::vector<std::string> steps_from = report::stepsFromLines(steps_taken);
   std::lock_guard<std::mutex> steps(runtime.steps->mutex());
-  LeakReport report = runtime.detector->report();
+  LeakReport report =
+      loop_ended_at ? runtime.detector->report(*loop_ended_at) : runtime.detector->report();
   report.rank = runtime.rank;
   periodsInIterations(report, iterations);
   report.steps_from = std::move(steps_from);

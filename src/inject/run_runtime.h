@@ -77,9 +77,11 @@ inline std::string runFile(const Runtime& runtime, const char* suffix) {
 
 inline bool forkedChild(const Runtime& runtime) { return runtime.kind == ProcessKind::kFork; }
 
-// What the detector says now, with where the steps came from (what each step source took).
-// Takes the GIL, then the step lock.
-LeakReport currentReport(Runtime& runtime);
+// What the detector says now, with where the steps came from (what each step source took); with
+// `loop_ended_at`, as of the step the program's loop ended at (LeakDetector::report). Takes the
+// GIL, then the step lock.
+LeakReport currentReport(Runtime& runtime,
+                         std::optional<std::uint32_t> loop_ended_at = std::nullopt);
 
 enum class BoundaryReportWhen { kAfterThePause, kNow };
 // A report taken at a step boundary, kept for the program's end (detect::ProgramEnd) and streamed

@@ -259,5 +259,70 @@ TEST(Phases, PhasesAndWhatWasFreedSurviveTheJsonReport) {
   EXPECT_THROW(LeakReport::fromJson(json.dump()), std::invalid_argument);
 }
 
+// Steps that go on after the loop (time windows through a program's teardown): the end frees what
+// the loop kept, and a report made afterwards sees it held for a while, then freed. Told when the
+// loop ended, the detector judges as of then: a leak, as a report taken at that step said.
+TEST(Phases, WhatTheProgramsEndFreedIsALeakWhenTheReportKnowsWhenItsLoopEnded) {
+  constexpr std::uint32_t kLoopSteps = 60;
+  LeakDetector detector(programOptions());
+  std::vector<torch::Tensor> kept;
+  for (std::uint32_t step = 0; step < kLoopSteps; ++step) {
+    kept.push_back(torch::ones({256}) * 2);
+    detector.step();
+  }
+  kept.clear();  // main's locals go as it returns
+  for (int window = 0; window < 5; ++window) {
+    torch::Tensor scratch = torch::ones({4});
+    detector.step();
+  }
+  LeakReport afterwards = detector.report();
+  EXPECT_FALSE(afterwards.leak) << afterwards.toText();
+  ASSERT_EQ(afterwards.freed_build_ups.size(), 1u) << afterwards.toText();
+  // The last step of the loop is the one whose sample the fall began from.
+  LeakReport as_of_the_loop = detector.report(kLoopSteps - 1);
+  ASSERT_TRUE(as_of_the_loop.leak) << as_of_the_loop.toText();
+  ASSERT_EQ(as_of_the_loop.findings.size(), 1u) << as_of_the_loop.toText();
+  EXPECT_EQ(as_of_the_loop.findings[0].category, LeakCategory::kTensorsRetained);
+  EXPECT_FALSE(as_of_the_loop.findings[0].freed.has_value());
+  EXPECT_TRUE(as_of_the_loop.freed_build_ups.empty()) << as_of_the_loop.toText();
+  ASSERT_TRUE(as_of_the_loop.detected_at_step.has_value());
+  EXPECT_LT(*as_of_the_loop.detected_at_step, kLoopSteps);
+  // Told of an end after the free, nothing the program freed was freed by its end.
+  EXPECT_FALSE(detector.report(kLoopSteps + 3).leak);
+}
+
+// What a phase run before gathered and freed was a phase's, also when its last run is freed by
+// the program's end; and so is a running total reset before: neither becomes a leak at the end.
+TEST(Phases, APhaseThatRanBeforeOrWasResetStaysAPhasesAtTheProgramsEnd) {
+  {
+    Program program;
+    LeakDetector detector(programOptions());
+    program.detector = &detector;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      program.train(40, /*keep_total=*/false);
+      program.validate(20, /*grad_on=*/false, /*gather=*/true);
+    }
+    // The last pass's outputs went as it returned; steps go on as the program ends.
+    std::uint32_t loop_ended_at = detector.report().steps - 1;
+    for (int window = 0; window < 5; ++window) {
+      torch::Tensor scratch = torch::ones({4});
+      detector.step();
+    }
+    LeakReport gathered = detector.report(loop_ended_at);
+    EXPECT_FALSE(gathered.leak) << gathered.toText();
+    EXPECT_FALSE(gathered.freed_build_ups.empty()) << gathered.toText();
+  }
+  Program resets;
+  resets.name_phases = false;
+  LeakDetector reset_detector(programOptions());
+  resets.detector = &reset_detector;
+  resets.train(130, /*keep_total=*/true, /*reset_every=*/20);
+  LeakReport total = reset_detector.report(110);
+  ASSERT_TRUE(total.leak) << total.toText();
+  ASSERT_EQ(total.findings.size(), 1u) << total.toText();
+  ASSERT_TRUE(total.findings[0].freed.has_value()) << total.toText();
+  EXPECT_GE(total.findings[0].freed->times, 4u) << total.toText();
+}
+
 }  // namespace
 }  // namespace memseal

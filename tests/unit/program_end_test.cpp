@@ -296,16 +296,28 @@ TEST(ProgramEnd, AtExitLooksForTheTeardownOnlyWhenTheStepsWereTimeWindows) {
   phases.leak = true;
   phases.findings.push_back(finding(memseal::LeakCategory::kTensorsRetained, "aten::mul"));
   phases.findings.back().freed = memseal::HeldUntilFreed{};
-  EXPECT_EQ(end.atExit(phases, 0, /*time_windows=*/false, time).findings[0].site.op, "aten::mul");
+  EXPECT_EQ(end.atExit(phases, end.loopEndedAt(phases, 0, /*time_windows=*/false), time)
+                .findings[0]
+                .site.op,
+            "aten::mul");
   // Time windows went on as it tore down: what it lost then counts, and the loop's report stands.
-  EXPECT_EQ(end.atExit(phases, 0, /*time_windows=*/true, time).findings[0].site.op, "aten::add");
+  EXPECT_EQ(end.atExit(phases, end.loopEndedAt(phases, 0, /*time_windows=*/true), time)
+                .findings[0]
+                .site.op,
+            "aten::add");
   // A Python program's own code ended with its memory freed: the same.
   end.codeEnded(ProgramCodeEnded{162, 0});
-  EXPECT_EQ(end.atExit(phases, 0, /*time_windows=*/true, time).findings[0].site.op, "aten::add");
+  EXPECT_EQ(end.atExit(phases, end.loopEndedAt(phases, 0, /*time_windows=*/true), time)
+                .findings[0]
+                .site.op,
+            "aten::add");
   // It ended with memory where the loop had it: what fell after it (the interpreter finalising)
   // is not looked at, and no teardown is seen.
   end.codeEnded(ProgramCodeEnded{130, rising(62)[29]});
-  EXPECT_EQ(end.atExit(phases, 0, /*time_windows=*/true, time).findings[0].site.op, "aten::mul");
+  EXPECT_EQ(end.atExit(phases, end.loopEndedAt(phases, 0, /*time_windows=*/true), time)
+                .findings[0]
+                .site.op,
+            "aten::mul");
 }
 
 }  // namespace
