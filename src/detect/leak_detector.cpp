@@ -88,10 +88,12 @@ struct LeakDetector::State {
                     ? detect::ResidentMemoryReader::Measure::kPrivatePages
                     : detect::ResidentMemoryReader::Measure::kResidentSet) {}
 
-  // Warm-up and the steps after it, and a suspected leak: every boundary reads resident memory
+  // Warm-up and the steps after it, a suspected leak, and a build-up half freed at the last
+  // renewal (the next tells whether the rest went with it): every boundary reads resident memory
   // and renews the verdict.
   bool verdictForming() const {
-    return current_step <= options.warmup + kWatchedStepsAfterWarmup || last_verdict;
+    return current_step <= options.warmup + kWatchedStepsAfterWarmup || last_verdict ||
+           history.anyFalling();
   }
 
   // What the boundary of `sample` shows that a renewal is compared with.
@@ -162,8 +164,9 @@ struct LeakDetector::State {
   // Build-ups the program freed as it ended, held all along (heldAllAlong): findings as at the
   // last boundary that saw them held. Those freed since the last boundary (a report at exit, after
   // the program freed what its loop held), and with `loop_ended_at` those found freed at the
-  // boundaries from that step on, when the loop was found judged settled by then (not the last
-  // requests a server had in flight as its loop ended). `all_held` keeps the other held causes.
+  // boundaries from that step on whose growth was judged kSettledSteps or more before they went
+  // (not the last requests a server had in flight as its loop ended). `all_held` keeps the other
+  // held causes.
   void addFindingsHeldToTheEnd(LeakReport& report, const detect::LeakEvidence& evidence,
                                std::optional<std::uint32_t> loop_ended_at,
                                std::vector<HeldCause>& all_held,

@@ -42,19 +42,25 @@ std::uint32_t RetentionHistory::segmentStart(const GroupId& id) const {
   return found == segment_start_.end() ? 0 : found->second;
 }
 
+bool RetentionHistory::anyFalling() const {
+  return std::any_of(building_.begin(), building_.end(),
+                     [](const auto& entry) { return entry.second.falling; });
+}
+
 std::uint32_t RetentionHistory::buildUpSteps(const GroupId& id) const {
   auto found = building_.find(id);
   return found == building_.end() ? 0 : found->second.judged_steps;
 }
 
+std::uint32_t RetentionHistory::stillHeld(const BuildUp& build, const GroupAtBoundary* group) {
+  if (group == nullptr || group->steps == nullptr) return 0;
+  auto begin = std::lower_bound(group->steps->begin(), group->steps->end(), build.oldest);
+  auto end = std::upper_bound(begin, group->steps->end(), build.newest);
+  return static_cast<std::uint32_t>(end - begin);
+}
+
 bool RetentionHistory::collapsed(const BuildUp& build, const GroupAtBoundary* group) {
-  std::uint32_t still = 0;
-  if (group != nullptr && group->steps != nullptr) {
-    auto begin = std::lower_bound(group->steps->begin(), group->steps->end(), build.oldest);
-    auto end = std::upper_bound(begin, group->steps->end(), build.newest);
-    still = static_cast<std::uint32_t>(end - begin);
-  }
-  return still * 4 <= build.alive_steps;
+  return stillHeld(build, group) * 4 <= build.alive_steps;
 }
 
 std::vector<Collapse> RetentionHistory::collapsedSince(const std::vector<GroupAtBoundary>& groups,
@@ -99,6 +105,10 @@ std::vector<Collapse> RetentionHistory::update(const std::vector<GroupAtBoundary
       segment_start_[it->first] = next;
       turnover_.erase(it->first);  // counted again from the new segment
       it = building_.erase(it);
+    } else if (!it->second.falling && (group == nullptr || !group->grows) &&
+               stillHeld(it->second, group) * 2 <= it->second.alive_steps) {
+      it->second.falling = true;  // half of it freed at once: the next update tells the rest
+      ++it;
     } else if (group == nullptr || !group->grows) {
       // Given back a little at a time, or no longer enough of the steps: not a build-up that ends
       // together.
@@ -115,6 +125,7 @@ std::vector<Collapse> RetentionHistory::update(const std::vector<GroupAtBoundary
     auto [entry, fresh] = building_.try_emplace(group.id);
     BuildUp& build = entry->second;
     if (fresh) build.detected_at = current_step > 0 ? current_step - 1 : 0;
+    build.falling = false;
     build.oldest = *first;
     build.newest = group.steps->back();
     build.alive_steps = static_cast<std::uint32_t>(group.steps->end() - first);

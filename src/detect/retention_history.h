@@ -76,8 +76,13 @@ class RetentionHistory {
   std::vector<Collapse> collapsedSince(const std::vector<GroupAtBoundary>& groups,
                                        std::uint32_t current_step) const;
 
-  // Whether a group is building up (judged growing at the last update), and how long it has been.
+  // Whether a group is building up (judged growing at the last update, or falling: half of its
+  // build-up or more freed since the update before, the rest perhaps at the next), and how long
+  // it has been.
   bool buildingUp(const GroupId& id) const { return building_.count(id) != 0; }
+  // Whether a build-up is falling: the next update is to be made, to tell whether it was freed
+  // together.
+  bool anyFalling() const;
   std::uint32_t buildUpSteps(const GroupId& id) const;
 
   // A group of tensor storage that turns over: survivors it held at one update were freed by a
@@ -103,8 +108,14 @@ class RetentionHistory {
     std::uint32_t judged_steps = 0;
     std::uint32_t detected_at = 0;
     std::int64_t peak_bytes = 0;
+    // Half of it or more was freed at the last update, not the rest: a step boundary taken on
+    // another thread (time windows) can come while the program frees a list of what it kept,
+    // and the next update tells whether it was freed together. Kept for one update.
+    bool falling = false;
   };
-  // A collapse of `build`, when `group` (null: no survivors at all) no longer holds its steps.
+  // How many of `build`'s steps `group` (null: no survivors at all) still holds survivors of.
+  static std::uint32_t stillHeld(const BuildUp& build, const GroupAtBoundary* group);
+  // A collapse of `build`, when `group` no longer holds its steps (a quarter of them at most).
   static bool collapsed(const BuildUp& build, const GroupAtBoundary* group);
 
   static constexpr std::size_t kMaxTurnoverSamples = 128;

@@ -291,6 +291,32 @@ TEST(Phases, WhatTheProgramsEndFreedIsALeakWhenTheReportKnowsWhenItsLoopEnded) {
   EXPECT_FALSE(detector.report(kLoopSteps + 3).leak);
 }
 
+// Time windows end on memseal's own thread, so a step boundary can come while the program frees
+// the list of what it kept (Python's list.clear() frees from its end): half of the build-up is
+// gone at that boundary, the rest at the next. It was freed together, not given back.
+TEST(Phases, AListFreedAcrossAStepBoundaryIsStillFreedTogether) {
+  constexpr std::uint32_t kLoopSteps = 60;
+  LeakDetector detector(programOptions());
+  std::vector<torch::Tensor> kept;
+  for (std::uint32_t step = 0; step < kLoopSteps; ++step) {
+    kept.push_back(torch::ones({256}) * 2);
+    detector.step();
+  }
+  kept.resize(kept.size() / 2);
+  detector.step();
+  kept.clear();
+  for (int window = 0; window < 5; ++window) {
+    torch::Tensor scratch = torch::ones({4});
+    detector.step();
+  }
+  LeakReport afterwards = detector.report();
+  ASSERT_EQ(afterwards.freed_build_ups.size(), 1u) << afterwards.toText();
+  EXPECT_EQ(afterwards.freed_build_ups[0].freed->last_step, kLoopSteps - 1);
+  LeakReport as_of_the_loop = detector.report(kLoopSteps - 1);
+  ASSERT_TRUE(as_of_the_loop.leak) << as_of_the_loop.toText();
+  EXPECT_EQ(as_of_the_loop.findings[0].category, LeakCategory::kTensorsRetained);
+}
+
 // What a phase run before gathered and freed was a phase's, also when its last run is freed by
 // the program's end; and so is a running total reset before: neither becomes a leak at the end.
 TEST(Phases, APhaseThatRanBeforeOrWasResetStaysAPhasesAtTheProgramsEnd) {

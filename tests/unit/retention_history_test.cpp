@@ -66,6 +66,43 @@ TEST(RetentionHistory, MemoryGivenBackALittleAtATimeIsNoCollapse) {
   EXPECT_EQ(history.segmentStart(id), 0u);
 }
 
+// A step boundary taken on another thread (time windows) while the program frees the list of
+// what it kept: half of the build-up is gone at that update, the rest at the next. Freed together.
+TEST(RetentionHistory, ABuildUpFreedAsTheBoundaryCameIsACollapseAtTheNextUpdate) {
+  RetentionHistory history;
+  GroupId id = storageGroup(7);
+  std::vector<std::vector<std::uint32_t>> alive;
+  for (std::uint32_t step = 5; step <= 24; ++step) alive.push_back(range(5, step));
+  for (std::uint32_t step = 5; step <= 24; ++step) {
+    history.update({at(id, alive[step - 5], step >= 8, 100 * (step - 4))}, step + 1);
+  }
+  std::vector<std::uint32_t> older_half = range(5, 14);  // a list freed from its end
+  EXPECT_TRUE(history.update({at(id, older_half, false)}, 26).empty());
+  EXPECT_TRUE(history.buildingUp(id));
+  std::vector<std::uint32_t> none;
+  auto collapses = history.update({at(id, none, false)}, 27);
+  ASSERT_EQ(collapses.size(), 1u);
+  EXPECT_EQ(collapses[0].first_step, 5u);
+  EXPECT_EQ(collapses[0].last_step, 24u);
+  EXPECT_EQ(collapses[0].freed_by, 27u);
+  EXPECT_EQ(collapses[0].peak_bytes, 2000);
+  EXPECT_EQ(collapses[0].segment_start, 0u);
+  EXPECT_FALSE(history.buildingUp(id));
+}
+
+// Half given back at once and the rest kept: not freed together, forgotten at the next update.
+TEST(RetentionHistory, HalfABuildUpFreedAndTheRestKeptIsNoCollapse) {
+  RetentionHistory history;
+  GroupId id = storageGroup(7);
+  std::vector<std::uint32_t> filling = range(5, 24);
+  history.update({at(id, filling, true)}, 25);
+  std::vector<std::uint32_t> older_half = range(5, 14);
+  EXPECT_TRUE(history.update({at(id, older_half, false)}, 26).empty());
+  EXPECT_TRUE(history.update({at(id, older_half, false)}, 27).empty());
+  EXPECT_FALSE(history.buildingUp(id));
+  EXPECT_EQ(history.segmentStart(id), 0u);
+}
+
 TEST(RetentionHistory, AShortBuildUpIsForgottenWhenFreed) {
   RetentionHistory history;
   GroupId id = storageGroup(3);
