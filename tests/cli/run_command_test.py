@@ -39,6 +39,16 @@ def run_script(name, source, *flags, env=None):
         return run(*flags, "--", ARGS.python, script, env=env)
 
 
+# A loop that keeps every output (line 5), then lets them all go as the program ends (as main's
+# locals go) and writes its results without tensors.
+KEEPS_THEN_FREES_AS_IT_ENDS = ("import time\nimport torch\nkept = []\n"
+                               "for _ in range(600):\n"
+                               "    kept.append(torch.ones(256) * 2)\n"
+                               "    time.sleep(0.002)\n"
+                               "kept.clear()\n"
+                               "time.sleep(0.05)\n")
+
+
 class Server(unittest.TestCase):
     """The example server: no memseal code in it, requests made by itself or read from stdin."""
 
@@ -343,32 +353,18 @@ class Python(unittest.TestCase):
     def test_a_loop_whose_end_frees_what_it_kept_is_still_a_leak_in_time_windows(self):
         # Every output is kept; the program lets them all go as it ends (as main's locals go) and
         # writes its results without tensors: with time windows, that end is a step of its own.
-        code, _, err = run_script("ends.py",
-                                  "import time\nimport torch\nkept = []\n"
-                                  "for _ in range(600):\n"
-                                  "    kept.append(torch.ones(256) * 2)\n"
-                                  "    time.sleep(0.002)\n"
-                                  "kept.clear()\n"
-                                  "time.sleep(0.05)\n",
-                                  "--interval", "5ms")
+        code, _, err = run_script("ends.py", KEEPS_THEN_FREES_AS_IT_ENDS, "--interval", "5ms")
         self.assertEqual(code, 0, err)
         self.assertIn("tensors-retained", err)
         self.assertNotIn("held for a while, then freed", err)
-
 
     def test_such_a_loop_is_a_leak_however_few_reports_were_taken_while_it_ran(self):
         # A loaded machine makes reports slow, and their pause 20 times as long: the loop may end
         # before a report taken while it ran said leak. Here the pause is 100 times longer (10 s at
         # least), so the one report kept was taken in warm-up: the verdict at exit is the
         # detector's own, judged as of the step the loop ended at.
-        code, _, err = run_script("ends_unreported.py",
-                                  "import time\nimport torch\nkept = []\n"
-                                  "for _ in range(600):\n"
-                                  "    kept.append(torch.ones(256) * 2)\n"
-                                  "    time.sleep(0.002)\n"
-                                  "kept.clear()\n"
-                                  "time.sleep(0.05)\n",
-                                  "--interval", "5ms", env={"MEMSEAL_RUN_TIME_SCALE": "100"})
+        code, _, err = run_script("ends_unreported.py", KEEPS_THEN_FREES_AS_IT_ENDS, "--interval",
+                                  "5ms", env={"MEMSEAL_RUN_TIME_SCALE": "100"})
         self.assertEqual(code, 0, err)
         self.assertIn("tensors-retained", err)
         self.assertIn("ends_unreported.py:5", err)
@@ -378,12 +374,7 @@ class Python(unittest.TestCase):
         # As above, and the interpreter's own finalisation then takes many windows (a busy machine
         # does that; here an object's __del__): what follows the program's own code is teardown.
         code, _, err = run_script("ends_slowly.py",
-                                  "import time\nimport torch\nkept = []\n"
-                                  "for _ in range(600):\n"
-                                  "    kept.append(torch.ones(256) * 2)\n"
-                                  "    time.sleep(0.002)\n"
-                                  "kept.clear()\n"
-                                  "time.sleep(0.05)\n"
+                                  KEEPS_THEN_FREES_AS_IT_ENDS +
                                   "class SlowToFinalise:\n"
                                   "    def __del__(self):\n"
                                   "        for _ in range(20):\n"

@@ -259,6 +259,22 @@ TEST(Phases, PhasesAndWhatWasFreedSurviveTheJsonReport) {
   EXPECT_THROW(LeakReport::fromJson(json.dump()), std::invalid_argument);
 }
 
+// A loop that keeps every step's output (tensors without history), `steps` steps long.
+void keepEveryStep(LeakDetector& detector, std::vector<torch::Tensor>& kept, std::uint32_t steps) {
+  for (std::uint32_t step = 0; step < steps; ++step) {
+    kept.push_back(torch::ones({256}) * 2);
+    detector.step();
+  }
+}
+
+// Steps that go on as the program ends, as time windows do: each allocates a little and frees it.
+void stepsAsTheProgramEnds(LeakDetector& detector) {
+  for (int window = 0; window < 5; ++window) {
+    torch::Tensor scratch = torch::ones({4});
+    detector.step();
+  }
+}
+
 // Steps that go on after the loop (time windows through a program's teardown): the end frees what
 // the loop kept, and a report made afterwards sees it held for a while, then freed. Told when the
 // loop ended, the detector judges as of then: a leak, as a report taken at that step said.
@@ -266,15 +282,9 @@ TEST(Phases, WhatTheProgramsEndFreedIsALeakWhenTheReportKnowsWhenItsLoopEnded) {
   constexpr std::uint32_t kLoopSteps = 60;
   LeakDetector detector(programOptions());
   std::vector<torch::Tensor> kept;
-  for (std::uint32_t step = 0; step < kLoopSteps; ++step) {
-    kept.push_back(torch::ones({256}) * 2);
-    detector.step();
-  }
+  keepEveryStep(detector, kept, kLoopSteps);
   kept.clear();  // main's locals go as it returns
-  for (int window = 0; window < 5; ++window) {
-    torch::Tensor scratch = torch::ones({4});
-    detector.step();
-  }
+  stepsAsTheProgramEnds(detector);
   LeakReport afterwards = detector.report();
   EXPECT_FALSE(afterwards.leak) << afterwards.toText();
   ASSERT_EQ(afterwards.freed_build_ups.size(), 1u) << afterwards.toText();
@@ -298,17 +308,11 @@ TEST(Phases, AListFreedAcrossAStepBoundaryIsStillFreedTogether) {
   constexpr std::uint32_t kLoopSteps = 60;
   LeakDetector detector(programOptions());
   std::vector<torch::Tensor> kept;
-  for (std::uint32_t step = 0; step < kLoopSteps; ++step) {
-    kept.push_back(torch::ones({256}) * 2);
-    detector.step();
-  }
+  keepEveryStep(detector, kept, kLoopSteps);
   kept.resize(kept.size() / 2);
   detector.step();
   kept.clear();
-  for (int window = 0; window < 5; ++window) {
-    torch::Tensor scratch = torch::ones({4});
-    detector.step();
-  }
+  stepsAsTheProgramEnds(detector);
   LeakReport afterwards = detector.report();
   ASSERT_EQ(afterwards.freed_build_ups.size(), 1u) << afterwards.toText();
   EXPECT_EQ(afterwards.freed_build_ups[0].freed->last_step, kLoopSteps - 1);
@@ -330,10 +334,7 @@ TEST(Phases, APhaseThatRanBeforeOrWasResetStaysAPhasesAtTheProgramsEnd) {
     }
     // The last pass's outputs went as it returned; steps go on as the program ends.
     std::uint32_t loop_ended_at = detector.report().steps - 1;
-    for (int window = 0; window < 5; ++window) {
-      torch::Tensor scratch = torch::ones({4});
-      detector.step();
-    }
+    stepsAsTheProgramEnds(detector);
     LeakReport gathered = detector.report(loop_ended_at);
     EXPECT_FALSE(gathered.leak) << gathered.toText();
     EXPECT_FALSE(gathered.freed_build_ups.empty()) << gathered.toText();

@@ -30,9 +30,8 @@ GroupAtBoundary at(const GroupId& id, const std::vector<std::uint32_t>& steps, b
   return group;
 }
 
-TEST(RetentionHistory, ABuildUpFreedTogetherIsACollapse) {
-  RetentionHistory history;
-  GroupId id = storageGroup(7);
+// Steps 5 to 24 each keep 100 bytes of `id`'s, judged growing from step 8 on.
+void buildUpFrom5To24(RetentionHistory& history, const GroupId& id) {
   std::vector<std::vector<std::uint32_t>> alive;
   for (std::uint32_t step = 5; step <= 24; ++step) alive.push_back(range(5, step));
   for (std::uint32_t step = 5; step <= 24; ++step) {
@@ -41,6 +40,12 @@ TEST(RetentionHistory, ABuildUpFreedTogetherIsACollapse) {
     EXPECT_TRUE(collapses.empty());
   }
   EXPECT_TRUE(history.buildingUp(id));
+}
+
+TEST(RetentionHistory, ABuildUpFreedTogetherIsACollapse) {
+  RetentionHistory history;
+  GroupId id = storageGroup(7);
+  buildUpFrom5To24(history, id);
   std::vector<std::uint32_t> none;
   auto collapses = history.update({at(id, none, false)}, 26);
   ASSERT_EQ(collapses.size(), 1u);
@@ -71,11 +76,7 @@ TEST(RetentionHistory, MemoryGivenBackALittleAtATimeIsNoCollapse) {
 TEST(RetentionHistory, ABuildUpFreedAsTheBoundaryCameIsACollapseAtTheNextUpdate) {
   RetentionHistory history;
   GroupId id = storageGroup(7);
-  std::vector<std::vector<std::uint32_t>> alive;
-  for (std::uint32_t step = 5; step <= 24; ++step) alive.push_back(range(5, step));
-  for (std::uint32_t step = 5; step <= 24; ++step) {
-    history.update({at(id, alive[step - 5], step >= 8, 100 * (step - 4))}, step + 1);
-  }
+  buildUpFrom5To24(history, id);
   std::vector<std::uint32_t> older_half = range(5, 14);  // a list freed from its end
   EXPECT_TRUE(history.update({at(id, older_half, false)}, 26).empty());
   EXPECT_TRUE(history.buildingUp(id));
