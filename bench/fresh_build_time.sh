@@ -30,6 +30,7 @@ echo "memseal: $script from a fresh clone with an empty ccache: ${total} s, exit
 # Phases of the test command: from each "=== memseal tests: <phase>" marker and each ctest summary
 # to the next (the demo's figure is its total).
 [ "$command_name" = test ] && awk -v total="$total" '
+  BEGIN { last_name = "checks, fuzz regression"; last_t = 0 }
   function mark(t, name) {
     if (last_name != "") printf "  %-24s %5d s\n", last_name, t - last_t
     last_name = name; last_t = t
@@ -37,7 +38,7 @@ echo "memseal: $script from a fresh clone with an empty ccache: ${total} s, exit
   / === memseal tests: / { what = substr($0, index($0, "tests: ") + 7); mark($1, what)
                            flavour = what; sub(/ build$/, "", flavour) }
   / Test project / { mark($1, flavour " tests") }
-  / memseal: the Python module is installed/ { mark($1, "pytest") }
+  / memseal: the Python package is installed/ { mark($1, "pytest") }
   END { if (last_name != "") printf "  %-24s %5d s\n", last_name, total - last_t }' "$log"
 for ninja_log in "$work"/memseal/build/*/.ninja_log; do
   [ -f "$ninja_log" ] || continue

@@ -33,9 +33,8 @@ run_flavour() {
 }
 run_flavour release ""
 run_flavour asan ""
-# ThreadSanitizer: the unit tests and the concurrency tests of the tracker, the planned arena and the
-# tensor pool
-# (libtorch is not instrumented).
+# ThreadSanitizer: the unit tests that start threads and the concurrency tests of the tracker, the
+# planned arena and the tensor pool (libtorch is not instrumented).
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" \
   run_flavour tsan "memseal_unit_tests memseal_integration_tests"
 # The Python module, installed into the venv, and its tests (pytest's pytester included).
@@ -47,7 +46,9 @@ if [ "$python_status" -eq 0 ] && "$MEMSEAL_PYTHON" -c 'import pytest' 2>/dev/nul
   # One worker per core where pytest-xdist is installed (bootstrap.sh gives the venv it).
   parallel=()
   "$MEMSEAL_PYTHON" -c 'import xdist' 2>/dev/null && parallel=(-n "$(nproc)")
-  (cd "$root/tests/python" && "$MEMSEAL_PYTHON" -m pytest -q -p no:cacheprovider "${parallel[@]}") || status=1
+  # The slowest tests' times close the output, as ctest's close each of its tests.
+  (cd "$root/tests/python" &&
+    "$MEMSEAL_PYTHON" -m pytest -q -p no:cacheprovider --durations=15 "${parallel[@]}") || status=1
 elif [ "$python_status" -eq 0 ] || [ "$python_status" -eq 3 ]; then
   # Only with a Python of the caller's (PYTHON=...) that lacks pytest or scikit-build-core.
   echo "memseal: Python tests skipped: $MEMSEAL_PYTHON lacks pytest or scikit-build-core" >&2
